@@ -1,0 +1,146 @@
+/* The kernel tables: every quant type's sizes and kernels, every row op, per SIMD tier.
+ *
+ * A tier (scalar, avx2, avx512, avx512vnni, neon, dotprod) is one table. The scalar table is
+ * filled first; each higher tier starts as a copy of the one below and its register function
+ * (csrc/<arch>/<tier>/register.c) overrides only the entries it has faster code for. At init the
+ * highest tier that the CPU and OS support, and that OXILLAMA_DISABLE_CPU_FEATURES does not
+ * exclude, becomes the active table. Adding a kernel is one assignment in a register function. */
+#ifndef OXL_KERNELS_H
+#define OXL_KERNELS_H
+
+#include "oxl.h"
+
+/* GGUF/ggml type ids (the numbers are part of the file format). */
+typedef enum {
+    OXL_TYPE_F32 = 0,
+    OXL_TYPE_F16 = 1,
+    OXL_TYPE_Q4_0 = 2,
+    OXL_TYPE_Q4_1 = 3,
+    OXL_TYPE_Q5_0 = 6,
+    OXL_TYPE_Q5_1 = 7,
+    OXL_TYPE_Q8_0 = 8,
+    OXL_TYPE_Q8_1 = 9,
+    OXL_TYPE_Q2_K = 10,
+    OXL_TYPE_Q3_K = 11,
+    OXL_TYPE_Q4_K = 12,
+    OXL_TYPE_Q5_K = 13,
+    OXL_TYPE_Q6_K = 14,
+    OXL_TYPE_Q8_K = 15,
+    OXL_TYPE_IQ4_NL = 20,
+    OXL_TYPE_IQ4_XS = 23,
+    OXL_TYPE_BF16 = 30,
+    OXL_TYPE_COUNT = 40,
+} oxl_type;
+
+/* dst[0..n) = dequantized src; n is a multiple of the block size. */
+typedef void (*oxl_to_float_fn)(const void *OXL_RESTRICT src, float *OXL_RESTRICT dst, int64_t n);
+/* dst = n values of src quantized; n is a multiple of the block size. */
+typedef void (*oxl_from_float_fn)(const float *OXL_RESTRICT src, void *OXL_RESTRICT dst, int64_t n);
+/* *s = dot(x, y) over n values: x a weight row of its type, y activations of its vec_dot_type. */
+typedef void (*oxl_vec_dot_fn)(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x,
+                               const void *OXL_RESTRICT y);
+
+typedef struct {
+    const char *name;           /* GGUF type name, e.g. "Q4_K" */
+    int64_t blck_size;          /* values per block */
+    size_t type_size;           /* bytes per block */
+    int is_quantized;
+    oxl_type vec_dot_type;      /* what the activations are quantized to for vec_dot */
+    oxl_to_float_fn to_float;   /* dequantize */
+    oxl_from_float_fn from_float_ref; /* reference (slow, exact) quantization */
+    oxl_from_float_fn from_float;     /* fast quantization, used for activations */
+    oxl_vec_dot_fn vec_dot;
+    const char *tier;           /* tier whose vec_dot this is; filled by the dispatcher */
+} oxl_type_traits;
+
+/* Row ops used by the transformer. All take contiguous float rows. */
+typedef struct {
+    /* y = x / sqrt(mean(x^2) + eps) * w   (w may be NULL: no weight) */
+    void (*rms_norm)(const float *x, const float *w, float *y, int n, float eps);
+    /* y = (x - mean) / sqrt(var + eps) * w + b   (w, b may be NULL) */
+    void (*layer_norm)(const float *x, const float *w, const float *b, float *y, int n, float eps);
+    /* x = softmax(x) in place */
+    void (*softmax)(float *x, int n);
+    /* y = silu(g) * u */
+    void (*silu_mul)(const float *g, const float *u, float *y, int n);
+    /* y = gelu_tanh(g) * u  (u may be NULL: plain gelu) */
+    void (*gelu_mul)(const float *g, const float *u, float *y, int n);
+    /* y = gelu_erf(g) * u   (u may be NULL) */
+    void (*gelu_erf_mul)(const float *g, const float *u, float *y, int n);
+    /* y += x */
+    void (*add)(float *y, const float *x, int n);
+    /* y = a * x + y */
+    void (*axpy)(float *y, float a, const float *x, int n);
+    /* dot of f32 x with f32 y / f16 y */
+    float (*dot_f32)(const float *x, const float *y, int n);
+    float (*dot_f16)(const float *x, const oxl_half *y, int n);
+    /* y += a * x (x f16) */
+    void (*axpy_f16)(float *y, float a, const oxl_half *x, int n);
+    void (*fp32_to_fp16)(const float *x, oxl_half *y, int n);
+} oxl_ops;
+
+typedef struct {
+    const char *name;
+    oxl_type_traits type[OXL_TYPE_COUNT];
+    oxl_ops ops;
+} oxl_kernel_table;
+
+typedef enum {
+    OXL_TIER_SCALAR = 0,
+    OXL_TIER_AVX2,
+    OXL_TIER_AVX512,
+    OXL_TIER_AVX512VNNI,
+    OXL_TIER_NEON,
+    OXL_TIER_DOTPROD,
+    OXL_TIER_COUNT,
+} oxl_tier;
+
+/* CPU feature bits, as detected (CPUID + XCR0 on x86, HWCAP/sysctl on ARM). */
+enum {
+    OXL_CPU_SSE3 = 1u << 0,
+    OXL_CPU_AVX = 1u << 1,
+    OXL_CPU_AVX2 = 1u << 2,
+    OXL_CPU_FMA = 1u << 3,
+    OXL_CPU_F16C = 1u << 4,
+    OXL_CPU_AVX512F = 1u << 5,
+    OXL_CPU_AVX512BW = 1u << 6,
+    OXL_CPU_AVX512VL = 1u << 7,
+    OXL_CPU_AVX512DQ = 1u << 8,
+    OXL_CPU_AVX512VNNI = 1u << 9,
+    OXL_CPU_AVXVNNI = 1u << 10,
+    OXL_CPU_AVX512BF16 = 1u << 11,
+    OXL_CPU_BMI2 = 1u << 12,
+    OXL_CPU_NEON = 1u << 16,
+    OXL_CPU_DOTPROD = 1u << 17,
+    OXL_CPU_FP16 = 1u << 18,
+    OXL_CPU_I8MM = 1u << 19,
+};
+
+uint32_t oxl_cpu_detect(void);
+const char *oxl_cpu_feature_name(int bit);
+
+/* Fill all tables and pick the active one. `disabled` is a comma-separated list of tier or
+ * feature names to exclude (OXILLAMA_DISABLE_CPU_FEATURES), or NULL. Idempotent per argument. */
+void oxl_dispatch_init(const char *disabled);
+const oxl_kernel_table *oxl_kernels(void);          /* the active table */
+const oxl_kernel_table *oxl_tier_table(int tier);   /* NULL if not compiled or not usable here */
+int oxl_active_tier(void);
+const char *oxl_tier_name(int tier);
+int oxl_tier_compiled(int tier);
+uint32_t oxl_cpu_features(void);
+
+/* Tier-independent facts (sizes, reference quantize) without needing init. */
+const oxl_type_traits *oxl_type_info(int type);
+/* bytes for n values of type, or -1 if n is not a multiple of the block size / type unknown */
+int64_t oxl_row_size(int type, int64_t n);
+
+/* register functions: each tier's folder defines one */
+void oxl_register_scalar(oxl_kernel_table *t);
+void oxl_register_scalar_ops(oxl_kernel_table *t);
+void oxl_register_avx2(oxl_kernel_table *t);
+void oxl_register_avx512(oxl_kernel_table *t);
+void oxl_register_avx512vnni(oxl_kernel_table *t);
+void oxl_register_neon(oxl_kernel_table *t);
+void oxl_register_dotprod(oxl_kernel_table *t);
+
+#endif /* OXL_KERNELS_H */

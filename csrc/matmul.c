@@ -1,0 +1,110 @@
+#include "matmul.h"
+
+#if OXL_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+int64_t oxl_act_size(const oxl_kernel_table *k, int type, int64_t cols, int64_t n) {
+    if (type < 0 || type >= OXL_TYPE_COUNT || !k->type[type].name || !k->type[type].vec_dot) return -1;
+    const int64_t row = oxl_row_size(k->type[type].vec_dot_type, cols);
+    if (row < 0 || n < 0) return -1;
+    return row * n;
+}
+
+void oxl_quantize_act(const oxl_kernel_table *k, int type, const float *x, int64_t cols, int64_t n, void *xq) {
+    const oxl_type vdt = k->type[type].vec_dot_type;
+    const int64_t row = oxl_row_size(vdt, cols);
+    for (int64_t j = 0; j < n; j++) k->type[vdt].from_float(x + j * cols, (char *)xq + j * row, cols);
+}
+
+void oxl_gemv_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
+                    float *y, int64_t r0, int64_t r1) {
+    const oxl_vec_dot_fn dot = k->type[type].vec_dot;
+    const int64_t row = oxl_row_size(type, cols);
+    const char *w = (const char *)W;
+    for (int64_t r = r0; r < r1; r++) dot((int)cols, &y[r], w + r * row, xq);
+}
+
+/* Tiles of weight rows small enough to stay in L1/L2 while every activation row passes over them. */
+#define GEMM_ROW_TILE 16
+
+void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
+                    int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
+    const oxl_vec_dot_fn dot = k->type[type].vec_dot;
+    const int64_t row = oxl_row_size(type, cols);
+    const int64_t xrow = oxl_row_size(k->type[type].vec_dot_type, cols);
+    const char *w = (const char *)W;
+    for (int64_t rt = r0; rt < r1; rt += GEMM_ROW_TILE) {
+        const int64_t re = OXL_MIN(rt + GEMM_ROW_TILE, r1);
+        for (int64_t j = 0; j < n; j++) {
+            const char *xj = (const char *)xq + j * xrow;
+            for (int64_t r = rt; r < re; r++) dot((int)cols, &Y[j * ldy + r], w + r * row, xj);
+        }
+    }
+}
+
+static int check_args(const oxl_kernel_table *k, int type, int64_t rows, int64_t cols) {
+    if (type < 0 || type >= OXL_TYPE_COUNT || !k->type[type].name || !k->type[type].vec_dot) return OXL_ERR_TYPE;
+    if (rows < 0 || cols <= 0 || cols > INT32_MAX) return OXL_ERR_SHAPE;
+    if (oxl_row_size(type, cols) < 0) return OXL_ERR_SHAPE;
+    return OXL_OK;
+}
+
+static int clamp_threads(int n_threads, int64_t work_units) {
+    if (n_threads < 1) n_threads = 1;
+    if (work_units < n_threads) n_threads = (int)OXL_MAX(work_units, 1);
+    return n_threads;
+}
+
+int oxl_matvec(const oxl_kernel_table *k, int type, const void *W, int64_t rows, int64_t cols,
+               const float *x, float *y, void *scratch, int n_threads) {
+    int rc = check_args(k, type, rows, cols);
+    if (rc) return rc;
+    const int is_float_act = k->type[type].vec_dot_type == OXL_TYPE_F32;
+    const void *xq = is_float_act ? (const void *)x : scratch;
+    if (!is_float_act) oxl_quantize_act(k, type, x, cols, 1, scratch);
+    const int nth = clamp_threads(n_threads, rows / 8);
+#if OXL_HAVE_OPENMP
+#pragma omp parallel num_threads(nth)
+    {
+        int64_t b, e;
+        oxl_split_range(rows, omp_get_num_threads(), omp_get_thread_num(), 8, &b, &e);
+        oxl_gemv_range(k, type, W, cols, xq, y, b, e);
+    }
+#else
+    (void)nth;
+    oxl_gemv_range(k, type, W, cols, xq, y, 0, rows);
+#endif
+    return OXL_OK;
+}
+
+int oxl_matmul(const oxl_kernel_table *k, int type, const void *W, int64_t rows, int64_t cols,
+               const float *X, int64_t n, float *Y, void *scratch, int n_threads) {
+    int rc = check_args(k, type, rows, cols);
+    if (rc) return rc;
+    if (n < 0) return OXL_ERR_SHAPE;
+    const int is_float_act = k->type[type].vec_dot_type == OXL_TYPE_F32;
+    const void *xq = is_float_act ? (const void *)X : scratch;
+    const int nth = clamp_threads(n_threads, rows / GEMM_ROW_TILE);
+#if OXL_HAVE_OPENMP
+#pragma omp parallel num_threads(nth)
+    {
+        const int nt = omp_get_num_threads(), it = omp_get_thread_num();
+        if (!is_float_act) {
+            int64_t jb, je;
+            oxl_split_range(n, nt, it, 1, &jb, &je);
+            const int64_t xrow = oxl_row_size(k->type[type].vec_dot_type, cols);
+            oxl_quantize_act(k, type, X + jb * cols, cols, je - jb, (char *)scratch + jb * xrow);
+        }
+#pragma omp barrier
+        int64_t b, e;
+        oxl_split_range(rows, nt, it, GEMM_ROW_TILE, &b, &e);
+        oxl_gemm_range(k, type, W, cols, xq, n, Y, rows, b, e);
+    }
+#else
+    (void)nth;
+    if (!is_float_act) oxl_quantize_act(k, type, X, cols, n, scratch);
+    oxl_gemm_range(k, type, W, cols, xq, n, Y, rows, 0, rows);
+#endif
+    return OXL_OK;
+}

@@ -1,0 +1,40 @@
+/* Matrix-vector and matrix-matrix products of a quantized weight matrix with float activations.
+ * W is `rows` rows of `cols` values of `type`, row-major, each row oxl_row_size(type, cols) bytes.
+ * Activations are quantized once to the type's vec_dot_type, then every output row is one vec_dot. */
+#ifndef OXL_MATMUL_H
+#define OXL_MATMUL_H
+
+#include "kernels.h"
+
+/* Bytes of scratch for n activation rows of `cols` values for weights of `type`; -1 if invalid. */
+int64_t oxl_act_size(const oxl_kernel_table *k, int type, int64_t cols, int64_t n);
+
+/* Quantize n rows of activations (stride cols) into xq. Not threaded. */
+void oxl_quantize_act(const oxl_kernel_table *k, int type, const float *x, int64_t cols, int64_t n, void *xq);
+
+/* y[r] = dot(W[r], xq) for r in [r0, r1). xq from oxl_quantize_act (or x itself for float types). */
+void oxl_gemv_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
+                    float *y, int64_t r0, int64_t r1);
+
+/* Y[j, r] = dot(W[r], Xq[j]) for r in [r0, r1), j in [0, n); Y row stride ldy. */
+void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
+                    int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1);
+
+/* Whole products with their own OpenMP region. scratch: oxl_act_size bytes (unused for float types).
+ * Return OXL_OK or an OXL_ERR_* code; nothing is read before the arguments are checked. */
+int oxl_matvec(const oxl_kernel_table *k, int type, const void *W, int64_t rows, int64_t cols,
+               const float *x, float *y, void *scratch, int n_threads);
+int oxl_matmul(const oxl_kernel_table *k, int type, const void *W, int64_t rows, int64_t cols,
+               const float *X, int64_t n, float *Y, void *scratch, int n_threads);
+
+/* Split [0, total) into n_parts pieces aligned to `align`; piece i is [*b, *e). */
+OXL_INLINE void oxl_split_range(int64_t total, int n_parts, int i, int64_t align, int64_t *b, int64_t *e) {
+    const int64_t units = (total + align - 1) / align;
+    const int64_t per = units / n_parts, extra = units % n_parts;
+    const int64_t ub = i * per + (i < extra ? i : extra);
+    const int64_t ue = ub + per + (i < extra ? 1 : 0);
+    *b = OXL_MIN(ub * align, total);
+    *e = OXL_MIN(ue * align, total);
+}
+
+#endif

@@ -1,0 +1,110 @@
+/* Scalar row ops: the reference the SIMD versions are tested against. */
+#include <math.h>
+
+#include "../kernels.h"
+
+static void rms_norm_scalar(const float *x, const float *w, float *y, int n, float eps) {
+    double ss = 0.0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+    if (w) {
+        for (int i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
+    } else {
+        for (int i = 0; i < n; i++) y[i] = x[i] * scale;
+    }
+}
+
+static void layer_norm_scalar(const float *x, const float *w, const float *b, float *y, int n, float eps) {
+    double mean = 0.0, var = 0.0;
+    for (int i = 0; i < n; i++) mean += x[i];
+    mean /= n;
+    for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+    var /= n;
+    const float scale = 1.0f / sqrtf((float)var + eps);
+    for (int i = 0; i < n; i++) {
+        float v = (float)(x[i] - mean) * scale;
+        if (w) v *= w[i];
+        if (b) v += b[i];
+        y[i] = v;
+    }
+}
+
+static void softmax_scalar(float *x, int n) {
+    float m = -INFINITY;
+    for (int i = 0; i < n; i++) m = fmaxf(m, x[i]);
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        sum += x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+static void silu_mul_scalar(const float *g, const float *u, float *y, int n) {
+    for (int i = 0; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/* gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+static void gelu_mul_scalar(const float *g, const float *u, float *y, int n) {
+    const float c = 0.7978845608028654f;
+    for (int i = 0; i < n; i++) {
+        const float x = g[i];
+        const float v = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
+        y[i] = u ? v * u[i] : v;
+    }
+}
+
+/* gelu(x) = 0.5 x (1 + erf(x / sqrt 2)) */
+static void gelu_erf_mul_scalar(const float *g, const float *u, float *y, int n) {
+    for (int i = 0; i < n; i++) {
+        const float x = g[i];
+        const float v = 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+        y[i] = u ? v * u[i] : v;
+    }
+}
+
+static void add_scalar(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] += x[i];
+}
+
+static void axpy_scalar(float *y, float a, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+static float dot_f32_scalar(const float *x, const float *y, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += x[i] * y[i];
+    return s;
+}
+
+static float dot_f16_scalar(const float *x, const oxl_half *y, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += x[i] * oxl_fp16_to_fp32(y[i]);
+    return s;
+}
+
+static void axpy_f16_scalar(float *y, float a, const oxl_half *x, int n) {
+    for (int i = 0; i < n; i++) y[i] += a * oxl_fp16_to_fp32(x[i]);
+}
+
+static void fp32_to_fp16_scalar(const float *x, oxl_half *y, int n) {
+    for (int i = 0; i < n; i++) y[i] = oxl_fp32_to_fp16(x[i]);
+}
+
+void oxl_register_scalar_ops(oxl_kernel_table *t) {
+    t->ops = (oxl_ops){
+        .rms_norm = rms_norm_scalar,
+        .layer_norm = layer_norm_scalar,
+        .softmax = softmax_scalar,
+        .silu_mul = silu_mul_scalar,
+        .gelu_mul = gelu_mul_scalar,
+        .gelu_erf_mul = gelu_erf_mul_scalar,
+        .add = add_scalar,
+        .axpy = axpy_scalar,
+        .dot_f32 = dot_f32_scalar,
+        .dot_f16 = dot_f16_scalar,
+        .axpy_f16 = axpy_f16_scalar,
+        .fp32_to_fp16 = fp32_to_fp16_scalar,
+    };
+}

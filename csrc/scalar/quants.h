@@ -1,0 +1,23 @@
+/* Scalar reference kernels: the truth every SIMD tier is tested against. */
+#ifndef OXL_SCALAR_QUANTS_H
+#define OXL_SCALAR_QUANTS_H
+
+#include "../blocks.h"
+#include "../kernels.h"
+
+/* naming: dequantize_row_<type>, quantize_row_<type>_ref, vec_dot_<weight>_<activation>_scalar */
+void dequantize_row_f32(const void *OXL_RESTRICT x, float *OXL_RESTRICT y, int64_t n);
+void dequantize_row_f16(const void *OXL_RESTRICT x, float *OXL_RESTRICT y, int64_t n);
+void dequantize_row_bf16(const void *OXL_RESTRICT x, float *OXL_RESTRICT y, int64_t n);
+void quantize_row_f32_ref(const float *OXL_RESTRICT x, void *OXL_RESTRICT y, int64_t n);
+void quantize_row_f16_ref(const float *OXL_RESTRICT x, void *OXL_RESTRICT y, int64_t n);
+void quantize_row_bf16_ref(const float *OXL_RESTRICT x, void *OXL_RESTRICT y, int64_t n);
+void vec_dot_f32_f32_scalar(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, const void *OXL_RESTRICT y);
+void vec_dot_f16_f32_scalar(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, const void *OXL_RESTRICT y);
+void vec_dot_bf16_f32_scalar(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, const void *OXL_RESTRICT y);
+
+void dequantize_row_q8_0(const void *OXL_RESTRICT x, float *OXL_RESTRICT y, int64_t n);
+void quantize_row_q8_0_ref(const float *OXL_RESTRICT x, void *OXL_RESTRICT y, int64_t n);
+void vec_dot_q8_0_q8_0_scalar(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, const void *OXL_RESTRICT y);
+
+#endif

@@ -1,0 +1,5 @@
+import sys
+
+from oxillama.cli import main
+
+sys.exit(main())

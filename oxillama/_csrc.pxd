@@ -1,0 +1,62 @@
+# C declarations of csrc/ shared by the Cython wrappers. No code here.
+from libc.stdint cimport int64_t, uint32_t, uint16_t
+
+cdef extern from "kernels.h" nogil:
+    ctypedef void (*oxl_to_float_fn)(const void *src, float *dst, int64_t n)
+    ctypedef void (*oxl_from_float_fn)(const float *src, void *dst, int64_t n)
+    ctypedef void (*oxl_vec_dot_fn)(int n, float *s, const void *x, const void *y)
+
+    ctypedef struct oxl_type_traits:
+        const char *name
+        int64_t blck_size
+        size_t type_size
+        int is_quantized
+        int vec_dot_type
+        oxl_to_float_fn to_float
+        oxl_from_float_fn from_float_ref
+        oxl_from_float_fn from_float
+        oxl_vec_dot_fn vec_dot
+        const char *tier
+
+    ctypedef struct oxl_ops:
+        void (*rms_norm)(const float *x, const float *w, float *y, int n, float eps)
+        void (*layer_norm)(const float *x, const float *w, const float *b, float *y, int n, float eps)
+        void (*softmax)(float *x, int n)
+        void (*silu_mul)(const float *g, const float *u, float *y, int n)
+        void (*gelu_mul)(const float *g, const float *u, float *y, int n)
+        void (*gelu_erf_mul)(const float *g, const float *u, float *y, int n)
+        void (*add)(float *y, const float *x, int n)
+        void (*axpy)(float *y, float a, const float *x, int n)
+        float (*dot_f32)(const float *x, const float *y, int n)
+        float (*dot_f16)(const float *x, const uint16_t *y, int n)
+        void (*axpy_f16)(float *y, float a, const uint16_t *x, int n)
+        void (*fp32_to_fp16)(const float *x, uint16_t *y, int n)
+
+    ctypedef struct oxl_kernel_table:
+        const char *name
+        oxl_type_traits type[40]
+        oxl_ops ops
+
+    enum: OXL_TYPE_COUNT
+    enum: OXL_TIER_COUNT
+    enum: OXL_TYPE_F32
+
+    uint32_t oxl_cpu_detect()
+    const char *oxl_cpu_feature_name(int bit)
+    void oxl_dispatch_init(const char *disabled)
+    const oxl_kernel_table *oxl_kernels()
+    const oxl_kernel_table *oxl_tier_table(int tier)
+    int oxl_active_tier()
+    const char *oxl_tier_name(int tier)
+    int oxl_tier_compiled(int tier)
+    uint32_t oxl_cpu_features()
+    const oxl_type_traits *oxl_type_info(int type)
+    int64_t oxl_row_size(int type, int64_t n)
+
+cdef extern from "matmul.h" nogil:
+    int64_t oxl_act_size(const oxl_kernel_table *k, int type, int64_t cols, int64_t n)
+    void oxl_quantize_act(const oxl_kernel_table *k, int type, const float *x, int64_t cols, int64_t n, void *xq)
+    int oxl_matvec(const oxl_kernel_table *k, int type, const void *W, int64_t rows, int64_t cols,
+                   const float *x, float *y, void *scratch, int n_threads)
+    int oxl_matmul(const oxl_kernel_table *k, int type, const void *W, int64_t rows, int64_t cols,
+                   const float *X, int64_t n, float *Y, void *scratch, int n_threads)

@@ -1,0 +1,136 @@
+# Quant kernels: dequantize, quantize, vec_dot, matvec, matmul. Validation happens here once;
+# the C code below trusts the lengths it is given.
+from libc.stdlib cimport malloc, free
+from libc.stdint cimport uint8_t
+
+from oxillama.errors import QuantError
+
+
+cdef const oxl_type_traits *_traits(const oxl_kernel_table *k, int qtype) except NULL:
+    if qtype < 0 or qtype >= OXL_TYPE_COUNT or k.type[qtype].name == NULL:
+        raise QuantError(f"unknown quant type id {qtype}")
+    return &k.type[qtype]
+
+
+cdef int64_t _nbytes(const oxl_type_traits *t, int64_t n) except -1:
+    if n < 0:
+        raise QuantError(f"element count must be >= 0, got {n}")
+    if n % t.blck_size:
+        raise QuantError(f"{t.name.decode()}: element count {n} is not a multiple of the block size {t.blck_size}")
+    return n // t.blck_size * <int64_t>t.type_size
+
+
+def row_size(int qtype, int64_t n):
+    """Bytes for n values of qtype."""
+    return _nbytes(_traits(oxl_kernels(), qtype), n)
+
+
+def dequantize(const uint8_t[::1] data, int qtype, int64_t n, tier=None):
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef const oxl_type_traits *t = _traits(k, qtype)
+    cdef int64_t need = _nbytes(t, n)
+    if data.shape[0] != need:
+        raise QuantError(f"{t.name.decode()}: {n} values need {need} bytes, got {data.shape[0]}")
+    if t.to_float == NULL:
+        raise QuantError(f"dequantize is not implemented for {t.name.decode()}")
+    out = bytearray(n * 4)
+    cdef float[::1] y = memoryview(out).cast("B").cast("f")
+    if n:
+        with nogil:
+            t.to_float(&data[0], &y[0], n)
+    return out
+
+
+def quantize(const float[::1] x, int qtype, bint reference=True, tier=None):
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef const oxl_type_traits *t = _traits(k, qtype)
+    cdef int64_t n = x.shape[0]
+    cdef int64_t need = _nbytes(t, n)
+    cdef oxl_from_float_fn fn = t.from_float_ref if reference else t.from_float
+    if fn == NULL:
+        raise QuantError(f"quantize is not implemented for {t.name.decode()}")
+    out = bytearray(need)
+    cdef uint8_t[::1] y = out
+    if n:
+        with nogil:
+            fn(&x[0], &y[0], n)
+    return out
+
+
+def vec_dot(int qtype, const uint8_t[::1] w, const uint8_t[::1] act, int64_t n, tier=None):
+    """dot(weight row, activations) with the tier's kernel; act is already of the vec_dot type."""
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef const oxl_type_traits *t = _traits(k, qtype)
+    cdef const oxl_type_traits *ta = _traits(k, t.vec_dot_type)
+    if t.vec_dot == NULL:
+        raise QuantError(f"vec_dot is not implemented for {t.name.decode()}")
+    if n <= 0:
+        raise QuantError("vec_dot needs n > 0")
+    if w.shape[0] != _nbytes(t, n) or act.shape[0] != _nbytes(ta, n):
+        raise QuantError(f"vec_dot {t.name.decode()}: byte lengths {w.shape[0]}/{act.shape[0]} do not match n={n}")
+    cdef float s = 0
+    with nogil:
+        t.vec_dot(<int>n, &s, &w[0], &act[0])
+    return s
+
+
+def vec_dot_type(int qtype):
+    return _traits(oxl_kernels(), qtype).vec_dot_type
+
+
+def _check_rc(int rc, what):
+    if rc != 0:
+        raise QuantError(f"{what} failed with code {rc}")
+
+
+def matvec(const uint8_t[::1] w, int qtype, int64_t rows, int64_t cols, const float[::1] x,
+           float[::1] y, int n_threads=1, tier=None):
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef const oxl_type_traits *t = _traits(k, qtype)
+    if t.vec_dot == NULL:
+        raise QuantError(f"matvec is not implemented for {t.name.decode()}")
+    if rows <= 0 or cols <= 0:
+        raise QuantError(f"matvec needs rows, cols > 0, got {rows}x{cols}")
+    if w.shape[0] != _nbytes(t, cols) * rows:
+        raise QuantError(f"{t.name.decode()} {rows}x{cols} needs {_nbytes(t, cols) * rows} bytes, got {w.shape[0]}")
+    if x.shape[0] != cols or y.shape[0] != rows:
+        raise QuantError(f"matvec shapes: x has {x.shape[0]} (want {cols}), y has {y.shape[0]} (want {rows})")
+    cdef int64_t scratch_n = oxl_act_size(k, qtype, cols, 1)
+    cdef void *scratch = malloc(max(scratch_n, 1))
+    cdef int rc
+    if scratch == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            rc = oxl_matvec(k, qtype, &w[0], rows, cols, &x[0], &y[0], scratch, n_threads)
+    finally:
+        free(scratch)
+    _check_rc(rc, "matvec")
+
+
+def matmul(const uint8_t[::1] w, int qtype, int64_t rows, int64_t cols, const float[:, ::1] X,
+           float[:, ::1] Y, int n_threads=1, tier=None):
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef const oxl_type_traits *t = _traits(k, qtype)
+    if t.vec_dot == NULL:
+        raise QuantError(f"matmul is not implemented for {t.name.decode()}")
+    if rows <= 0 or cols <= 0:
+        raise QuantError(f"matmul needs rows, cols > 0, got {rows}x{cols}")
+    if w.shape[0] != _nbytes(t, cols) * rows:
+        raise QuantError(f"{t.name.decode()} {rows}x{cols} needs {_nbytes(t, cols) * rows} bytes, got {w.shape[0]}")
+    cdef int64_t n = X.shape[0]
+    if X.shape[1] != cols or Y.shape[0] != n or Y.shape[1] != rows:
+        raise QuantError(f"matmul shapes: X {X.shape[0]}x{X.shape[1]}, Y {Y.shape[0]}x{Y.shape[1]}, W {rows}x{cols}")
+    if n == 0:
+        return
+    cdef int64_t scratch_n = oxl_act_size(k, qtype, cols, n)
+    cdef void *scratch = malloc(max(scratch_n, 1))
+    cdef int rc
+    if scratch == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            rc = oxl_matmul(k, qtype, &w[0], rows, cols, &X[0, 0], n, &Y[0, 0], scratch, n_threads)
+    finally:
+        free(scratch)
+    _check_rc(rc, "matmul")

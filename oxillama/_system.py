@@ -1,0 +1,59 @@
+"""What this machine offers: CPU features, SIMD tiers in use, OpenMP, thread count."""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+
+@functools.lru_cache(maxsize=None)
+def physical_cores() -> int:
+    """Physical cores available to this process (SMT siblings counted once)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        cpus = list(range(os.cpu_count() or 1))
+        if sys.platform == "darwin":
+            try:
+                import subprocess
+                out = subprocess.run(["sysctl", "-n", "hw.perflevel0.physicalcpu"], capture_output=True, text=True)
+                if out.returncode != 0 or not out.stdout.strip():
+                    out = subprocess.run(["sysctl", "-n", "hw.physicalcpu"], capture_output=True, text=True)
+                return max(1, int(out.stdout.strip()))
+            except (OSError, ValueError):
+                pass
+        return max(1, len(cpus))
+    cores = set()
+    for cpu in cpus:
+        path = f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
+        try:
+            with open(path) as f:
+                cores.add(f.read().strip())
+        except OSError:
+            cores.add(str(cpu))
+    return max(1, len(cores))
+
+
+def default_threads() -> int:
+    """OXILLAMA_NUM_THREADS if set, else the number of physical cores."""
+    env = os.environ.get("OXILLAMA_NUM_THREADS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            pass
+    return physical_cores()
+
+
+def system_info() -> dict:
+    """CPU features detected, the SIMD tier each quant type's kernel uses, OpenMP, default threads."""
+    from oxillama import _core
+    return {
+        "cpu_features": _core.cpu_features(),
+        "kernels": _core.kernel_tiers(),
+        "active_tier": _core.active_tier(),
+        "usable_tiers": _core.usable_tiers(),
+        "compiled_tiers": _core.compiled_tiers(),
+        "openmp": _core.openmp_enabled(),
+        "n_threads": default_threads(),
+    }

@@ -1,0 +1,57 @@
+"""The package's exception hierarchy. Every error oxillama raises on purpose is an OxillamaError.
+
+Errors about a bad argument value also derive from ValueError, so code written against the
+standard library's conventions keeps working.
+"""
+
+
+class OxillamaError(Exception):
+    """Root of every exception oxillama raises on purpose."""
+
+
+class InvalidArgumentError(OxillamaError, ValueError):
+    """An argument has the wrong value, shape, dtype or type."""
+
+
+class QuantError(InvalidArgumentError):
+    """Bad input to a quantization kernel: unknown type, wrong byte length, bad shape or dtype."""
+
+
+class GGUFError(OxillamaError, ValueError):
+    """A GGUF file is malformed, truncated or unsupported."""
+
+
+class TokenizerError(OxillamaError):
+    """The tokenizer could not be built from the model's metadata, or was used wrongly."""
+
+
+class ChatTemplateError(TokenizerError):
+    """A chat template is missing, fails to render, or tried to leave its sandbox."""
+
+
+class ModelError(OxillamaError):
+    """A model's metadata or weights are inconsistent with its architecture."""
+
+
+class UnsupportedArchitectureError(ModelError):
+    """The GGUF file's architecture is not one oxillama implements."""
+
+
+class ContextOverflowError(OxillamaError):
+    """A prompt or a generation would pass the context size n_ctx."""
+
+
+class SamplerError(InvalidArgumentError):
+    """Invalid sampling parameters or logits."""
+
+
+class GrammarError(OxillamaError, ValueError):
+    """A grammar or JSON schema is invalid or unsupported."""
+
+
+class SnapshotError(OxillamaError):
+    """A session snapshot is malformed, from another model, or from an unsupported version."""
+
+
+class DownloadError(OxillamaError):
+    """A model could not be fetched or failed verification."""
