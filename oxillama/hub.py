@@ -140,6 +140,7 @@ def pull(name: str = DEFAULT_MODEL, *, force: bool = False, progress: bool | Non
                 raise DownloadError(f"{m.filename}: expected {m.size} bytes, got {written}")
             if m.sha256 and h.hexdigest() != m.sha256:
                 raise DownloadError(f"{m.filename}: sha256 {h.hexdigest()} does not match {m.sha256}")
+            os.chmod(partial, 0o644)
             os.replace(partial, dest)
         except BaseException:
             if os.path.exists(partial):
