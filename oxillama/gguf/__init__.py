@@ -5,5 +5,6 @@
 """
 from oxillama.gguf.constants import GGUFValueType
 from oxillama.gguf.reader import GGUFFile, TensorInfo
+from oxillama.gguf.writer import GGUFWriter
 
-__all__ = ["GGUFFile", "GGUFValueType", "TensorInfo"]
+__all__ = ["GGUFFile", "GGUFValueType", "GGUFWriter", "TensorInfo"]
