@@ -41,4 +41,5 @@ void oxl_register_scalar(oxl_kernel_table *t) {
     for (int i = 0; i < OXL_TYPE_COUNT; i++) t->type[i].from_float = t->type[i].from_float_ref;
 
     oxl_register_scalar_ops(t);
+    oxl_register_scalar_k(t);
 }
