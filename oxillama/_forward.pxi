@@ -3,6 +3,8 @@
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset
 
+import numpy as np
+
 from oxillama.errors import ContextOverflowError, ModelError
 
 _NORM_TYPES = {"rms": 0, "layer": 1}
