@@ -23,15 +23,32 @@ OXL_INLINE void oxl_unpack_scales_k4(const uint8_t *q, uint8_t out[16]) {
     for (int j = 0; j < 8; j++) oxl_scale_min_k4(j, q, &out[j], &out[8 + j]);
 }
 
-/* Q3_K: sixteen 6-bit scales (stored +32) in 12 bytes: low nibbles in bytes 0-7 (scale j in the low
- * nibble of byte j for j < 8, the high nibble of byte j-8 otherwise), the 2 high bits of scale j in
- * byte 8 + j%4 at bit 2*(j/4). Returns the signed scales (-32..31). */
+/* Q3_K: sixteen 6-bit scales (stored +32) in 12 bytes: the low nibble of scale j is the low nibble of
+ * byte j (j < 8) or the high nibble of byte j-8; its 2 high bits sit in byte 8 + j%4 at bit 2*(j/4).
+ * Writes the signed scales (-32..31); works on 32-bit words (little-endian, as GGUF is). */
 OXL_INLINE void oxl_unpack_scales_q3k(const uint8_t *q, int8_t out[16]) {
-    for (int j = 0; j < 16; j++) {
-        const int lo = j < 8 ? (q[j] & 0xF) : (q[j - 8] >> 4);
-        const int hi = (q[8 + j % 4] >> (2 * (j / 4))) & 3;
-        out[j] = (int8_t)((lo | (hi << 4)) - 32);
-    }
+    const uint32_t lo4 = 0x0f0f0f0fu, hi2 = 0x03030303u;
+    uint32_t a[4];
+    memcpy(a, q, 12);
+    const uint32_t h = a[2];
+    a[2] = ((a[0] >> 4) & lo4) | (((h >> 4) & hi2) << 4);
+    a[3] = ((a[1] >> 4) & lo4) | (((h >> 6) & hi2) << 4);
+    a[0] = (a[0] & lo4) | ((h & hi2) << 4);
+    a[1] = (a[1] & lo4) | (((h >> 2) & hi2) << 4);
+    uint8_t u[16];
+    memcpy(u, a, 16);
+    for (int j = 0; j < 16; j++) out[j] = (int8_t)(u[j] - 32);
+}
+
+/* Q4_K/Q5_K scales and mins on 32-bit words: out bytes 0-7 = scales, 8-15 = mins (same values as
+ * oxl_unpack_scales_k4, fewer operations; for the SIMD tiers). */
+OXL_INLINE void oxl_unpack_scales_k4_words(const uint8_t *q, uint32_t out[4]) {
+    uint32_t a[3];
+    memcpy(a, q, 12);
+    out[0] = a[0] & 0x3f3f3f3fu;
+    out[1] = (a[2] & 0x0f0f0f0fu) | (((a[0] >> 6) & 0x03030303u) << 4);
+    out[2] = a[1] & 0x3f3f3f3fu;
+    out[3] = ((a[2] >> 4) & 0x0f0f0f0fu) | (((a[1] >> 6) & 0x03030303u) << 4);
 }
 
 /* IQ4_XS: the signed 6-bit scale (-32..31) of sub-block ib (of 8). */
