@@ -41,7 +41,7 @@ def exp_sum(const float[::1] x, float shift, float scale, float[::1] w):
 
 
 def pick(const float[::1] w, int64_t n, double target):
-    """Index of the weighted draw: first i with cumsum(w[:n])[i] >= target."""
+    """Index of the weighted draw: first i with cumsum(w[:n])[i] > target."""
     if n <= 0 or n > w.shape[0]:
         raise SamplerError(f"pick: n={n} outside the buffer of {w.shape[0]} weights")
     cdef int64_t i
