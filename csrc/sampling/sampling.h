@@ -8,6 +8,14 @@
 
 #include <stdint.h>
 
+/* Flags of oxl_samp_copy_check. */
+#define OXL_SAMP_HAS_NAN 1
+#define OXL_SAMP_HAS_POSINF 2
+
+/* dst[0..n) = src[0..n) in one pass that also finds max (into *max_out; -inf when every value
+ * is -inf) and returns OXL_SAMP_HAS_NAN / OXL_SAMP_HAS_POSINF flags. n >= 0. */
+int oxl_samp_copy_check(const float *src, float *dst, int64_t n, float *max_out);
+
 /* Largest value of x[0..n), n >= 1. NaN compares false, so the caller checks for NaN itself. */
 float oxl_samp_max(const float *x, int64_t n);
 
@@ -18,7 +26,8 @@ float oxl_samp_max(const float *x, int64_t n);
 void oxl_samp_exp_sum(const float *x, int64_t n, float shift, float scale, float *w,
                       double *sum_w, double *sum_wx);
 
-/* The first i with w[0] + ... + w[i] >= target, scanning w[0..n) of non-negative weights;
+/* The first i with w[0] + ... + w[i] > target, scanning w[0..n) of non-negative weights (so a
+ * zero weight is never picked, even for target 0);
  * if rounding leaves the running sum short of target, the last i with w[i] > 0 (or n - 1). */
 int64_t oxl_samp_pick(const float *w, int64_t n, double target);
 

@@ -85,6 +85,36 @@ float oxl_samp_max(const float *x, int64_t n) {
 }
 
 OXL_SAMP_CLONES OXL_SAMP_NOTRAP
+int oxl_samp_copy_check(const float *OXL_RESTRICT src, float *OXL_RESTRICT dst, int64_t n, float *max_out) {
+    /* a lane is NaN iff it compares unequal to itself; the OR of those masks flags any NaN */
+    oxl_v8i nan_seen = {0};
+    oxl_v8f lane = (oxl_v8f){0} - INFINITY;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const oxl_v8f v = oxl_v8f_load(src + i);
+        memcpy(dst + i, &v, sizeof(v));
+        nan_seen |= (v != v);
+        lane = oxl_v8f_select(v > lane, v, lane);
+    }
+    float m = -INFINITY;
+    int flags = 0;
+    for (int j = 0; j < 8; j++) {
+        m = lane[j] > m ? lane[j] : m;
+        flags |= nan_seen[j] != 0;
+    }
+    for (; i < n; i++) {
+        dst[i] = src[i];
+        flags |= src[i] != src[i];
+        m = src[i] > m ? src[i] : m;
+    }
+    if (m == INFINITY) {
+        flags |= OXL_SAMP_HAS_POSINF;
+    }
+    *max_out = m;
+    return flags;
+}
+
+OXL_SAMP_CLONES OXL_SAMP_NOTRAP
 void oxl_samp_exp_sum(const float *OXL_RESTRICT x, int64_t n, float shift, float scale,
                       float *OXL_RESTRICT w, double *sum_w, double *sum_wx) {
     /* pass 1, elementwise: w = exp(z), z = (x - shift) * scale clamped at -87 (where w is set
@@ -135,7 +165,7 @@ int64_t oxl_samp_pick(const float *w, int64_t n, double target) {
             run += w[i];
             last_pos = i;
             found_pos = 1;
-            if (run >= target) {
+            if (run > target) {
                 return i;
             }
         }
@@ -161,6 +191,27 @@ static void oxl_sift_down(float *hv, int32_t *hi, int64_t k, int64_t pos) {
     }
 }
 
+/* called only once the heap is full (size == k): v beats the root, which it replaces */
+static inline void oxl_heap_replace(float *hv, int32_t *hi, int64_t size, float v, int32_t idx) {
+    hv[0] = v;
+    hi[0] = idx;
+    oxl_sift_down(hv, hi, size, 0);
+}
+
+OXL_SAMP_NOTRAP OXL_INLINE float oxl_samp_block_max64(const float *x) {
+    oxl_v8f lane = oxl_v8f_load(x);
+    for (int b = 8; b < 64; b += 8) {
+        const oxl_v8f v = oxl_v8f_load(x + b);
+        lane = oxl_v8f_select(v > lane, v, lane);
+    }
+    float m = lane[0];
+    for (int j = 1; j < 8; j++) {
+        m = lane[j] > m ? lane[j] : m;
+    }
+    return m;
+}
+
+OXL_SAMP_CLONES OXL_SAMP_NOTRAP
 int64_t oxl_samp_top_k(const float *x, int64_t n, int64_t k, int32_t *out_idx, float *out_val) {
     if (k <= 0 || n <= 0) {
         return 0;
@@ -184,13 +235,29 @@ int64_t oxl_samp_top_k(const float *x, int64_t n, int64_t k, int32_t *out_idx, f
             }
         }
     }
-    /* a later index only enters on a strictly larger value: equal values keep the lower index */
+    /* a later index only enters on a strictly larger value: equal values keep the lower index.
+     * Blocks of 64 whose max is not above the heap's floor (nearly all of them, once the heap
+     * holds good values) are skipped after one vectorized max. */
     float floor_v = size == k ? hv[0] : -INFINITY;
+    for (; i < n && (i & 63); i++) {
+        if (x[i] > floor_v) {
+            oxl_heap_replace(hv, hi, size, x[i], (int32_t)i);
+            floor_v = hv[0];
+        }
+    }
+    for (; i + 64 <= n; i += 64) {
+        if (oxl_samp_block_max64(x + i) > floor_v) {
+            for (int64_t j = i; j < i + 64; j++) {
+                if (x[j] > floor_v) {
+                    oxl_heap_replace(hv, hi, size, x[j], (int32_t)j);
+                    floor_v = hv[0];
+                }
+            }
+        }
+    }
     for (; i < n; i++) {
         if (x[i] > floor_v) {
-            hv[0] = x[i];
-            hi[0] = (int32_t)i;
-            oxl_sift_down(hv, hi, size, 0);
+            oxl_heap_replace(hv, hi, size, x[i], (int32_t)i);
             floor_v = hv[0];
         }
     }

@@ -10,12 +10,28 @@ from oxillama.errors import SamplerError
 
 
 cdef extern from "sampling/sampling.h" nogil:
+    int OXL_SAMP_HAS_NAN
+    int OXL_SAMP_HAS_POSINF
+    int oxl_samp_copy_check(const float *src, float *dst, int64_t n, float *max_out)
     float oxl_samp_max(const float *x, int64_t n)
     void oxl_samp_exp_sum(const float *x, int64_t n, float shift, float scale, float *w,
                           double *sum_w, double *sum_wx)
     int64_t oxl_samp_pick(const float *w, int64_t n, double target)
     int64_t oxl_samp_top_k(const float *x, int64_t n, int64_t k, int32_t *out_idx, float *out_val)
     int64_t oxl_samp_filter_ge(const float *x, int64_t n, float threshold, int32_t *out_idx)
+
+
+def copy_check(const float[::1] src, float[::1] dst):
+    """dst[:] = src in one pass; returns (max, has_nan, has_posinf). Same lengths required."""
+    cdef int64_t n = src.shape[0]
+    if dst.shape[0] != n:
+        raise SamplerError(f"copy_check: {n} values into a buffer of {dst.shape[0]}")
+    cdef float m = 0
+    cdef int flags = 0
+    if n:
+        with nogil:
+            flags = oxl_samp_copy_check(&src[0], &dst[0], n, &m)
+    return m, bool(flags & OXL_SAMP_HAS_NAN), bool(flags & OXL_SAMP_HAS_POSINF)
 
 
 def vmax(const float[::1] x):

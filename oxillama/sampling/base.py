@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from oxillama.errors import SamplerError
+from oxillama.sampling import _csampling
 from oxillama.sampling.candidates import Candidates, Workspace
 from oxillama.sampling.rng import SamplerRNG
 
@@ -54,9 +55,10 @@ def as_history(tokens) -> np.ndarray:
     return arr
 
 
-def check_logits(logits, n_vocab: int | None) -> np.ndarray:
+def check_logits(logits, n_vocab: int | None, scan: bool = True) -> np.ndarray:
     """A 1-D float32 view of logits (converted only if it is not float32 already), checked for
-    length, NaN and +inf. -inf is allowed: it marks a token that must never be sampled."""
+    length and, if scan, for NaN and +inf. -inf is allowed: it marks a token that must never be
+    sampled. (Sampler.sample scans while copying instead: see copy_checked.)"""
     if not isinstance(logits, np.ndarray):
         try:
             logits = np.asarray(logits, dtype=np.float32)
@@ -72,6 +74,10 @@ def check_logits(logits, n_vocab: int | None) -> np.ndarray:
         raise SamplerError(f"logits have {logits.shape[0]} entries, the vocabulary has {n_vocab}")
     if logits.shape[0] == 0:
         raise SamplerError("logits are empty")
+    if not logits.flags.c_contiguous:
+        logits = np.ascontiguousarray(logits)
+    if not scan:
+        return logits
     # one SIMD pass: the sum is finite unless some entry is NaN or infinite (or it overflows)
     total = float(np.add.reduce(logits, dtype=np.float32))
     if not np.isfinite(total):
@@ -82,6 +88,19 @@ def check_logits(logits, n_vocab: int | None) -> np.ndarray:
         if np.isneginf(logits).all():
             raise SamplerError("every logit is -inf: nothing to sample")
     return logits
+
+
+def copy_checked(logits: np.ndarray, dst: np.ndarray) -> float:
+    """Copy a checked float32 row into dst, scanning it on the way (one C pass); returns its max.
+    NaN, +inf or an all -inf row raise SamplerError."""
+    m, has_nan, has_posinf = _csampling.copy_check(logits, dst)
+    if has_nan:
+        raise SamplerError(f"logits contain NaN (first at index {int(np.flatnonzero(np.isnan(logits))[0])})")
+    if has_posinf:
+        raise SamplerError(f"logits contain +inf (first at index {int(np.flatnonzero(np.isposinf(logits))[0])})")
+    if m == -np.inf:
+        raise SamplerError("every logit is -inf: nothing to sample")
+    return m
 
 
 class Stage:

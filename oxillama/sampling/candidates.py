@@ -45,13 +45,13 @@ class Candidates:
 
     __slots__ = ("ids", "logits", "is_sorted", "ws", "_log_z", "_max")
 
-    def __init__(self, ws: Workspace, ids=None, logits=None, is_sorted=False):
+    def __init__(self, ws: Workspace, ids=None, logits=None, is_sorted=False, max_logit: float | None = None):
         self.ws = ws
         self.ids = ids
         self.logits = ws.logits if logits is None else logits
         self.is_sorted = is_sorted
         self._log_z = None
-        self._max = None
+        self._max = max_logit  # when the caller already knows it (Sampler.sample's copy pass)
 
     # --- basic facts -----------------------------------------------------------------------
     @property

@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from oxillama.errors import SamplerError
-from oxillama.sampling.base import StepContext, as_history, check_logits
+from oxillama.sampling.base import StepContext, as_history, check_logits, copy_checked
 from oxillama.sampling.candidates import Candidates, Workspace
 from oxillama.sampling.chain import SamplerChain, build_chain
 from oxillama.sampling.config import SamplerConfig
@@ -88,11 +88,10 @@ class Sampler:
 
     def sample(self, logits, tokens=()) -> int:
         """The next token id for this logits row, given the history `tokens`."""
-        row = check_logits(logits, self.n_vocab)
+        row = check_logits(logits, self.n_vocab, scan=False)
         if self._ws is None:
             self._set_vocab(row.shape[0])
-        np.copyto(self._ws.logits, row)
-        cand = Candidates(self._ws)
+        cand = Candidates(self._ws, max_logit=copy_checked(row, self._ws.logits))
         ctx = StepContext(as_history(tokens), self.rng, self.n_vocab)
         return self.chain.run(cand, ctx)
 
