@@ -91,7 +91,8 @@ class GGUFFile:
 
     Attributes: path, version, metadata (key -> str/int/float/bool, numpy array for arrays of
     numbers or bools, list[str] for arrays of strings), metadata_types (key -> (value type, array
-    element type or None)), tensors (name -> TensorInfo, in file order), alignment, data_offset,
+    element type or None)), tensors (name -> TensorInfo, in file order), alignment, data_offset
+    (start of the tensor data section), tensor_info_offset (start of the tensor table), file_size,
     architecture. Use as a context manager or call close(); tensor views taken before close()
     stay valid (they keep the map alive).
     """
@@ -104,6 +105,7 @@ class GGUFFile:
         self.tensors: dict[str, TensorInfo] = {}
         self.alignment = GGUF_DEFAULT_ALIGNMENT
         self.data_offset = 0
+        self.tensor_info_offset = 0     # where the tensor table starts (after the metadata)
         self._map: mmap.mmap | None = None
         self._invalid_utf8 = 0
         t0 = time.perf_counter()
@@ -249,6 +251,7 @@ class GGUFFile:
         pos = 24
         for i in range(n_kv):
             pos = self._parse_kv(pos, i)
+        self.tensor_info_offset = pos
         pos = self._parse_tensor_infos(pos, n_tensors)
 
     def _parse_kv(self, pos: int, index: int) -> int:
