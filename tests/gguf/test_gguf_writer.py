@@ -104,6 +104,7 @@ def test_every_ggml_type_round_trips(tmp_path, alignment):
         written[name] = (raw, shape, qtype)
     w.write()
     first = path.read_bytes()
+    assert w.tobytes() == first
     with GGUFFile(path) as f:
         assert f.alignment == alignment and f.data_offset % alignment == 0
         assert list(f.tensors) == list(written)
@@ -276,6 +277,7 @@ def test_we_read_what_the_gguf_package_writes(tmp_path):
 
 @pytest.mark.parametrize("key,value,type,match", [
     ("", 1, None, "non-empty"),
+    ("bad\udcff", 1, None, "not valid UTF-8"),
     ("x", object(), None, "cannot store a object"),
     ("x", 300, VT.UINT8, r"out of range for UINT8"),
     ("x", -1, VT.UINT64, "out of range"),
@@ -311,6 +313,7 @@ def test_duplicate_key_is_refused():
 
 @pytest.mark.parametrize("args,kwargs,match", [
     (("", np.zeros(4, np.float32)), {}, "non-empty"),
+    (("t\udcff", np.zeros(4, np.float32)), {}, "not valid UTF-8"),
     (("n" * 64, np.zeros(4, np.float32)), {}, "too long"),
     (("t", b"\0" * 34), {"qtype": "Q8_0"}, "need both qtype and shape"),
     (("t", b"\0" * 34), {"qtype": "Q8_0", "shape": (2, 32)}, "needs 68 bytes, got 34"),
@@ -332,3 +335,18 @@ def test_duplicate_tensor_is_refused():
     w.add_tensor("t", np.zeros(4, np.float32))
     with pytest.raises(GGUFError, match="duplicate tensor name 't'"):
         w.add_tensor("t", np.zeros(4, np.float32))
+
+
+def test_strings_that_are_not_utf8_survive_a_round_trip(tmp_path, caplog):
+    """Some vocabularies hold byte strings that are not UTF-8: kept (surrogate-escaped), written back."""
+    path = tmp_path / "bytes.gguf"
+    w = GGUFWriter(path)
+    w.add_metadata("x.raw", b"ok\xff\xfe")
+    w.add_metadata("x.tokens", ["a", b"\xc3".decode("utf-8", "surrogateescape")], type=VT.STRING)
+    w.write()
+    with caplog.at_level("WARNING", logger="oxillama.gguf"):
+        with GGUFFile(path) as f:
+            assert f.metadata["x.raw"] == "ok\udcff\udcfe"
+            assert f.metadata["x.tokens"][1].encode("utf-8", "surrogateescape") == b"\xc3"
+    assert "2 metadata strings are not valid UTF-8" in caplog.text
+    assert _roundtrip_bytes(path, tmp_path) == path.read_bytes()
