@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import stat
 import struct
 import time
 
@@ -110,6 +111,9 @@ class GGUFFile:
         self._invalid_utf8 = 0
         t0 = time.perf_counter()
         try:
+            # a FIFO or device would block open() or have no size: only regular files are mapped
+            if not stat.S_ISREG(os.stat(self.path).st_mode):
+                raise GGUFError(f"cannot open GGUF file {self.path}: not a regular file")
             f = open(self.path, "rb")
         except OSError as e:
             raise GGUFError(f"cannot open GGUF file {self.path}: {e.strerror or e}") from e

@@ -155,8 +155,15 @@ def test_context_manager_closes(smollm2_path):
 
 
 def test_missing_file_is_a_gguf_error(tmp_path):
-    with pytest.raises(GGUFError, match="cannot open"):
+    with pytest.raises(GGUFError, match="cannot open.*No such file"):
         GGUFFile(tmp_path / "nope.gguf")
+    with pytest.raises(GGUFError, match="not a regular file"):
+        GGUFFile(tmp_path)
+    fifo = tmp_path / "fifo.gguf"
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(fifo)
+        with pytest.raises(GGUFError, match="not a regular file"):   # and no blocking open()
+            GGUFFile(fifo)
     assert issubclass(GGUFError, OxillamaError)
 
 
