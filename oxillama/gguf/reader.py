@@ -79,7 +79,8 @@ class TensorInfo:
         return dequantize(self.data, self.qtype, self.n_elements).reshape(self.shape)
 
     def __repr__(self) -> str:
-        return f"TensorInfo({self.name!r}, {self.qtype}, shape={self.shape}, offset={self.offset}, nbytes={self.nbytes})"
+        return (f"TensorInfo({self.name!r}, {self.qtype}, shape={self.shape}, offset={self.offset}, "
+                f"nbytes={self.nbytes})")
 
 
 _PLAIN_DTYPES = {GGMLType.F32: np.dtype("<f4"), GGMLType.F16: np.dtype("<f2"), GGMLType.F64: np.dtype("<f8"),

@@ -161,7 +161,8 @@ def cases() -> list[tuple[str, bytes, str]]:
     add("one_byte", b"G", r"magic at byte offset 0: bad magic")
     add("bad_magic", b"GGML" + good[4:], r"magic at byte offset 0: bad magic b'GGML'")
     add("lowercase_magic", b"gguf" + good[4:], r"bad magic b'gguf'")
-    add("version_1", good[:4] + struct.pack("<I", 1) + good[8:], r"version at byte offset 4: unsupported GGUF version 1")
+    add("version_1", good[:4] + struct.pack("<I", 1) + good[8:],
+        r"version at byte offset 4: unsupported GGUF version 1")
     add("version_0", good[:4] + struct.pack("<I", 0) + good[8:], r"unsupported GGUF version 0")
     add("version_4", good[:4] + struct.pack("<I", 4) + good[8:], r"unsupported GGUF version 4")
     add("big_endian", good[:4] + struct.pack(">I", 3) + good[8:], r"version at byte offset 4: big-endian GGUF")
@@ -202,7 +203,8 @@ def cases() -> list[tuple[str, bytes, str]]:
         kv = _kv(g, "llama.block_count")
         kv.raw_value, kv.vtype = struct.pack("<I", 1), 0xFFFFFFFF
 
-    @edit("unknown_array_element_type", r"array element type of 'custom.flags' at byte offset \d+: unknown value type 77")
+    @edit("unknown_array_element_type",
+          r"array element type of 'custom.flags' at byte offset \d+: unknown value type 77")
     def _(g):
         _kv(g, "custom.flags").raw_value = struct.pack("<IQ", 77, 1) + b"\0"
 
@@ -322,7 +324,8 @@ def cases() -> list[tuple[str, bytes, str]]:
     def _(g):
         g.tensors[1].ne = [64, (1 << 64) - 1]
 
-    @edit("element_count_overflow", r"shape of tensor 'norm.weight' at byte offset \d+: element count .* overflows int64")
+    @edit("element_count_overflow",
+          r"shape of tensor 'norm.weight' at byte offset \d+: element count .* overflows int64")
     def _(g):
         g.tensors[0].ne = [1 << 32, 1 << 32]
         g.tensors[0].nbytes = 0

@@ -12,6 +12,15 @@ from oxillama.quant.types import TYPES, GGMLType
 
 RNG_SEED = 1234
 
+
+def _gguf_package():
+    """llama.cpp's PyPI `gguf` package, the oracle. Without it, `import gguf` could find this test
+    folder (tests/gguf, on sys.path's tests/) as a namespace package: check it is the real one."""
+    gguf = pytest.importorskip("gguf")
+    if not hasattr(gguf, "GGUFReader"):
+        pytest.skip("the PyPI gguf package is not installed")
+    return gguf
+
 SCALARS = [
     (VT.UINT8, 255), (VT.INT8, -128), (VT.UINT16, 65535), (VT.INT16, -32768), (VT.UINT32, 2**32 - 1),
     (VT.INT32, -2**31), (VT.FLOAT32, 0.1), (VT.BOOL, True), (VT.STRING, "héllo\n✓"), (VT.UINT64, 2**64 - 1),
@@ -235,7 +244,7 @@ def test_write_is_atomic(tmp_path, monkeypatch):
 
 
 def test_gguf_package_reads_what_we_write(tmp_path):
-    gguf = pytest.importorskip("gguf")
+    gguf = _gguf_package()
     path = tmp_path / "x.gguf"
     w = GGUFWriter(path)
     w.add_metadata("general.architecture", "llama")
@@ -257,7 +266,7 @@ def test_gguf_package_reads_what_we_write(tmp_path):
 
 
 def test_we_read_what_the_gguf_package_writes(tmp_path):
-    gguf = pytest.importorskip("gguf")
+    gguf = _gguf_package()
     path = tmp_path / "ref.gguf"
     ref = gguf.GGUFWriter(str(path), "llama")
     ref.add_uint32("llama.block_count", 3)
