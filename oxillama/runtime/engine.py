@@ -222,6 +222,10 @@ class InferenceEngine:
         if max_tokens < 0:
             raise InvalidArgumentError(f"max_tokens must be >= 0, got {max_tokens}")
         stops = [stop] if isinstance(stop, str) else [s for s in (stop or ()) if s]
+        num_beams, speculative = sampling.pop("num_beams", 1), sampling.pop("speculative", None)
+        if num_beams != 1 or speculative is not None:   # oxillama.runtime.beam / speculative
+            return self._generate_decoding(prompt, max_tokens, stops, stream, callback, seed, num_beams,
+                                           speculative, sampling)
         if prompt is None:
             if not self.tokens:
                 raise InvalidArgumentError("generate(None) continues a session, but there is none: give a prompt")
@@ -293,6 +297,56 @@ class InferenceEngine:
                 text = text[:cut]
         if text:
             yield from _emit(text, callback)
+
+    # ---- decoding strategies: beam search, speculative decoding, embeddings ----
+
+    def beam_generate(self, prompt: str | list[int], config=None, **kwargs) -> list:
+        """Beam search (oxillama.runtime.beam): a list of BeamHypothesis, best score first.
+        config: a BeamSearchConfig, or its fields as keywords (beam_width=4, max_new_tokens=256, ...)."""
+        from oxillama.runtime.beam import BeamSearchConfig, beam_search
+        if config is None:
+            config = BeamSearchConfig(**kwargs)
+        elif kwargs:
+            raise InvalidArgumentError("give a BeamSearchConfig or keywords, not both")
+        return beam_search(self, prompt, config)
+
+    def embed(self, text: str | list[int], *, pooling: str = "last", normalize: bool = True) -> np.ndarray:
+        """(n_embd,) float32 embedding of text (oxillama.runtime.embeddings); the session is untouched."""
+        from oxillama.runtime.embeddings import embed
+        return embed(self, text, pooling, normalize)
+
+    def embed_batch(self, texts, *, pooling: str = "last", normalize: bool = True) -> np.ndarray:
+        """(len(texts), n_embd) float32 embeddings, each text independent of the others."""
+        from oxillama.runtime.embeddings import embed_batch
+        return embed_batch(self, texts, pooling, normalize)
+
+    def _generate_decoding(self, prompt, max_tokens, stops, stream, callback, seed, num_beams, speculative,
+                           sampling):
+        """generate(..., num_beams=N) or generate(..., speculative="ngram" | draft engine)."""
+        if isinstance(num_beams, bool) or not isinstance(num_beams, int) or num_beams < 1:
+            raise InvalidArgumentError(f"num_beams must be an int >= 1, got {num_beams!r}")
+        if num_beams > 1:
+            from oxillama.runtime.beam import BeamSearchConfig
+            from oxillama.runtime.speculative import text_pieces
+            if speculative is not None:
+                raise InvalidArgumentError("num_beams > 1 and speculative cannot be combined")
+            if prompt is None:
+                raise InvalidArgumentError("beam search needs a prompt (it does not continue a session)")
+            extra = {k: sampling.pop(k) for k in ("length_penalty", "early_stopping") if k in sampling}
+            if sampling:
+                raise InvalidArgumentError(f"beam search is deterministic; sampling options {sorted(sampling)} "
+                                           "do not apply")
+            best = self.beam_generate(prompt, BeamSearchConfig(num_beams, max(max_tokens, 1), **extra))[0]
+            toks = best.tokens[:-1] if best.finished else best.tokens
+            pieces = text_pieces(self.tokenizer, iter(toks[:max_tokens]), stops, callback)
+        else:
+            from oxillama.runtime.speculative import SpeculativeEngine
+            k = sampling.pop("speculative_k", 4)
+            spec = SpeculativeEngine(self, speculative, k=k)
+            self.last_speculative_stats = spec.stats
+            pieces = spec.generate(prompt, max_tokens=max_tokens, stop=stops, stream=True, callback=callback,
+                                   seed=seed, **sampling)
+        return pieces if stream else "".join(pieces)
 
 
 def _find_stop(text: str, stops: list[str]) -> int | None:

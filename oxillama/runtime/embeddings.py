@@ -1,0 +1,97 @@
+"""Text embeddings from a decoder model's final (output-normed) hidden states.
+
+Each input runs in a fresh KV cache of its own length, so inputs never see each other or the
+engine's session. Pooling over the n input positions (the tokenized text, BOS included when the
+model adds one) of H (n, n_embd):
+  last: H[n - 1]  (the only position that has attended to the whole text; the usual choice for
+        causal models)
+  mean: H.mean(0)
+  max:  H.max(0)  (elementwise)
+  cls:  H[0]      (the first token; for a causal model with BOS this is the same for every text)
+normalize=True divides by the L2 norm, so a dot product is the cosine similarity.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from oxillama import _core
+from oxillama.errors import ContextOverflowError, InvalidArgumentError
+from oxillama.runtime.kv_cache import ContiguousKVCache
+
+__all__ = ["POOLING_MODES", "hidden_states", "pool", "embed", "embed_batch"]
+
+POOLING_MODES = ("last", "mean", "max", "cls")
+
+
+def hidden_states(engine, ids) -> np.ndarray:
+    """(n, n_embd) float32 final normed hidden states of the token ids, in a fresh cache."""
+    arr = engine._check_tokens(ids)
+    n = len(arr)
+    if n == 0:
+        raise InvalidArgumentError("cannot embed an empty input (no tokens)")
+    if n > engine.n_ctx:
+        raise ContextOverflowError(f"input of {n} tokens exceeds n_ctx={engine.n_ctx}")
+    kv0 = engine.kv
+    cache = ContiguousKVCache(kv0.n_layer, n, kv0.kv_dim, kv0.kv_type)
+    n_batch = min(n, engine.n_batch)
+    ctx = _core.ForwardContext(engine.plan, cache.buffers, n_batch, engine.n_threads)
+    n_embd = engine.plan.n_embd
+    out = np.empty((n, n_embd), dtype=np.float32)
+    for start in range(0, n, n_batch):
+        chunk = np.ascontiguousarray(arr[start:start + n_batch])
+        ctx.run(chunk, start, None, False, out[start:start + len(chunk)].reshape(-1))
+    return out
+
+
+def pool(hidden: np.ndarray, pooling: str = "last", normalize: bool = True) -> np.ndarray:
+    """Pool (n, n_embd) hidden states into one (n_embd,) float32 vector (see the module docstring)."""
+    if pooling not in POOLING_MODES:
+        raise InvalidArgumentError(f"pooling must be one of {', '.join(POOLING_MODES)}, got {pooling!r}")
+    h = np.asarray(hidden, dtype=np.float32)
+    if h.ndim != 2 or h.shape[0] == 0:
+        raise InvalidArgumentError(f"hidden states must be (n >= 1, n_embd), got shape {h.shape}")
+    if pooling == "last":
+        v = h[-1].copy()
+    elif pooling == "cls":
+        v = h[0].copy()
+    elif pooling == "mean":
+        v = h.astype(np.float64).mean(0).astype(np.float32)
+    else:
+        v = h.max(0)
+    if normalize:
+        norm = float(np.linalg.norm(v.astype(np.float64)))
+        if norm > 0.0:
+            v = (v / norm).astype(np.float32)
+    return v
+
+
+def _ids(engine, text) -> list[int]:
+    if isinstance(text, str):
+        if not text:
+            raise InvalidArgumentError("cannot embed an empty string")
+        return engine.tokenize(text, add_special=True, parse_special=False)
+    ids = [int(t) for t in engine._check_tokens(list(text))]
+    if not ids:
+        raise InvalidArgumentError("cannot embed an empty input (no tokens)")
+    return ids
+
+
+def embed(engine, text, pooling: str = "last", normalize: bool = True) -> np.ndarray:
+    """One (n_embd,) float32 embedding of a text (or a list of token ids)."""
+    if pooling not in POOLING_MODES:
+        raise InvalidArgumentError(f"pooling must be one of {', '.join(POOLING_MODES)}, got {pooling!r}")
+    return pool(hidden_states(engine, _ids(engine, text)), pooling, normalize)
+
+
+def embed_batch(engine, texts, pooling: str = "last", normalize: bool = True) -> np.ndarray:
+    """(len(texts), n_embd) float32: each text embedded independently (its own fresh cache)."""
+    if isinstance(texts, str):
+        raise InvalidArgumentError("embed_batch takes a list of texts; use embed for one")
+    texts = list(texts)
+    if pooling not in POOLING_MODES:
+        raise InvalidArgumentError(f"pooling must be one of {', '.join(POOLING_MODES)}, got {pooling!r}")
+    all_ids = [_ids(engine, t) for t in texts]   # validate every input before running any
+    out = np.empty((len(texts), engine.plan.n_embd), dtype=np.float32)
+    for i, ids in enumerate(all_ids):
+        out[i] = pool(hidden_states(engine, ids), pooling, normalize)
+    return out
