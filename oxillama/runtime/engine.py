@@ -223,7 +223,7 @@ class InferenceEngine:
             raise InvalidArgumentError(f"max_tokens must be >= 0, got {max_tokens}")
         stops = [stop] if isinstance(stop, str) else [s for s in (stop or ()) if s]
         num_beams, speculative = sampling.pop("num_beams", 1), sampling.pop("speculative", None)
-        if num_beams != 1 or speculative is not None:   # oxillama.runtime.beam / speculative
+        if num_beams != 1 or speculative not in (None, False):   # oxillama.runtime.beam / speculative
             return self._generate_decoding(prompt, max_tokens, stops, stream, callback, seed, num_beams,
                                            speculative, sampling)
         if prompt is None:

@@ -174,6 +174,7 @@ class ModelDrafter:
     def __init__(self, draft):
         self.engine = draft
         self._sampler = None
+        self._for = None
 
     def propose(self, seq: np.ndarray, k: int, sampler) -> tuple[list[int], list[np.ndarray] | None]:
         e = self.engine
@@ -183,9 +184,10 @@ class ModelDrafter:
             return [], None
         logits = e.forward(todo)
         greedy = _decoding_mode(sampler) == "greedy"
-        if self._sampler is None or self._sampler.config != sampler.config:
+        if self._for is not sampler:   # a new generation: the draft's sampler is seeded from the target's
             from oxillama.sampling import Sampler
             self._sampler = Sampler(sampler.config, seed=(sampler.seed + 1) % 2**63)
+            self._for = sampler
         hist = list(seq)
         drafts: list[int] = []
         qs: list[np.ndarray] = []
