@@ -237,18 +237,24 @@ class LayerDraftEngine(InferenceEngine):
 
 class SpeculativeEngine:
     """Speculative decoding of `target` with `draft` (an engine of the same vocabulary, or
-    "ngram" / an NGramDrafter for prompt lookup), k draft tokens per round.
+    "ngram" / an NGramDrafter for prompt lookup), up to k draft tokens per round.
+
+    adaptive: after a rejection at draft position j the next round drafts j + 1 tokens, after a
+    fully accepted round two more (up to k). A batched forward of n tokens costs more than one
+    token's, so drafting less where drafts keep failing keeps a poor drafter from slowing decoding
+    down; the output does not depend on it.
 
         spec = SpeculativeEngine(target, layer_draft(target, 8), k=4)
         text = spec.generate("Once upon a time", max_tokens=64, temperature=0)
         spec.stats.rate   # accepted / drafted
     """
 
-    def __init__(self, target, draft="ngram", k: int = 4):
+    def __init__(self, target, draft="ngram", k: int = 4, *, adaptive: bool = True):
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise InvalidArgumentError(f"k (draft tokens per round) must be an int >= 1, got {k!r}")
         self.target = target
         self.k = int(k)
+        self.adaptive = bool(adaptive)
         if isinstance(draft, str):
             if draft != "ngram":
                 raise InvalidArgumentError(f"speculative must be 'ngram' or a draft engine, got {draft!r}")
@@ -300,10 +306,11 @@ class SpeculativeEngine:
         seq_arr = np.asarray(seq, dtype=np.int32)
         produced = 0
         st = self.stats
+        k_next = self.k
         try:
             while produced < max_tokens:
                 room = t.n_ctx - len(seq_arr)   # draft tokens + the last token must fit the cache
-                drafts, qs = self.drafter.propose(seq_arr, max(0, min(self.k, room, max_tokens - produced - 1)),
+                drafts, qs = self.drafter.propose(seq_arr, max(0, min(k_next, room, max_tokens - produced - 1)),
                                                   sampler)
                 todo = _sync_cache(t, seq_arr)
                 rows = t._run(np.concatenate([todo, np.asarray(drafts, dtype=np.int32)]), all_logits=True)
@@ -331,6 +338,8 @@ class SpeculativeEngine:
                 st.drafted += len(drafts)
                 st.accepted += n_ok
                 st.rejected += rejected
+                if self.adaptive and drafts:
+                    k_next = n_ok + 1 if rejected else min(self.k, k_next + 2)
                 # keep K/V of seq and the kept drafts; the last new token is not run yet
                 t.truncate(len(seq) + n_ok)
                 for tok in new:

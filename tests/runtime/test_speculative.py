@@ -122,25 +122,31 @@ def _plain_greedy(engine, prompt, n):
 
 @pytest.mark.parametrize("draft_kind", ["ngram", "layers"])
 def test_greedy_speculative_equals_plain_greedy(engine, draft_kind):
-    text, tokens = _plain_greedy(engine, REPEAT_PROMPT, N_GEN)
+    n_prompt = len(engine.tokenize(REPEAT_PROMPT, parse_special=True))
+    _, plain = _plain_greedy(engine, REPEAT_PROMPT, N_GEN + 4)   # the first N_GEN are plain greedy's N_GEN
     draft = "ngram" if draft_kind == "ngram" else layer_draft(engine, engine.plan.n_layer * 2 // 3)
+    engine.reset()
     try:
         spec = SpeculativeEngine(engine, draft, k=4)
         out = spec.generate(REPEAT_PROMPT, max_tokens=N_GEN, temperature=0)
+        if draft_kind == "layers":   # the draft's cache was rolled back too: it holds a prefix of the session
+            assert 0 < draft.n_past <= len(engine.tokens)
+            assert draft.tokens[:draft.n_past] == engine.tokens[:draft.n_past]
     finally:
         if draft_kind != "ngram":
             draft.close()
-    assert out == text
-    assert engine.tokens == tokens   # same session: prompt, output, last token pending
-    st = spec.stats
+    tokens = engine.tokens   # same session as plain greedy: prompt, output, last token pending
+    assert tokens == plain[:len(tokens)]
     ended = engine.tokenizer.is_eog(tokens[-1])
-    assert st.emitted == len(tokens) - len(engine.tokenize(REPEAT_PROMPT, parse_special=True)) - ended
+    assert ended or len(tokens) == n_prompt + N_GEN
+    assert out == engine.detokenize(tokens[n_prompt:len(tokens) - ended])
+    st = spec.stats
+    assert st.emitted == len(tokens) - n_prompt - ended
     assert st.drafted > 0 and st.accepted + st.rejected <= st.drafted
     assert st.rounds < st.emitted   # some rounds produced more than one token
     if not ended:   # the session continues exactly like a plain one
-        cont = engine.generate(None, max_tokens=4, temperature=0)
-        text2, _ = _plain_greedy(engine, REPEAT_PROMPT, N_GEN + 4)
-        assert text + cont == text2
+        engine.generate(None, max_tokens=4, temperature=0)
+        assert engine.tokens == plain
 
 
 def test_generate_speculative_ngram_hook(smollm2):
@@ -169,6 +175,19 @@ def test_sampled_speculative_is_reproducible_and_consistent(smollm2):
     assert st.emitted == len(toks_a) - n_prompt or smollm2.tokenizer.is_eog(toks_a[-1])
     # the target's cache holds exactly the session minus the pending token
     assert smollm2.n_past == len(toks_a) - 1
+
+
+def test_sampled_layer_draft_is_reproducible(smollm2):
+    draft = layer_draft(smollm2, 20)
+    try:
+        kw = dict(max_tokens=10, temperature=0.8, top_k=30, seed=7)
+        a = SpeculativeEngine(smollm2, draft, k=3)
+        out = a.generate("Once upon a time, in a small village,", **kw)
+        assert SpeculativeEngine(smollm2, draft, k=3).generate("Once upon a time, in a small village,", **kw) == out
+        st = a.stats
+        assert st.drafted > 0 and st.accepted + st.rejected <= st.drafted and st.emitted <= 10
+    finally:
+        draft.close()
 
 
 def test_refusals(smollm2, gemma3):
