@@ -24,6 +24,8 @@ _LAZY = {
     "GGUFFile": "oxillama.gguf",
     "GGUFWriter": "oxillama.gguf",
     "QMatrix": "oxillama.quant",
+    "SpeculativeEngine": "oxillama.runtime.speculative",
+    "BeamSearchConfig": "oxillama.runtime.beam",
 }
 
 __all__ = ["OxillamaError", "system_info", "__version__", *_LAZY]

@@ -191,6 +191,8 @@ def test_sampled_layer_draft_is_reproducible(smollm2):
 
 
 def test_refusals(smollm2, gemma3):
+    import oxillama
+    assert oxillama.SpeculativeEngine is SpeculativeEngine
     with pytest.raises(InvalidArgumentError, match="vocabulary"):
         SpeculativeEngine(smollm2, gemma3)
     with pytest.raises(InvalidArgumentError, match="k"):
