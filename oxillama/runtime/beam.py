@@ -75,7 +75,8 @@ def beam_search(engine, prompt, config: BeamSearchConfig) -> list[BeamHypothesis
     W, max_new, lp_pow = config.beam_width, config.max_new_tokens, config.length_penalty
     n_prompt = len(ids)
     if n_prompt + max_new > engine.n_ctx + 1:
-        raise ContextOverflowError(f"prompt of {n_prompt} tokens + max_new_tokens={max_new} exceed n_ctx={engine.n_ctx}")
+        raise ContextOverflowError(f"prompt of {n_prompt} tokens + max_new_tokens={max_new} exceed "
+                                   f"n_ctx={engine.n_ctx}")
     eog = engine.tokenizer.eog_ids
     engine.reset()
     first = engine.forward(ids)   # the prompt runs once; its K/V are then copied into each slot

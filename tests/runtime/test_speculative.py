@@ -155,11 +155,10 @@ def test_generate_speculative_ngram_hook(smollm2):
     assert smollm2.generate(REPEAT_PROMPT, max_tokens=N_GEN, temperature=0, speculative="ngram") == text
     st = smollm2.last_speculative_stats
     assert st.accepted > 0 and 0 < st.rate <= 1
-    pieces = list(smollm2.generate(REPEAT_PROMPT, max_tokens=N_GEN, temperature=0, speculative="ngram", stream=True))
-    assert "".join(pieces) == text
-    cut = text[5:9]
-    assert smollm2.generate(REPEAT_PROMPT, max_tokens=N_GEN, temperature=0, speculative="ngram",
-                            stop=[cut]) == text[:text.find(cut)]
+    cut = text[12:16]
+    pieces = list(smollm2.generate(REPEAT_PROMPT, max_tokens=N_GEN, temperature=0, speculative="ngram", stream=True,
+                                   stop=[cut]))
+    assert len(pieces) > 1 and "".join(pieces) == text[:text.find(cut)]
 
 
 def test_sampled_speculative_is_reproducible_and_consistent(smollm2):
@@ -180,12 +179,12 @@ def test_sampled_speculative_is_reproducible_and_consistent(smollm2):
 def test_sampled_layer_draft_is_reproducible(smollm2):
     draft = layer_draft(smollm2, 20)
     try:
-        kw = dict(max_tokens=10, temperature=0.8, top_k=30, seed=7)
+        kw = dict(max_tokens=6, temperature=0.8, top_k=30, seed=7)
         a = SpeculativeEngine(smollm2, draft, k=3)
         out = a.generate("Once upon a time, in a small village,", **kw)
         assert SpeculativeEngine(smollm2, draft, k=3).generate("Once upon a time, in a small village,", **kw) == out
         st = a.stats
-        assert st.drafted > 0 and st.accepted + st.rejected <= st.drafted and st.emitted <= 10
+        assert st.drafted > 0 and st.accepted + st.rejected <= st.drafted and st.emitted <= 6
     finally:
         draft.close()
 
