@@ -36,20 +36,24 @@ TOKEN_BYTE = 6
 
 SPM_SPACE = "\u2581"  # SentencePiece's visible space "▁"
 
-# Texts llama.cpp treats as end-of-turn / end-of-generation whatever the metadata says (and forces to control).
+# Texts llama.cpp (as of the build the goldens come from) recognises whatever the metadata says; a token found
+# this way is made a control token, which changes how text containing it encodes.
 EOT_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
-             "_<EOT>", "<｜end▁of▁sentence｜>", "<end_of_utterance>")
+             "_<EOT>", "[EOT]", "<end_of_utterance>")
 EOM_TEXTS = ("<|eom_id|>",)
-EOG_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>",
-             "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>")
+EOG_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+             "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+             "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>")
 FIM_TEXTS = {
-    "fim_pre": ("<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>"),
-    "fim_suf": ("<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>", "<SUF>"),
-    "fim_mid": ("<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>", "<MID>"),
-    "fim_pad": ("<|fim_pad|>", "<fim-pad>", "<PAD>"),
-    "fim_rep": ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"),
+    "fim_pre": ("<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|code_prefix|>", "<|prefix|>"),
+    "fim_suf": ("<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "<|code_suffix|>", "<|suffix|>"),
+    "fim_mid": ("<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "<|code_middle|>", "<|middle|>"),
+    "fim_pad": ("<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"),
+    "fim_rep": ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"),
     "fim_sep": ("<|file_sep|>",),
 }
+# gpt-oss channel markers: always rendered, matched as user-defined text
+ALWAYS_USER_DEFINED = ("<|channel|>", "<|message|>", "<|start|>", "<|constrain|>")
 
 # Per vocabulary kind: llama.cpp's default special ids and flags, used when the metadata does not set them.
 _DEFAULTS = {
@@ -251,9 +255,22 @@ def _detect_turn_tokens(vocab: Vocab) -> None:
         if text in t2i:
             eog.add(t2i[text])
             force_control(t2i[text])
+    for text in ALWAYS_USER_DEFINED:
+        if text in t2i:
+            vocab.token_type[t2i[text]] = TOKEN_USER_DEFINED
     for name in ("eos", "eot", "eom"):
         if special.get(name) is not None:
             eog.add(special[name])
+    texts = {vocab.tokens[t]: t for t in eog}
+    # harmony / solar-open: "<|end|>" ends a message, not the generation
+    if "<|end|>" in texts and (("<|return|>" in texts and "<|call|>" in texts)
+                               or ("<|calls|>" in texts and "<|flush|>" in texts)):
+        eog.discard(texts["<|end|>"])
+        vocab.token_type[texts["<|end|>"]] = TOKEN_USER_DEFINED
+    # gemma4: "</s>" is ordinary text there
+    if "</s>" in texts and "<|tool_response>" in texts:
+        eog.discard(texts["</s>"])
+        vocab.token_type[texts["</s>"]] = TOKEN_NORMAL
     vocab.eog_ids = frozenset(eog)
 
 

@@ -15,6 +15,7 @@ replacing invalid sequences with U+FFFD.
 """
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import re
@@ -77,39 +78,108 @@ def _trie_pattern(texts) -> str:
     return emit(trie)
 
 
+# Byte-level BPE fragments longer than this are encoded in chunks.
+_CHUNK_CHARS = 16384
+# A space after a non-space and before an ASCII letter: every split regex in pretokenizers.py ends a piece
+# before such a space and starts one at it (no pattern matches a non-space followed by a space, and each
+# has a letter-run alternative with an optional leading space), so cutting the text there changes nothing.
+_SAFE_CUT = re.compile(r"(?<=\S) (?=[A-Za-z])")
+
+
+def _chunks(text: str) -> list[str]:
+    out = []
+    start = 0
+    while len(text) - start > _CHUNK_CHARS:
+        m = _SAFE_CUT.search(text, start + _CHUNK_CHARS // 2)
+        if m is None:
+            break
+        out.append(text[start:m.start()])
+        start = m.start()
+    out.append(text[start:])
+    return out
+
+
 class _SpecialMatcher:
-    """Finds which special tokens occur in a text, then partitions it in llama.cpp's order."""
+    """Cuts special tokens out of a text in llama.cpp's order (longest token first, see the module docstring).
+
+    Fast path: one leftmost-longest regex scan. It gives llama.cpp's answer unless some token occurrence starts
+    inside a match and runs past its end (a "straddler", e.g. "ab" matched in "abcd" while "bcd" is a longer
+    token); only then is llama.cpp's token-by-token algorithm run, on the tokens present in the text.
+    """
 
     def __init__(self, ids: list[int], tokens: list[str]):
-        self.text_to_id = {}
+        self.text_to_id: dict[str, int] = {}
         for tid in ids:  # equal texts: keep the id llama.cpp's text lookup would give (the last)
             self.text_to_id[tokens[tid]] = tid
         self.pattern = re.compile(_trie_pattern(self.text_to_id)) if self.text_to_id else None
-        self._prefixes: dict[str, list[int]] = {}
+        self._sorted_texts = sorted(self.text_to_id)
         self._order = {tid: (-len(tokens[tid].encode("utf-8")), tid) for tid in self.text_to_id.values()}
+        self._straddle: dict[str, tuple[frozenset, list]] = {}
+        self._contained: dict[str, list[int]] = {}
         self.tokens = tokens
 
-    def _prefix_tokens(self, match: str) -> list[int]:
-        found = self._prefixes.get(match)
+    def _straddlers(self, match: str) -> tuple[frozenset, list]:
+        """(first characters after the match, [(offset, token)]) of tokens that could start inside `match`
+        and end after it."""
+        info = self._straddle.get(match)
+        if info is None:
+            found = []
+            texts = self._sorted_texts
+            for j in range(1, len(match)):
+                head = match[j:]
+                k = bisect.bisect_left(texts, head)
+                while k < len(texts) and texts[k].startswith(head):
+                    if len(texts[k]) > len(head):
+                        found.append((j, texts[k]))
+                    k += 1
+            info = (frozenset(t[len(match) - j] for j, t in found), found)
+            self._straddle[match] = info
+        return info
+
+    def _contained_tokens(self, match: str) -> list[int]:
+        found = self._contained.get(match)
         if found is None:
             t2i = self.text_to_id
-            found = [t2i[match[:k]] for k in range(1, len(match) + 1) if match[:k] in t2i]
-            self._prefixes[match] = found
+            found = sorted({t2i[match[a:b]] for a in range(len(match)) for b in range(a + 1, len(match) + 1)
+                            if match[a:b] in t2i})
+            self._contained[match] = found
         return found
 
     def partition(self, text: str) -> list:
         """`text` as a list of raw str fragments and int token ids."""
         if self.pattern is None:
             return [text]
-        present: set[int] = set()
-        search = self.pattern.search
-        m = search(text)
-        while m is not None:
-            # every token that occurs at this start is a prefix of the longest one that does
-            present.update(self._prefix_tokens(m.group()))
-            m = search(text, m.start() + 1)
-        if not present:
+        matches = [(m.start(), m.end(), m.group()) for m in self.pattern.finditer(text)]
+        if not matches:
             return [text]
+        n = len(text)
+        straddled = False
+        for b, e, s in matches:
+            if e < n and len(s) > 1:
+                chars, found = self._straddle.get(s) or self._straddlers(s)
+                if text[e] in chars and any(text.startswith(t, b + j) for j, t in found):
+                    straddled = True
+                    break
+        if not straddled:
+            t2i = self.text_to_id
+            out: list = []
+            pos = 0
+            for b, e, s in matches:
+                if b > pos:
+                    out.append(text[pos:b])
+                out.append(t2i[s])
+                pos = e
+            if pos < n:
+                out.append(text[pos:])
+            return out
+        present: set[int] = set()
+        for s in {s for _, _, s in matches}:
+            present.update(self._contained_tokens(s))
+            present.update(self.text_to_id[t] for _, t in self._straddlers(s)[1] if t in text)
+        return self._partition_in_order(text, present)
+
+    def _partition_in_order(self, text: str, present: set[int]) -> list:
+        """llama.cpp's tokenizer_st_partition over the given tokens."""
         fragments: list = [text]
         for tid in sorted(present, key=self._order.__getitem__):
             needle = self.tokens[tid]
@@ -313,6 +383,18 @@ class Tokenizer:
                 out.extend(next(encoded))
 
     def _encode_raw(self, texts: list[str]) -> list[list[int]]:
+        """Encode raw fragments with the Hugging Face model; long byte-level BPE fragments are cut into chunks
+        at points where every pre-tokenizer in the table splits anyway, and the chunks encoded in parallel."""
+        if self._vocab.model == "gpt2" and any(len(t) > _CHUNK_CHARS for t in texts):
+            pieces, owner = [], []
+            for i, text in enumerate(texts):
+                for chunk in _chunks(text):
+                    pieces.append(chunk)
+                    owner.append(i)
+            out: list[list[int]] = [[] for _ in texts]
+            for i, enc in zip(owner, self._hf.encode_batch_fast(pieces, add_special_tokens=False)):
+                out[i].extend(enc.ids)
+            return out
         if len(texts) == 1:
             return [self._hf.encode(texts[0], add_special_tokens=False).ids] if texts[0] else [[]]
         return [e.ids for e in self._hf.encode_batch_fast(texts, add_special_tokens=False)]
