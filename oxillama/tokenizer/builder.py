@@ -329,23 +329,76 @@ def spm_merges(vocab: Vocab) -> list[tuple[str, str]]:
     """Every (left, right) token pair whose concatenation is a token, highest-scoring result first.
 
     Ties between different results (equal scores) go to the lower token id; the splits of one token go
-    left-to-right by split point.
+    left-to-right by split point. Computing this walks every split of every token (seconds for a 262k
+    vocabulary), so the result is kept in the cache folder, keyed by a hash of the tokens and scores.
     """
+    cache_path = _merges_cache_path(vocab)
+    table = None
+    if cache_path is not None and cache_path.exists():
+        try:
+            table = np.load(cache_path, allow_pickle=False)
+            if table.ndim != 2 or table.shape[1] != 2 or (table.size and (table[:, 0].max() >= vocab.n_vocab)):
+                table = None
+        except (OSError, ValueError):
+            table = None
+    if table is None:
+        table = _spm_merge_table(vocab)
+        if cache_path is not None:
+            _save_atomic(cache_path, table)
+    tokens = vocab.tokens
+    return [(tokens[tid][:k], tokens[tid][k:]) for tid, k in table.tolist()]
+
+
+def _spm_merge_table(vocab: Vocab) -> np.ndarray:
+    """(n_merges, 2) int32 rows (merged token id, split point in characters), in rank order."""
     t2i = vocab.token_to_id
     scores = vocab.scores if vocab.scores is not None else np.zeros(vocab.n_vocab, np.float32)
-    found: list[tuple[int, int, str, str]] = []  # (result id, split point, left, right)
+    neg = (-scores.astype(np.float64)).tolist()
+    found: list[tuple[float, int, int]] = []
+    append = found.append
     for text, tid in t2i.items():
         n = len(text)
         if n < 2:
             continue
         for k in range(1, n):
-            left = text[:k]
-            if left in t2i:
-                right = text[k:]
-                if right in t2i:
-                    found.append((tid, k, left, right))
-    order = sorted(range(len(found)), key=lambda j: (-float(scores[found[j][0]]), found[j][0], found[j][1]))
-    return [(found[j][2], found[j][3]) for j in order]
+            if text[:k] in t2i and text[k:] in t2i:
+                append((neg[tid], tid, k))
+    found.sort()
+    return np.array([(tid, k) for _, tid, k in found], dtype=np.int32).reshape(-1, 2)
+
+
+def _merges_cache_path(vocab: Vocab):
+    import hashlib
+    import os
+    from pathlib import Path
+
+    if os.environ.get("OXILLAMA_NO_TOKENIZER_CACHE"):
+        return None
+    try:
+        from oxillama.hub import cache_dir
+        root = Path(cache_dir()).parent  # cache_dir() is the models/ folder
+    except Exception:  # hub unavailable: the same default place
+        root = Path(os.path.expanduser("~")) / ".cache" / "oxillama"
+    h = hashlib.sha256()
+    h.update("\x00".join(vocab.tokens).encode("utf-8", errors="surrogatepass"))
+    h.update(b"\x01")
+    if vocab.scores is not None:
+        h.update(np.ascontiguousarray(vocab.scores, dtype=np.float32).tobytes())
+    return root / "tokenizers" / f"spm-merges-v1-{h.hexdigest()[:32]}.npy"
+
+
+def _save_atomic(path, table: np.ndarray) -> None:
+    import os
+    import tempfile
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, table, allow_pickle=False)
+        os.replace(tmp, path)
+    except OSError as exc:  # a read-only cache only costs time
+        logger.debug("could not cache SPM merges at %s: %s", path, exc)
 
 
 def _build_spm(vocab: Vocab):
