@@ -319,7 +319,7 @@ def _build_gpt2(vocab: Vocab):
                        byte_fallback=False)
     tok = Tokenizer(model)
     splits = [pre_tokenizers.Split(Regex(r), behavior="isolated", invert=False)
-              for r in pretokenizers.PRE_TOKENIZERS[pre]]
+              for r in pretokenizers.FUSED.get(pre, pretokenizers.PRE_TOKENIZERS[pre])]
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         splits + [pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
     return tok

@@ -342,6 +342,11 @@ class Tokenizer:
         """
         if not isinstance(text, str):
             raise TokenizerError(f"encode() needs a str, got {type(text).__name__}")
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise TokenizerError(f"text is not valid Unicode: lone surrogate at index {exc.start}") from None
         v = self._vocab
         out: list[int] = []
         if add_special and v.add_bos:
@@ -431,22 +436,21 @@ class Tokenizer:
         return int(token_id)
 
     def _check_ids(self, ids) -> list[int]:
-        if isinstance(ids, np.ndarray):
-            if ids.ndim != 1 or ids.dtype.kind not in "iu":
-                raise TokenizerError(f"token ids must be a 1-D integer array, got shape {ids.shape} {ids.dtype}")
-            arr = ids
-        else:
-            try:
-                seq = list(ids)
-            except TypeError:
-                raise TokenizerError(f"token ids must be a sequence of ints, got {type(ids).__name__}") from None
-            if not all(isinstance(t, (int, np.integer)) and not isinstance(t, (bool, np.bool_)) for t in seq):
-                raise TokenizerError("token ids must all be ints")
-            arr = np.asarray(seq, dtype=np.int64) if seq else np.zeros(0, np.int64)
-        if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= self._vocab.n_vocab):
-            bad = int(arr.min()) if int(arr.min()) < 0 else int(arr.max())
-            raise TokenizerError(f"token id {bad} out of range [0, {self._vocab.n_vocab})")
-        return arr.tolist()
+        if isinstance(ids, (str, bytes)):
+            raise TokenizerError(f"token ids must be a sequence of ints, got {type(ids).__name__}")
+        try:
+            arr = ids if isinstance(ids, np.ndarray) else np.asarray(ids if isinstance(ids, list) else list(ids))
+        except (TypeError, ValueError, OverflowError):
+            raise TokenizerError(f"token ids must be a sequence of ints, got {type(ids).__name__}") from None
+        if arr.size == 0:
+            return []
+        # bools and floats are not ids; a list mixing types becomes an object array
+        if arr.ndim != 1 or arr.dtype.kind not in "iu":
+            raise TokenizerError(f"token ids must be a flat sequence of ints, got {arr.dtype} with shape {arr.shape}")
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi >= self._vocab.n_vocab:
+            raise TokenizerError(f"token id {lo if lo < 0 else hi} out of range [0, {self._vocab.n_vocab})")
+        return ids if type(ids) is list else arr.tolist()
 
     def _piece_table(self, skip_special: bool) -> list[bytes]:
         return self._pieces_skip if skip_special else self._pieces

@@ -128,6 +128,14 @@ def test_bad_arguments_raise():
     tok = Tokenizer.from_metadata(gpt2_metadata())
     with pytest.raises(TokenizerError):
         tok.encode(b"bytes")
+    with pytest.raises(TokenizerError, match="surrogate"):
+        tok.encode("ok \ud800 not")
+    with pytest.raises(TokenizerError):
+        tok.decode([True, False])
+    with pytest.raises(TokenizerError):
+        tok.decode([1.0])
+    with pytest.raises(TokenizerError):
+        tok.decode("abc")
     with pytest.raises(TokenizerError, match="out of range"):
         tok.decode([1, 256])
     with pytest.raises(TokenizerError, match="out of range"):
