@@ -269,7 +269,8 @@ class Tokenizer:
 
     @property
     def hf_tokenizer(self):
-        """The Hugging Face tokenizer that encodes raw fragments (no special-token parsing)."""
+        """The Hugging Face tokenizer that encodes raw fragments: no special-token parsing, and for SPM
+        vocabularies spaces must already be U+2581 (see `encode` for the whole pipeline)."""
         return self._hf
 
     @property
@@ -366,7 +367,7 @@ class Tokenizer:
         """The text handed to the vocabulary model for one raw fragment."""
         v = self._vocab
         if v.model == "llama":
-            return " " + raw if (v.add_space_prefix and after_special) else raw
+            return (SPM_SPACE + raw if (v.add_space_prefix and after_special) else raw).replace(" ", SPM_SPACE)
         if v.model == "t5":
             return self._ugm_normalize(raw)
         return raw
