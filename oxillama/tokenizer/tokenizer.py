@@ -242,7 +242,8 @@ class Tokenizer:
                 from oxillama.gguf import GGUFFile
             except ImportError as exc:
                 raise TokenizerError(f"cannot read GGUF files: oxillama.gguf is unavailable ({exc})") from None
-            metadata = GGUFFile(path_or_file).metadata
+            with GGUFFile(path_or_file) as f:  # metadata values are copies: they outlive the map
+                metadata = f.metadata
         return cls.from_metadata(dict(metadata))
 
     def _build_pieces(self) -> list[bytes]:

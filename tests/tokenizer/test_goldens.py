@@ -71,3 +71,15 @@ def test_pre_tokenizer_variants_match_llama_cpp(smollm2_metadata, pre):
     tok = Tokenizer.from_metadata(md)
     for case in load_golden("goldens_pre_variants.json")["variants"][pre]:
         assert tok.encode(case["text"], add_special=False) == case["ids"], (pre, case["text"])
+
+
+def test_from_gguf_path_and_file(smollm2_path):
+    from oxillama.gguf import GGUFFile
+    from oxillama.tokenizer import Tokenizer
+
+    by_path = Tokenizer.from_gguf(smollm2_path)
+    with GGUFFile(smollm2_path) as f:
+        by_file = Tokenizer.from_gguf(f)
+    text = "<|im_start|>user\nHello, 世界!<|im_end|>"
+    assert by_path.encode(text, parse_special=True) == by_file.encode(text, parse_special=True)
+    assert by_path.n_vocab == 49152 and by_path.model == "gpt2"
