@@ -134,6 +134,8 @@ def _str_list(md: dict, key: str) -> list[str] | None:
         value = value.tolist()
     if not isinstance(value, (list, tuple)):
         raise TokenizerError(f"GGUF metadata {key!r} should be an array of strings, got {type(value).__name__}")
+    if set(map(type, value)) <= {str}:  # the usual case, checked without a Python-level loop
+        return list(value)
     out = []
     for item in value:
         if isinstance(item, (bytes, bytearray)):

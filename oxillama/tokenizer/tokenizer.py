@@ -249,18 +249,27 @@ class Tokenizer:
     def _build_pieces(self) -> list[bytes]:
         """Each token's bytes as llama.cpp's token_to_piece(special=True) renders them."""
         v = self._vocab
-        pieces: list[bytes] = []
         spm_like = v.model != "gpt2"
-        for text, ttype in zip(v.tokens, v.token_type.tolist()):
+        types = v.token_type
+        if spm_like:
+            # all tokens at once: U+2581 -> space, UTF-8; the few non-normal tokens are fixed up below
+            sep = "\x00\uffff\x00"
+            joined = sep.join(v.tokens)
+            pieces = joined.replace(SPM_SPACE, " ").encode("utf-8").split(sep.encode("utf-8"))
+            if len(pieces) != v.n_vocab:  # a token containing the separator: do it one by one
+                pieces = [t.replace(SPM_SPACE, " ").encode("utf-8") for t in v.tokens]
+        else:
+            pieces = [_byte_level_decode(t) for t in v.tokens]
+        for tid in np.flatnonzero(types != TOKEN_NORMAL).tolist():
+            ttype = int(types[tid])
+            text = v.tokens[tid]
             if ttype in (TOKEN_CONTROL, TOKEN_UNKNOWN, TOKEN_USER_DEFINED):
-                pieces.append(text.encode("utf-8"))
-            elif ttype == TOKEN_NORMAL:
-                pieces.append(text.replace(SPM_SPACE, " ").encode("utf-8") if spm_like else _byte_level_decode(text))
+                pieces[tid] = text.encode("utf-8")
             elif ttype == TOKEN_BYTE and spm_like:
                 m = _BYTE_TOKEN.fullmatch(text)
-                pieces.append(bytes([int(m.group(1), 16)]) if m else b"")
-            else:  # unused / undefined tokens render as nothing
-                pieces.append(b"")
+                pieces[tid] = bytes([int(m.group(1), 16)]) if m else b""
+            else:  # unused / undefined tokens (and byte-type tokens of byte-level vocabularies) render as nothing
+                pieces[tid] = b""
         return pieces
 
     # ------------------------------------------------------------------ properties
