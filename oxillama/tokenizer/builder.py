@@ -89,6 +89,9 @@ class Vocab:
     remove_extra_whitespaces: bool = False
     precompiled_charsmap: bytes | None = None
     eog_ids: frozenset[int] = frozenset()
+    # llama.cpp ORs the control flag onto tokens it recognises by text: their type before that, which still
+    # counts where llama.cpp tests the other flags (the Unigram lattice matches normal/user-defined tokens)
+    type_before_control: dict[int, int] = field(default_factory=dict)
     chat_template: str | None = None
     chat_templates: dict[str, str] = field(default_factory=dict)  # named extra templates (tokenizer.chat_template.X)
 
@@ -240,7 +243,12 @@ def _detect_turn_tokens(vocab: Vocab) -> None:
     def force_control(tid: int) -> None:
         if vocab.token_type[tid] != TOKEN_CONTROL:
             logger.debug("token %d %r looks like a control token: treating it as one", tid, vocab.tokens[tid])
+            vocab.type_before_control[tid] = int(vocab.token_type[tid])
             vocab.token_type[tid] = TOKEN_CONTROL
+
+    def set_type(tid: int, ttype: int) -> None:  # llama.cpp replaces all flags here
+        vocab.type_before_control.pop(tid, None)
+        vocab.token_type[tid] = ttype
 
     for name, texts in (("eot", EOT_TEXTS), ("eom", EOM_TEXTS), *FIM_TEXTS.items()):
         if special.get(name) is not None:
@@ -260,7 +268,7 @@ def _detect_turn_tokens(vocab: Vocab) -> None:
             force_control(t2i[text])
     for text in ALWAYS_USER_DEFINED:
         if text in t2i:
-            vocab.token_type[t2i[text]] = TOKEN_USER_DEFINED
+            set_type(t2i[text], TOKEN_USER_DEFINED)
     for name in ("eos", "eot", "eom"):
         if special.get(name) is not None:
             eog.add(special[name])
@@ -269,11 +277,11 @@ def _detect_turn_tokens(vocab: Vocab) -> None:
     if "<|end|>" in texts and (("<|return|>" in texts and "<|call|>" in texts)
                                or ("<|calls|>" in texts and "<|flush|>" in texts)):
         eog.discard(texts["<|end|>"])
-        vocab.token_type[texts["<|end|>"]] = TOKEN_USER_DEFINED
+        set_type(texts["<|end|>"], TOKEN_USER_DEFINED)
     # gemma4: "</s>" is ordinary text there
     if "</s>" in texts and "<|tool_response>" in texts:
         eog.discard(texts["</s>"])
-        vocab.token_type[texts["</s>"]] = TOKEN_NORMAL
+        set_type(texts["</s>"], TOKEN_NORMAL)
     vocab.eog_ids = frozenset(eog)
 
 
@@ -426,12 +434,15 @@ def _build_unigram(vocab: Vocab):
     from tokenizers import Tokenizer, models
 
     scores = vocab.scores if vocab.scores is not None else np.zeros(vocab.n_vocab, np.float32)
-    matchable = np.isin(vocab.token_type, (TOKEN_NORMAL, TOKEN_USER_DEFINED, TOKEN_UNUSED))
+    flags = vocab.token_type.copy()
+    for tid, ttype in vocab.type_before_control.items():
+        flags[tid] = ttype
+    matchable = np.isin(flags, (TOKEN_NORMAL, TOKEN_USER_DEFINED, TOKEN_UNUSED))
     pieces = []
     for i, text in enumerate(vocab.tokens):
         if not matchable[i]:
             pieces.append((_UNMATCHABLE.format(i), 0.0))
-        elif vocab.token_type[i] == TOKEN_USER_DEFINED:
+        elif flags[i] == TOKEN_USER_DEFINED:  # user-defined tokens score 0, as in llama.cpp
             pieces.append((text, 0.0))
         else:
             pieces.append((text, float(scores[i])))

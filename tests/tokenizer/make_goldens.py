@@ -8,7 +8,8 @@ without, with and without parse_special, plus llama.cpp's detokenization of thos
 
 Besides the two real models it also writes small vocab-only GGUF files that reuse SmolLM2's byte-level BPE
 vocabulary under other `tokenizer.ggml.pre` values, so every pre-tokenizer regex in our table is checked
-against llama.cpp's own splitting.
+against llama.cpp's own splitting, and one that reads Gemma 3's vocabulary as a Unigram ("t5") model, to
+check the Unigram path against llama.cpp's UGM tokenizer.
 """
 from __future__ import annotations
 
@@ -165,6 +166,44 @@ def write_variant(src_md: dict, pre: str, path: str) -> None:
     w.close()
 
 
+def t5_variant_metadata(gemma_md: dict) -> dict:
+    """Gemma 3's tokens, types and scores read as a Unigram ("t5") vocabulary: the scores become
+    log-probabilities for the Viterbi search. Used to check our Unigram path against llama.cpp's UGM."""
+    md = {k: v for k, v in gemma_md.items() if k.startswith("tokenizer.ggml.")
+          and k not in ("tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token", "tokenizer.ggml.pre")}
+    md["tokenizer.ggml.model"] = "t5"
+    md["tokenizer.ggml.add_space_prefix"] = True
+    return md
+
+
+def write_t5_variant(gemma_md: dict, hparams_md: dict, path: str) -> None:
+    import gguf
+    import numpy as np
+
+    md = t5_variant_metadata(gemma_md)
+    w = gguf.GGUFWriter(path, "llama")
+    for key in ("llama.context_length", "llama.embedding_length", "llama.block_count", "llama.feed_forward_length",
+                "llama.attention.head_count", "llama.attention.head_count_kv",
+                "llama.attention.layer_norm_rms_epsilon", "llama.rope.freq_base"):
+        value = hparams_md[key]
+        if isinstance(value, float):
+            w.add_float32(key, value)
+        else:
+            w.add_uint32(key, int(value))
+    w.add_tokenizer_model("t5")
+    w.add_token_list(md["tokenizer.ggml.tokens"])
+    w.add_token_types(np.asarray(md["tokenizer.ggml.token_type"]).tolist())
+    w.add_token_scores(np.asarray(md["tokenizer.ggml.scores"]).tolist())
+    w.add_bos_token_id(int(md["tokenizer.ggml.bos_token_id"]))
+    w.add_eos_token_id(int(md["tokenizer.ggml.eos_token_id"]))
+    w.add_unk_token_id(int(md["tokenizer.ggml.unknown_token_id"]))
+    w.add_add_space_prefix(True)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models-dir", default=os.path.expanduser("~/.cache/oxillama/models"))
@@ -199,6 +238,16 @@ def main() -> None:
             print(f"pre={pre}: done", file=sys.stderr)
     with open(os.path.join(DATA, "goldens_pre_variants.json"), "w", encoding="utf-8") as f:
         json.dump({"vocab": MODELS["smollm2"], "variants": variants}, f, ensure_ascii=False, indent=0)
+
+    gemma = read_metadata(os.path.join(args.models_dir, MODELS["gemma3"]))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "vocab-t5.gguf")
+        write_t5_variant(gemma, src, path)
+        data = goldens_for(path, texts)
+    cases = [{"text": c["text"], "add1_parse0": c["add1_parse0"], "add0_parse1": c["add0_parse1"]}
+             for c in data["cases"]]
+    with open(os.path.join(DATA, "goldens_t5_variant.json"), "w", encoding="utf-8") as f:
+        json.dump({"vocab": MODELS["gemma3"] + " as t5", "cases": cases}, f, ensure_ascii=False, indent=0)
 
 
 if __name__ == "__main__":

@@ -83,3 +83,16 @@ def test_from_gguf_path_and_file(smollm2_path):
     text = "<|im_start|>user\nHello, 世界!<|im_end|>"
     assert by_path.encode(text, parse_special=True) == by_file.encode(text, parse_special=True)
     assert by_path.n_vocab == 49152 and by_path.model == "gpt2"
+
+
+def test_unigram_matches_llama_cpp(gemma3_metadata):
+    """Gemma 3's vocabulary read as a Unigram ("t5") model, against llama.cpp's UGM tokenizer."""
+    from oxillama.tokenizer import Tokenizer
+
+    from .make_goldens import t5_variant_metadata
+
+    tok = Tokenizer.from_metadata(t5_variant_metadata(gemma3_metadata))
+    assert tok.model == "t5" and tok.add_eos and not tok.add_bos
+    for case in load_golden("goldens_t5_variant.json")["cases"]:
+        assert tok.encode(case["text"]) == case["add1_parse0"], case["text"]
+        assert tok.encode(case["text"], add_special=False, parse_special=True) == case["add0_parse1"], case["text"]
