@@ -16,6 +16,7 @@ Vocabulary kinds (`tokenizer.ggml.model`):
 """
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 
@@ -99,14 +100,10 @@ class Vocab:
     def n_vocab(self) -> int:
         return len(self.tokens)
 
-    @property
+    @functools.cached_property
     def token_to_id(self) -> dict[str, int]:
         """Text -> id; for repeated texts the last id wins, as in llama.cpp."""
-        mapping = getattr(self, "_token_to_id", None)
-        if mapping is None:
-            mapping = {text: i for i, text in enumerate(self.tokens)}
-            object.__setattr__(self, "_token_to_id", mapping)
-        return mapping
+        return {text: i for i, text in enumerate(self.tokens)}
 
 
 def _get(md: dict, key: str, kind, default=None):
@@ -209,8 +206,6 @@ def read_vocab(md: dict) -> Vocab:
     add_bos = _get(md, "tokenizer.ggml.add_bos_token", bool, defaults["add_bos"])
     add_eos = _get(md, "tokenizer.ggml.add_eos_token", bool, defaults["add_eos"])
     add_space_prefix = _get(md, "tokenizer.ggml.add_space_prefix", bool, defaults["add_space_prefix"])
-    if model == "gpt2":
-        add_space_prefix = _get(md, "tokenizer.ggml.add_space_prefix", bool, False)
     remove_ws = _get(md, "tokenizer.ggml.remove_extra_whitespaces", bool, False)
     charsmap = md.get("tokenizer.ggml.precompiled_charsmap")
     if charsmap is not None:

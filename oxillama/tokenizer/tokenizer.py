@@ -477,13 +477,11 @@ class Tokenizer:
         """The bytes the tokens stand for (may end inside a UTF-8 character)."""
         ids = self._check_ids(ids)
         table = self._piece_table(skip_special)
-        data = b"".join(map(table.__getitem__, ids))
         k = self._strip_index(ids)
-        if k >= 0:
-            head = b"".join(map(table.__getitem__, ids[:k]))
-            if data[len(head):len(head) + 1] == b" ":
-                data = head + data[len(head) + 1:]
-        return data
+        if k >= 0 and table[ids[k]][:1] == b" ":
+            return b"".join([*map(table.__getitem__, ids[:k]), table[ids[k]][1:],
+                             *map(table.__getitem__, ids[k + 1:])])
+        return b"".join(map(table.__getitem__, ids))
 
     def decode(self, ids, skip_special: bool = False) -> str:
         """Text for token ids; control-token texts are kept unless `skip_special`. Invalid UTF-8 -> U+FFFD."""

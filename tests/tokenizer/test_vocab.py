@@ -183,6 +183,19 @@ def test_spm_space_prefix_byte_fallback_and_decode():
     assert [no_prefix.token_text(i) for i in no_prefix.encode("ab", add_special=False)] == ["ab"]
 
 
+def test_spm_stream_matches_decode_with_space_prefix():
+    """The prefix space llama.cpp adds is removed again by decode and by the streaming detokenizer alike."""
+    pieces = [("\u2581", -1.0), ("a", -1.0), ("b", -1.0), ("\u2581a", -0.5), ("\u2581ab", -0.1), ("ab", -0.3)]
+    tok = Tokenizer.from_metadata(spm_metadata(pieces))
+    a, sp_ab, bos = tok.token_to_id("a"), tok.token_to_id("\u2581ab"), tok.bos_id
+    for ids in ([bos, sp_ab, sp_ab], [sp_ab, a], [bos], [bos, bos, sp_ab], [a, sp_ab], [], [tok.eos_id, sp_ab]):
+        for skip in (False, True):
+            detok = tok.detokenizer(skip_special=skip)
+            streamed = "".join(detok.add(t) for t in ids) + detok.flush()
+            assert streamed == tok.decode(ids, skip_special=skip), (ids, skip)
+    assert tok.decode([bos, sp_ab, sp_ab], skip_special=True) == "ab ab"
+
+
 # ---------------------------------------------------------------- Unigram (t5)
 
 def _viterbi_oracle(text, vocab):
