@@ -214,10 +214,7 @@ class Tokenizer:
         self._is_special = np.isin(tt, (TOKEN_CONTROL, TOKEN_UNKNOWN))  # hidden when skip_special
         self._pieces = self._build_pieces()
         self._pieces_skip = [b"" if s else p for p, s in zip(self._pieces, self._is_special.tolist())]
-        user_ids = np.flatnonzero(tt == TOKEN_USER_DEFINED).tolist()
-        all_ids = np.flatnonzero(np.isin(tt, (TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNKNOWN))).tolist()
-        self._matcher_user = _SpecialMatcher(user_ids, vocab.tokens)
-        self._matcher_all = _SpecialMatcher(all_ids, vocab.tokens)
+        self._matchers: dict[bool, _SpecialMatcher] = {}  # parse_special -> matcher, built on first use
         self._ugm_normalizer = None
         if vocab.model == "t5" and vocab.precompiled_charsmap:
             from tokenizers import normalizers
@@ -363,8 +360,7 @@ class Tokenizer:
         if add_special and v.add_bos:
             out.append(v.special["bos"])
         if text:
-            matcher = self._matcher_all if parse_special else self._matcher_user
-            fragments = matcher.partition(text)
+            fragments = self._matcher(bool(parse_special)).partition(text)
             if len(fragments) == 1 and type(fragments[0]) is str:
                 out.extend(self._encode_raw([self._prepare(fragments[0], True)])[0])
             else:
@@ -372,6 +368,15 @@ class Tokenizer:
         if add_special and v.add_eos:
             out.append(v.special["eos"])
         return out
+
+    def _matcher(self, parse_special: bool) -> _SpecialMatcher:
+        matcher = self._matchers.get(parse_special)
+        if matcher is None:
+            tt = self._vocab.token_type
+            kinds = (TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNKNOWN) if parse_special else (TOKEN_USER_DEFINED,)
+            matcher = _SpecialMatcher(np.flatnonzero(np.isin(tt, kinds)).tolist(), self._vocab.tokens)
+            self._matchers[parse_special] = matcher
+        return matcher
 
     def _prepare(self, raw: str, after_special: bool) -> str:
         """The text handed to the vocabulary model for one raw fragment."""

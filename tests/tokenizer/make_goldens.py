@@ -103,7 +103,8 @@ def _random_corpus(n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     pool = (list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") * 3 + list("0123456789") * 2
             + [" "] * 12 + ["\n"] * 4 + ["\t"] * 2 + list(".,;:!?'\"()[]{}<>-_/\\|@#$%^&*+=~`")
-            + list("éüñçßøåłœ") + list("日本語中文한국") + list("مرحباשלום") + ["🙂", "🎉", "👍🏽"]
+            + list("éüñçßøåłœ") + list("日本語中文한국") + list("مرحباשלום")
+            + ["🙂", "🎉", "👍🏽"]
             + ["'s", "'ll", "<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>", "<eos>",
                "<|endoftext|>", "<td>", "</td>", "  ", "\n\n", "\r\n", "\u00a0", "\u2581"])
     out = []
