@@ -286,13 +286,15 @@ def _detect_turn_tokens(vocab: Vocab) -> None:
 
 def build_hf_tokenizer(vocab: Vocab):
     """A `tokenizers.Tokenizer` that encodes raw text fragments (no special-token parsing) like llama.cpp."""
-    if vocab.model == "gpt2":
-        return _build_gpt2(vocab)
-    if vocab.model == "llama":
-        return _build_spm(vocab)
-    if vocab.model == "t5":
-        return _build_unigram(vocab)
-    raise TokenizerError(f"unsupported tokenizer model {vocab.model!r}")
+    build = {"gpt2": _build_gpt2, "llama": _build_spm, "t5": _build_unigram}.get(vocab.model)
+    if build is None:
+        raise TokenizerError(f"unsupported tokenizer model {vocab.model!r}")
+    try:
+        return build(vocab)
+    except TokenizerError:
+        raise
+    except Exception as exc:  # the tokenizers library rejects vocabularies with its own exception types
+        raise TokenizerError(f"cannot build the {vocab.model} tokenizer from this vocabulary: {exc}") from exc
 
 
 def _build_gpt2(vocab: Vocab):
