@@ -112,3 +112,21 @@ def test_template_compiled_lazily():
     with pytest.raises(ChatTemplateError):
         t.render([])
     assert make_environment().from_string("{{ 1 }}").render() == "1"
+
+
+def test_named_templates_and_special_token_names():
+    from oxillama.tokenizer import Tokenizer
+
+    from .test_vocab import CONTROL, gpt2_metadata
+
+    md = gpt2_metadata([("<s>", CONTROL), ("</s>", CONTROL)],
+                       **{"tokenizer.ggml.bos_token_id": 256, "tokenizer.ggml.eos_token_id": 257,
+                          "tokenizer.chat_template": "{{ bos_token }}{% for m in messages %}{{ m.content }}"
+                                                     "{% endfor %}{{ eos_token }}",
+                          "tokenizer.chat_template.tool_use": "tools={{ tools | length }}"})
+    tok = Tokenizer.from_metadata(md)
+    msgs = [{"role": "user", "content": "hi"}]
+    assert tok.apply_chat_template(msgs) == "<s>hi</s>"
+    assert tok.apply_chat_template(msgs, chat_template="tool_use", tools=[{}, {}]) == "tools=2"
+    assert tok.apply_chat_template(msgs, chat_template="[{{ messages[0].role }}]") == "[user]"
+    assert tok.apply_chat_template(msgs, bos_token="B") == "Bhi</s>"
