@@ -793,3 +793,33 @@ def test_gemma3_tensors_dequantize_bit_exact(gemma3_file):
     model.close()
     # the K-quant tensors of Q4_K_M (27 Q4_K, 9 Q6_K) were all checked
     assert seen.get("Q4_K") == 27 and seen.get("Q6_K") == 9, seen
+
+
+# ------------------------------------------------------------------ ARM tiers on an x86 machine
+
+REPO = Path(__file__).resolve().parents[2]
+ARM_TIERS = {"neon": [], "dotprod": ["-march=armv8.2-a+dotprod"]}
+
+
+@pytest.mark.parametrize("tier", sorted(ARM_TIERS))
+def test_arm_tiers_under_qemu(tier, tmp_path):
+    """The NEON/dotprod K-quant kernels against the scalar ones, cross-compiled and run under
+    qemu-user (Debian: gcc-aarch64-linux-gnu qemu-user); skipped where those are missing."""
+    import platform
+    import shutil
+    import subprocess
+    if platform.machine().lower() in ("aarch64", "arm64"):
+        pytest.skip("native ARM: the tier tests above run these kernels directly")
+    cc, qemu = shutil.which("aarch64-linux-gnu-gcc"), shutil.which("qemu-aarch64")
+    if not cc or not qemu:
+        pytest.skip("needs aarch64-linux-gnu-gcc and qemu-aarch64")
+    exe = tmp_path / f"check_{tier}"
+    build = subprocess.run(
+        [cc, "-O2", "-std=gnu11", "-static", "-I", str(REPO / "csrc"), *ARM_TIERS[tier],
+         f"-DREGISTER=oxl_register_{tier}_k", str(REPO / "tests/quant/native_kquants_check.c"),
+         str(REPO / "csrc/scalar/quants_k.c"), str(REPO / f"csrc/arm/{tier}/quants_k_{tier}.c"), "-o", str(exe), "-lm"],
+        capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([qemu, "-cpu", "max", str(exe)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "checked 24 (3 kernels)" in run.stdout
