@@ -3,7 +3,10 @@
  * test_kquants.py::test_arm_tiers_under_qemu).
  *
  * Links csrc/scalar/quants_k.c and the tier's quants_k_*.c; REGISTER names the tier's K-quant
- * register function. Prints one line per failure and "checked N" at the end; exit code 1 on failure. */
+ * register function. Prints one line per failure and "checked N" at the end; exit code 1 on failure.
+ * With the argument "dump" it instead writes 4096 floats and their reference quantization to every
+ * K-quant type (in the order of `dump_types`) to stdout, so the caller can check that the reference
+ * quantizers give the same bytes on this target as on the host. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,9 +32,27 @@ static float next_normal(void) {
 
 #define DOT_TOL 1e-5 /* |simd - scalar| <= DOT_TOL * sum |w_i a_i| */
 
-int main(void) {
+static int dump(const oxl_kernel_table *scalar) {
+    const int dump_types[] = {OXL_TYPE_Q2_K, OXL_TYPE_Q3_K, OXL_TYPE_Q4_K, OXL_TYPE_Q5_K, OXL_TYPE_Q6_K,
+                              OXL_TYPE_IQ4_XS, OXL_TYPE_Q8_K};
+    const size_t type_size[] = {sizeof(block_q2_K), sizeof(block_q3_K), sizeof(block_q4_K), sizeof(block_q5_K),
+                                sizeof(block_q6_K), sizeof(block_iq4_xs), sizeof(block_q8_K)};
+    enum { N = 4096 };
+    static float x[N];
+    static unsigned char q[N / QK_K * sizeof(block_q8_K)];
+    for (int i = 0; i < N; i++) x[i] = next_normal() * ((i / 512) % 2 ? 3.0f : 0.03f);
+    fwrite(x, sizeof(float), N, stdout);
+    for (int k = 0; k < 7; k++) {
+        scalar->type[dump_types[k]].from_float_ref(x, q, N);
+        fwrite(q, 1, N / QK_K * type_size[k], stdout);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
     static oxl_kernel_table scalar, simd;
     oxl_register_scalar_k(&scalar);
+    if (argc > 1 && strcmp(argv[1], "dump") == 0) return dump(&scalar);
     simd = scalar;
     REGISTER(&simd);
     const int types[] = {OXL_TYPE_Q2_K, OXL_TYPE_Q3_K, OXL_TYPE_Q4_K, OXL_TYPE_Q5_K, OXL_TYPE_Q6_K,

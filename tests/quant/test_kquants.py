@@ -823,3 +823,13 @@ def test_arm_tiers_under_qemu(tier, tmp_path):
     run = subprocess.run([qemu, "-cpu", "max", str(exe)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "checked 24 (3 kernels)" in run.stdout
+    # the reference quantizers give the same bytes on AArch64 (FMA contraction must stay off)
+    run = subprocess.run([qemu, "-cpu", "max", str(exe), "dump"], capture_output=True, timeout=120)
+    assert run.returncode == 0
+    out = np.frombuffer(run.stdout, np.uint8)
+    x, pos = out[:4096 * 4].view(F), 4096 * 4
+    for qtype in ALL_TYPES:
+        want = quantize(x, qtype)
+        np.testing.assert_array_equal(out[pos:pos + want.size], want, err_msg=qtype)
+        pos += want.size
+    assert pos == out.size
