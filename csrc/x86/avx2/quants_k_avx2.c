@@ -170,6 +170,18 @@ void vec_dot_q6_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
     *s = hsum_ps_256(acc);
 }
 
+/* Q3_K's 16 signed 6-bit scales (oxl_unpack_scales_q3k), built in a register */
+static inline __m128i scales_q3k(const uint8_t *q) {
+    const uint32_t lo4 = 0x0f0f0f0fu, hi2 = 0x03030303u;
+    uint32_t a[3];
+    memcpy(a, q, 12);
+    const uint32_t w0 = (a[0] & lo4) | ((a[2] & hi2) << 4);
+    const uint32_t w1 = (a[1] & lo4) | (((a[2] >> 2) & hi2) << 4);
+    const uint32_t w2 = ((a[0] >> 4) & lo4) | (((a[2] >> 4) & hi2) << 4);
+    const uint32_t w3 = ((a[1] >> 4) & lo4) | (((a[2] >> 6) & hi2) << 4);
+    return _mm_sub_epi8(_mm_setr_epi32((int)w0, (int)w1, (int)w2, (int)w3), _mm_set1_epi8(32));
+}
+
 void vec_dot_q3_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
     const block_q3_K *x = (const block_q3_K *)vx;
     const block_q8_K *y = (const block_q8_K *)vy;
@@ -179,9 +191,7 @@ void vec_dot_q3_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
     __m256 acc = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const float d = y[i].d * _cvtsh_ss(x[i].d);
-        int8_t sc[16];
-        oxl_unpack_scales_q3k(x[i].scales, sc);
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)sc);
+        const __m128i sc8 = scales_q3k(x[i].scales);
         /* q = low2 | hbit << 2 in 0..7 stands for q - 4: subtract 4 * sum_g scale_g * bsums_g */
         const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
         __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bs), 2);
@@ -194,7 +204,8 @@ void vec_dot_q3_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
                 const __m256i hb = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), m1), 2);
                 q[k] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q2, 2 * k), m3), hb);
             }
-            const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(sc + 8 * h))));
+            const __m128i sc_h = h ? _mm_unpackhi_epi64(sc8, sc8) : sc8;
+            const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc_h));
             sumi = _mm256_add_epi32(sumi, dot_half_g16(q, y[i].qs + 128 * h, scales16));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
