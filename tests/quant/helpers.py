@@ -147,3 +147,67 @@ def act_halfstep(x: np.ndarray, act_type: str) -> np.ndarray:
     # fp16 rounding of d changes the grid by at most 2^-11 relative: 127 steps of that on top
     half = d * (0.5 + 127 * 2.0 ** -11)
     return np.broadcast_to(half, xb.shape).reshape(x.shape)
+
+
+# ---- a minimal GGUF tensor locator (tests only; the project's reader lives in oxillama.gguf) ------
+
+_SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+
+def gguf_tensors(path: str) -> dict[str, tuple[str, tuple[int, ...], np.ndarray, int]]:
+    """name -> (type name, GGUF dims (fastest first), raw uint8 bytes memory-mapped, file offset).
+
+    gguf.GGUFReader decodes every metadata array element in Python (a minute for Gemma-3's
+    262144-token vocabulary on a loaded machine); this only skips over the metadata."""
+    import struct
+
+    buf = np.memmap(path, dtype=np.uint8, mode="r")
+    mv = memoryview(buf)
+    if bytes(mv[:4]) != b"GGUF":
+        raise ValueError(f"{path}: not a GGUF file")
+    _version, n_tensors, n_kv = struct.unpack_from("<IQQ", mv, 4)
+    pos = 24
+    alignment = 32
+
+    def read_str(p):
+        (n,) = struct.unpack_from("<Q", mv, p)
+        return bytes(mv[p + 8:p + 8 + n]).decode(), p + 8 + n
+
+    def skip_value(p, vtype):
+        if vtype in _SCALAR_SIZES:
+            return p + _SCALAR_SIZES[vtype]
+        if vtype == 8:
+            (n,) = struct.unpack_from("<Q", mv, p)
+            return p + 8 + n
+        if vtype == 9:
+            etype, count = struct.unpack_from("<IQ", mv, p)
+            p += 12
+            if etype in _SCALAR_SIZES:
+                return p + count * _SCALAR_SIZES[etype]
+            for _ in range(count):
+                p = skip_value(p, etype)
+            return p
+        raise ValueError(f"{path}: unknown metadata value type {vtype}")
+
+    for _ in range(n_kv):
+        key, pos = read_str(pos)
+        (vtype,) = struct.unpack_from("<I", mv, pos)
+        pos += 4
+        if key == "general.alignment" and vtype == 4:
+            (alignment,) = struct.unpack_from("<I", mv, pos)
+        pos = skip_value(pos, vtype)
+    infos = []
+    for _ in range(n_tensors):
+        name, pos = read_str(pos)
+        (n_dims,) = struct.unpack_from("<I", mv, pos)
+        dims = struct.unpack_from(f"<{n_dims}Q", mv, pos + 4)
+        ttype, offset = struct.unpack_from("<IQ", mv, pos + 4 + 8 * n_dims)
+        pos += 4 + 8 * n_dims + 12
+        infos.append((name, GGMLType(ttype).name, tuple(int(d) for d in dims), offset))
+    data_start = (pos + alignment - 1) // alignment * alignment
+    out = {}
+    for name, tname, dims, offset in infos:
+        n = int(np.prod(dims))
+        nbytes = type_info(tname).row_bytes(n)
+        out[name] = (tname, dims, buf[data_start + offset:data_start + offset + nbytes], data_start + offset)
+    return out
