@@ -1,8 +1,10 @@
 /* The AVX2 tier (AVX2 + FMA + F16C): overrides of the scalar table. */
 #include "../../kernels.h"
 
-void oxl_register_avx2_legacy(oxl_kernel_table *t);
+void oxl_register_avx2_legacy(oxl_kernel_table *t);  /* quants_legacy_avx2.c */
+void oxl_register_avx2_k(oxl_kernel_table *t);       /* quants_k_avx2.c */
 
 void oxl_register_avx2(oxl_kernel_table *t) {
     oxl_register_avx2_legacy(t);
+    oxl_register_avx2_k(t);
 }
