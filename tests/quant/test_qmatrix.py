@@ -1,14 +1,13 @@
 """QMatrix products (matvec, matmul) over the float and 32-value block types, on every usable tier
 and several thread counts, against dequantize-then-@; bad input; and the real models' tensors."""
-import os
-
 import numpy as np
 import pytest
 
 from oxillama.errors import QuantError
+from oxillama.gguf import GGUFFile
 from oxillama.quant import QMatrix, dequantize, quantize
 
-from .helpers import ACT_TYPE, FLOAT_TYPES, LEGACY_TYPES, act_halfstep, gguf_tensors, rng_rows, usable_tiers
+from .helpers import ACT_TYPE, FLOAT_TYPES, LEGACY_TYPES, act_halfstep, rng_rows, usable_tiers
 
 ALL_TYPES = LEGACY_TYPES + FLOAT_TYPES
 # a product vs float64 (dequantized W) @ x: bounded by the activation quantization step, plus
@@ -17,9 +16,6 @@ PRODUCT_RTOL = 1e-5
 # the same product on two tiers or thread counts: only the summation order differs
 TIER_VS_SCALAR_RTOL = 2e-6
 
-MODELS = os.path.expanduser("~/.cache/oxillama/models")
-SMOLLM2 = os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf")
-GEMMA3 = os.path.join(MODELS, "gemma-3-270m-q4_k_m.gguf")
 
 
 def _matrix(qtype, rows, cols, seed=0):
@@ -106,57 +102,46 @@ def test_bad_input_raises_quant_error(bad):
 # ---- the real models ------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def smollm2_tensors():
-    if not os.path.exists(SMOLLM2):
-        pytest.skip(f"{SMOLLM2} not downloaded")
-    return gguf_tensors(SMOLLM2)
+def smollm2(smollm2_path):
+    with GGUFFile(smollm2_path) as f:
+        yield f
 
 
 @pytest.fixture(scope="module")
-def gemma3_tensors():
-    if not os.path.exists(GEMMA3):
-        pytest.skip(f"{GEMMA3} not downloaded")
-    return gguf_tensors(GEMMA3)
+def gemma3(gemma3_path):
+    with GGUFFile(gemma3_path) as f:
+        yield f
 
 
-def test_tensor_locator_finds_sane_tensors(smollm2_tensors):
-    """The test-only GGUF locator: tensors end at the file's end, norm weights look like norm weights."""
-    ends = [offset + arr.nbytes for _t, _d, arr, offset in smollm2_tensors.values()]
-    assert 0 <= os.path.getsize(SMOLLM2) - max(ends) < 32
-    qtype, dims, raw, _ = smollm2_tensors["output_norm.weight"]
-    w = dequantize(np.ascontiguousarray(raw), qtype, dims[0])
-    assert qtype == "F32" and dims == (576,) and np.isfinite(w).all() and 0.1 < np.abs(w).mean() < 10
-
-
-def test_smollm2_tensors_dequantize_bit_exact(smollm2_tensors):
+def test_smollm2_tensors_dequantize_bit_exact(smollm2):
     """Every Q4_1/Q8_0/F32 tensor of SmolLM2-135M, against gguf.quants."""
     gguf_quants = pytest.importorskip("gguf.quants")
     from gguf import GGMLQuantizationType
 
     seen = set()
-    for name, (qtype, dims, raw, _) in smollm2_tensors.items():
-        assert qtype in ("Q4_1", "Q8_0", "F32"), (name, qtype)
-        seen.add(qtype)
-        raw = np.ascontiguousarray(raw)
-        ours = dequantize(raw, qtype, int(np.prod(dims)))
-        want = gguf_quants.dequantize(raw, GGMLQuantizationType[qtype]).reshape(-1).astype(np.float32)
+    for name, t in smollm2.tensors.items():
+        assert t.qtype in ("Q4_1", "Q8_0", "F32"), (name, t.qtype)
+        seen.add(t.qtype)
+        raw = np.ascontiguousarray(t.data)
+        ours = dequantize(raw, t.qtype, t.n_elements)
+        want = gguf_quants.dequantize(raw, GGMLQuantizationType[t.qtype]).reshape(-1).astype(np.float32)
         np.testing.assert_array_equal(ours.view(np.uint32), want.view(np.uint32), err_msg=name)
     assert seen == {"Q4_1", "Q8_0", "F32"}
 
 
-def test_gemma3_legacy_tensors_dequantize_bit_exact(gemma3_tensors):
+def test_gemma3_legacy_tensors_dequantize_bit_exact(gemma3):
     """Gemma-3-270m's Q5_0 and Q8_0 tensors (the embedding: its first 8192 rows), against gguf.quants."""
     gguf_quants = pytest.importorskip("gguf.quants")
     from gguf import GGMLQuantizationType
 
     n_checked = 0
-    for name, (qtype, dims, raw, _) in gemma3_tensors.items():
-        if qtype not in ("Q5_0", "Q8_0"):
+    for name, t in gemma3.tensors.items():
+        if t.qtype not in ("Q5_0", "Q8_0"):
             continue
-        row_bytes = raw.nbytes // int(np.prod(dims[1:]))
-        raw = np.ascontiguousarray(raw[:8192 * row_bytes])
-        ours = dequantize(raw, qtype, raw.nbytes // row_bytes * dims[0])
-        want = gguf_quants.dequantize(raw, GGMLQuantizationType[qtype]).reshape(-1).astype(np.float32)
+        row_bytes = t.type_info.row_bytes(t.ggml_shape[0])
+        raw = np.ascontiguousarray(t.data[:8192 * row_bytes])
+        ours = dequantize(raw, t.qtype, raw.nbytes // row_bytes * t.ggml_shape[0])
+        want = gguf_quants.dequantize(raw, GGMLQuantizationType[t.qtype]).reshape(-1).astype(np.float32)
         np.testing.assert_array_equal(ours.view(np.uint32), want.view(np.uint32), err_msg=name)
         n_checked += 1
     assert n_checked == 91
@@ -164,15 +149,16 @@ def test_gemma3_legacy_tensors_dequantize_bit_exact(gemma3_tensors):
 
 @pytest.mark.parametrize("name,n,step", [("token_embd.weight", 1, 16), ("blk.0.ffn_up.weight", 7, 1),
                                          ("blk.0.ffn_down.weight", 3, 1)])
-def test_smollm2_matrices(smollm2_tensors, name, n, step):
+def test_smollm2_matrices(smollm2, name, n, step):
     """The largest legacy matrix of SmolLM2 (token_embd 49152 x 576, Q8_0; every 16th row checked) and
     the ffn matrices (1536 x 576 and 576 x 1536, Q4_1), as the output projection and prefill use them."""
-    qtype, (cols, rows), raw, _ = smollm2_tensors[name]
-    raw = np.ascontiguousarray(raw)
-    m = QMatrix(raw, qtype, rows, cols, n_threads=2)
+    t = smollm2.tensors[name]
+    rows, cols = t.shape
+    raw = t.data
+    m = QMatrix(raw, t.qtype, rows, cols, n_threads=2)
     X = np.random.default_rng(0).standard_normal((n, cols)).astype(np.float32)
     Y = m.matmul(X) if n > 1 else m.matvec(X[0])[None, :]
     sub = np.ascontiguousarray(raw.reshape(rows, -1)[::step])
-    Wd = dequantize(sub, qtype, sub.shape[0] * cols).reshape(-1, cols).astype(np.float64)
+    Wd = dequantize(sub, t.qtype, sub.shape[0] * cols).reshape(-1, cols).astype(np.float64)
     err = np.abs(Y[:, ::step] - X.astype(np.float64) @ Wd.T)
-    assert np.all(err <= _bound(Wd, X, qtype)), name
+    assert np.all(err <= _bound(Wd, X, t.qtype)), name
