@@ -1,0 +1,8 @@
+/* The neon tier: overrides of the scalar table. */
+#include "../../kernels.h"
+
+void oxl_register_neon_legacy(oxl_kernel_table *t);
+
+void oxl_register_neon(oxl_kernel_table *t) {
+    oxl_register_neon_legacy(t);
+}
