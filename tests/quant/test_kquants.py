@@ -420,7 +420,6 @@ def np_quantize_q3_K(x: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         lq = np.clip(nearest_int(xb.reshape(nb, 16, 16) / np.where(dl == 0, F(1), dl)[:, :, None]), -4, 3) + 4
     L = np.where((dl != 0)[:, :, None], lq, L).reshape(nb, QK_K)
-    v = np.arange(QK_K)
     hmask = np.zeros((nb, 32), np.int64)
     for j in range(8):
         hmask |= (L[:, 32 * j: 32 * j + 32] > 3).astype(np.int64) << j
@@ -430,7 +429,6 @@ def np_quantize_q3_K(x: np.ndarray) -> np.ndarray:
     out[:, 32:96] = pack_2bit(L)
     out[:, 96:108] = sc
     out[:, 108:110] = d16.reshape(-1, 1).view(np.uint8)
-    del v
     return out.reshape(-1)
 
 
