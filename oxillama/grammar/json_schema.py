@@ -1,0 +1,1 @@
+def json_schema_to_gbnf(s): raise NotImplementedError
