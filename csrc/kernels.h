@@ -40,6 +40,13 @@ typedef void (*oxl_from_float_fn)(const float *OXL_RESTRICT src, void *OXL_RESTR
 typedef void (*oxl_vec_dot_fn)(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x,
                                const void *OXL_RESTRICT y);
 
+/* Multi-row product, the matmul tile: S[j * lds + r] = dot(w row r, y row j) for r in
+ * [0, OXL_GEMM_TILE_ROWS) and j in [0, nc); w rows are w_row bytes apart, y rows y_row bytes apart
+ * (y of the type's vec_dot_type). Each weight block is decoded once for several activation rows. */
+#define OXL_GEMM_TILE_ROWS 4
+typedef void (*oxl_gemm_tile_fn)(int n, float *OXL_RESTRICT s, int64_t lds, const void *OXL_RESTRICT w,
+                                 size_t w_row, const void *OXL_RESTRICT y, size_t y_row, int nc);
+
 typedef struct {
     const char *name;           /* GGUF type name, e.g. "Q4_K" */
     int64_t blck_size;          /* values per block */
@@ -51,6 +58,7 @@ typedef struct {
     oxl_from_float_fn from_float;     /* fast quantization, used for activations */
     oxl_vec_dot_fn vec_dot;
     const char *tier;           /* tier whose vec_dot this is; filled by the dispatcher */
+    oxl_gemm_tile_fn gemm_tile; /* optional; matmul falls back to vec_dot per output */
 } oxl_type_traits;
 
 /* Row ops used by the transformer. All take contiguous float rows. */

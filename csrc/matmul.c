@@ -20,28 +20,46 @@ void oxl_quantize_act(const oxl_kernel_table *k, int type, const float *x, int64
 void oxl_gemv_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
                     float *y, int64_t r0, int64_t r1) {
     const oxl_vec_dot_fn dot = k->type[type].vec_dot;
+    const oxl_gemm_tile_fn tile = k->type[type].gemm_tile;
     const int64_t row = oxl_row_size(type, cols);
     const char *w = (const char *)W;
-    for (int64_t r = r0; r < r1; r++) dot((int)cols, &y[r], w + r * row, xq);
+    int64_t r = r0;
+    /* OXL_GEMM_TILE_ROWS rows at a time share each activation block and run independent chains */
+    if (tile) {
+        for (; r + OXL_GEMM_TILE_ROWS <= r1; r += OXL_GEMM_TILE_ROWS)
+            tile((int)cols, &y[r], 0, w + r * row, (size_t)row, xq, 0, 1);
+    }
+    for (; r < r1; r++) dot((int)cols, &y[r], w + r * row, xq);
 }
 
-/* Tiles of weight rows small enough to stay in L1/L2 while every activation row passes over them. */
-#define GEMM_ROW_TILE 16
+/* Activation rows per pass over a weight tile: their quantized rows (<= 64 x cols bytes) stay in L2
+ * while the OXL_GEMM_TILE_ROWS weight rows being multiplied stay in L1. */
+#define GEMM_ACT_CHUNK 64
 
 void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
                     int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
     const oxl_vec_dot_fn dot = k->type[type].vec_dot;
+    const oxl_gemm_tile_fn tile = k->type[type].gemm_tile;
     const int64_t row = oxl_row_size(type, cols);
     const int64_t xrow = oxl_row_size(k->type[type].vec_dot_type, cols);
     const char *w = (const char *)W;
-    for (int64_t rt = r0; rt < r1; rt += GEMM_ROW_TILE) {
-        const int64_t re = OXL_MIN(rt + GEMM_ROW_TILE, r1);
-        for (int64_t j = 0; j < n; j++) {
-            const char *xj = (const char *)xq + j * xrow;
-            for (int64_t r = rt; r < re; r++) dot((int)cols, &Y[j * ldy + r], w + r * row, xj);
+    for (int64_t jb = 0; jb < n; jb += GEMM_ACT_CHUNK) {
+        const int64_t je = OXL_MIN(jb + GEMM_ACT_CHUNK, n);
+        const char *xc = (const char *)xq + jb * xrow;
+        float *Yc = Y + jb * ldy;
+        int64_t r = r0;
+        if (tile) {
+            for (; r + OXL_GEMM_TILE_ROWS <= r1; r += OXL_GEMM_TILE_ROWS)
+                tile((int)cols, Yc + r, ldy, w + r * row, (size_t)row, xc, (size_t)xrow, (int)(je - jb));
         }
+        /* rows without a tile kernel (or the last < OXL_GEMM_TILE_ROWS): one vec_dot per output */
+        for (; r < r1; r++)
+            for (int64_t j = 0; j < je - jb; j++) dot((int)cols, &Yc[j * ldy + r], w + r * row, xc + j * xrow);
     }
 }
+
+/* Rows per thread are a multiple of this, so every thread's range is whole tiles. */
+#define GEMM_ROW_TILE 16
 
 static int check_args(const oxl_kernel_table *k, int type, int64_t rows, int64_t cols) {
     if (type < 0 || type >= OXL_TYPE_COUNT || !k->type[type].name || !k->type[type].vec_dot) return OXL_ERR_TYPE;

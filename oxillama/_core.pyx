@@ -12,3 +12,4 @@ oxl_dispatch_init(os.environ.get("OXILLAMA_DISABLE_CPU_FEATURES", "").encode())
 
 include "_dispatch.pxi"
 include "_quant.pxi"
+include "_forward.pxi"

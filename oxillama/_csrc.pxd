@@ -1,5 +1,5 @@
 # C declarations of csrc/ shared by the Cython wrappers. No code here.
-from libc.stdint cimport int64_t, uint32_t, uint16_t
+from libc.stdint cimport int64_t, uint32_t, uint16_t, int32_t
 
 cdef extern from "kernels.h" nogil:
     ctypedef void (*oxl_to_float_fn)(const void *src, float *dst, int64_t n)
@@ -60,3 +60,72 @@ cdef extern from "matmul.h" nogil:
                    const float *x, float *y, void *scratch, int n_threads)
     int oxl_matmul(const oxl_kernel_table *k, int type, const void *W, int64_t rows, int64_t cols,
                    const float *X, int64_t n, float *Y, void *scratch, int n_threads)
+
+cdef extern from "forward.h" nogil:
+    ctypedef struct oxl_weight:
+        const void *data
+        int type
+        int64_t rows, cols
+
+    ctypedef struct oxl_rope:
+        float base
+        float freq_scale
+        const float *freq_factors
+        int n_rot
+        int mode
+        float ext_factor
+        float attn_factor
+        float corr_low, corr_high
+
+    ctypedef struct oxl_layer:
+        const float *attn_norm
+        const float *attn_norm_b
+        oxl_weight wq, wk, wv, wo
+        const float *bq
+        const float *bk
+        const float *bv
+        const float *bo
+        const float *q_norm
+        const float *k_norm
+        const float *post_attn_norm
+        const float *ffn_norm
+        const float *ffn_norm_b
+        oxl_weight w_gate, w_up, w_down
+        const float *b_up
+        const float *b_down
+        const float *b_gate
+        const float *post_ffn_norm
+        int fused_gate_up
+        int act
+        int parallel_residual
+        int n_head, n_head_kv, head_dim
+        float attn_scale
+        float attn_softcap
+        int sliding_window
+        oxl_rope rope
+
+    ctypedef struct oxl_model:
+        int n_embd, n_layer, n_vocab, n_ff_max, q_dim_max, kv_dim
+        int norm_type
+        float norm_eps
+        const void *tok_embd
+        int tok_embd_type
+        float embd_scale
+        const oxl_layer *layers
+        const float *out_norm
+        const float *out_norm_b
+        oxl_weight output
+        float final_softcap
+        float logit_scale
+
+    ctypedef struct oxl_kv_cache:
+        int type
+        int n_ctx
+        void **k
+        void **v
+
+    int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int n_threads)
+    int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *tokens, int n, int pos0,
+                    float *logits, int all_logits, float *hidden, void *scratch, int64_t scratch_size,
+                    int n_threads)
+

@@ -17,3 +17,24 @@ def run_python(code: str, env: dict | None = None, **kwargs) -> subprocess.Compl
 @pytest.fixture
 def python_runner():
     return run_python
+
+
+def _pulled(name: str) -> str:
+    from oxillama import hub
+    from oxillama.errors import DownloadError
+    try:
+        return str(hub.pull(name, progress=False))
+    except DownloadError as e:  # no registry reachable: the real-model tests cannot run
+        pytest.skip(f"model {name} unavailable: {e}")
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> str:
+    """SmolLM2-135M-Instruct Q4_1, fetched by `oxillama pull` on first use."""
+    return _pulled("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def gemma3_path() -> str:
+    """Gemma 3 270M Q4_K_M, fetched by `oxillama pull` on first use."""
+    return _pulled("gemma3-270m")

@@ -20,4 +20,39 @@ void dequantize_row_q8_0(const void *OXL_RESTRICT x, float *OXL_RESTRICT y, int6
 void quantize_row_q8_0_ref(const float *OXL_RESTRICT x, void *OXL_RESTRICT y, int64_t n);
 void vec_dot_q8_0_q8_0_scalar(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, const void *OXL_RESTRICT y);
 
+/* the 32-value block types (quants_legacy.c) */
+void dequantize_row_q4_0(const void *OXL_RESTRICT x, float *OXL_RESTRICT y, int64_t n);
+void dequantize_row_q4_1(const void *OXL_RESTRICT x, float *OXL_RESTRICT y, int64_t n);
+void dequantize_row_q5_0(const void *OXL_RESTRICT x, float *OXL_RESTRICT y, int64_t n);
+void dequantize_row_q5_1(const void *OXL_RESTRICT x, float *OXL_RESTRICT y, int64_t n);
+void dequantize_row_q8_1(const void *OXL_RESTRICT x, float *OXL_RESTRICT y, int64_t n);
+void dequantize_row_iq4_nl(const void *OXL_RESTRICT x, float *OXL_RESTRICT y, int64_t n);
+void quantize_row_q4_0_ref(const float *OXL_RESTRICT x, void *OXL_RESTRICT y, int64_t n);
+void quantize_row_q4_1_ref(const float *OXL_RESTRICT x, void *OXL_RESTRICT y, int64_t n);
+void quantize_row_q5_0_ref(const float *OXL_RESTRICT x, void *OXL_RESTRICT y, int64_t n);
+void quantize_row_q5_1_ref(const float *OXL_RESTRICT x, void *OXL_RESTRICT y, int64_t n);
+void quantize_row_q8_1_ref(const float *OXL_RESTRICT x, void *OXL_RESTRICT y, int64_t n);
+void quantize_row_iq4_nl_ref(const float *OXL_RESTRICT x, void *OXL_RESTRICT y, int64_t n);
+void vec_dot_q4_0_q8_0_scalar(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, const void *OXL_RESTRICT y);
+void vec_dot_q4_1_q8_1_scalar(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, const void *OXL_RESTRICT y);
+void vec_dot_q5_0_q8_0_scalar(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, const void *OXL_RESTRICT y);
+void vec_dot_q5_1_q8_1_scalar(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, const void *OXL_RESTRICT y);
+void vec_dot_q8_1_q8_1_scalar(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, const void *OXL_RESTRICT y);
+void vec_dot_iq4_nl_q8_0_scalar(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, const void *OXL_RESTRICT y);
+void oxl_register_scalar_legacy(oxl_kernel_table *t);
+
+/* K-quants (quants_k.c): 256-value super-blocks, vec_dot against Q8_K activations */
+#define OXL_KQUANT_DECL(t) \
+    void dequantize_row_##t(const void *OXL_RESTRICT x, float *OXL_RESTRICT y, int64_t n); \
+    void quantize_row_##t##_ref(const float *OXL_RESTRICT x, void *OXL_RESTRICT y, int64_t n); \
+    void vec_dot_##t##_q8_K_scalar(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, const void *OXL_RESTRICT y);
+OXL_KQUANT_DECL(q2_K)
+OXL_KQUANT_DECL(q3_K)
+OXL_KQUANT_DECL(q4_K)
+OXL_KQUANT_DECL(q5_K)
+OXL_KQUANT_DECL(q6_K)
+OXL_KQUANT_DECL(iq4_xs)
+OXL_KQUANT_DECL(q8_K)
+void oxl_register_scalar_k(oxl_kernel_table *t);
+
 #endif

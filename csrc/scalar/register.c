@@ -37,6 +37,9 @@ void oxl_register_scalar(oxl_kernel_table *t) {
     t->type[OXL_TYPE_Q8_0].from_float_ref = quantize_row_q8_0_ref;
     t->type[OXL_TYPE_Q8_0].vec_dot = vec_dot_q8_0_q8_0_scalar;
 
+    oxl_register_scalar_legacy(t);
+    oxl_register_scalar_k(t);
+
     /* the fast quantizer defaults to the reference one; tiers override it */
     for (int i = 0; i < OXL_TYPE_COUNT; i++) t->type[i].from_float = t->type[i].from_float_ref;
 

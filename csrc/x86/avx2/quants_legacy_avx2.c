@@ -1,10 +1,19 @@
-/* AVX2+FMA vec_dot kernels for the 32-value block types. */
+/* AVX2+FMA+F16C kernels for the 32-value block types and F32/F16/BF16 (layouts in blocks.h).
+ *
+ * Every weight block is decoded to 32 int8 lanes in the same order as the activation block's qs
+ * (lanes 0..15 = low nibbles / first half, 16..31 = high nibbles / second half), then multiplied
+ * with vpmaddubsw. Signed weights (Q4_0, Q5_0, Q8_0, IQ4_NL) use the sign trick
+ * |x| * (y * sign(x)); unsigned ones (Q4_1, Q5_1) go straight in and add m * s per block.
+ *
+ * gemm_tile_* computes a 4 x nc block of outputs (4 weight rows, nc activation rows) so that each
+ * decoded weight block is used for two activation rows and each activation block for four rows. */
 #include <immintrin.h>
 
 #include "../../blocks.h"
 #include "../../kernels.h"
 
-/* sum of the 8 floats of v */
+/* ---- helpers ------------------------------------------------------------------------------ */
+
 static inline float hsum_f32_8(__m256 v) {
     __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));
@@ -12,25 +21,340 @@ static inline float hsum_f32_8(__m256 v) {
     return _mm_cvtss_f32(r);
 }
 
-/* signed int8 x int8 dot of 32 lanes, as 8 float partial sums */
-static inline __m256 mul_sum_i8_pairs_float(__m256i x, __m256i y) {
-    const __m256i ax = _mm256_sign_epi8(x, x);
-    const __m256i sy = _mm256_sign_epi8(y, x);
-    const __m256i dot16 = _mm256_maddubs_epi16(ax, sy);
-    const __m256i dot32 = _mm256_madd_epi16(dot16, _mm256_set1_epi16(1));
-    return _mm256_cvtepi32_ps(dot32);
+static inline int hsum_i32_8(__m256i v) {
+    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
+    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
+    return _mm_cvtsi128_si32(r);
 }
 
-void vec_dot_q8_0_q8_0_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
-    const block_q8_0 *x = (const block_q8_0 *)vx;
-    const block_q8_0 *y = (const block_q8_0 *)vy;
-    const int nb = n / QK8_0;
-    __m256 acc = _mm256_setzero_ps();
-    for (int i = 0; i < nb; i++) {
-        const __m256 d = _mm256_set1_ps(_cvtsh_ss(x[i].d) * _cvtsh_ss(y[i].d));
-        const __m256i qx = _mm256_loadu_si256((const __m256i *)x[i].qs);
-        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        acc = _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(qx, qy), acc);
+static inline float fp16(oxl_half h) { return _cvtsh_ss(h); }
+
+/* 16 bytes of nibbles -> 32 bytes: low nibbles in lanes 0..15, high nibbles in 16..31 */
+static inline __m256i nibbles_32(const uint8_t *qs) {
+    const __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i b = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+
+/* 32 bits -> 32 bytes, 0xFF where the bit is set */
+static inline __m256i bits_32(const uint8_t *qh) {
+    uint32_t x;
+    memcpy(&x, qh, 4);
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf);
+    b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    return _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
+}
+
+/* sum over pairs of unsigned x * signed y, as 8 int32 lanes */
+static inline __m256i dot_u8_i8(__m256i ux, __m256i y) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(ux, y), _mm256_set1_epi16(1));
+}
+
+/* signed x * signed y (|x| <= 128, |y| <= 127), as 8 float lanes */
+static inline __m256 dot_i8_f(__m256i x, __m256i y) {
+    return _mm256_cvtepi32_ps(dot_u8_i8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)));
+}
+
+static inline __m256 dot_u8_f(__m256i ux, __m256i y) { return _mm256_cvtepi32_ps(dot_u8_i8(ux, y)); }
+
+/* ---- weight block decoders: int8 lanes + scale (+ min for the _1 types) -------------------- */
+
+enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0, K_Q8_1, K_IQ4_NL };
+
+static inline __m256i decode(int kind, const void *blk, float *d, float *m) {
+    switch (kind) {
+    case K_Q4_0: {
+        const block_q4_0 *b = (const block_q4_0 *)blk;
+        *d = fp16(b->d);
+        return _mm256_sub_epi8(nibbles_32(b->qs), _mm256_set1_epi8(8));
     }
-    *s = hsum_f32_8(acc);
+    case K_Q4_1: {
+        const block_q4_1 *b = (const block_q4_1 *)blk;
+        *d = fp16(b->d);
+        *m = fp16(b->m);
+        return nibbles_32(b->qs);
+    }
+    case K_Q5_0: {
+        const block_q5_0 *b = (const block_q5_0 *)blk;
+        *d = fp16(b->d);
+        /* nibble | 0xF0 where the 5th bit is clear == (nibble | bit << 4) - 16 as int8 */
+        const __m256i hi = _mm256_andnot_si256(bits_32(b->qh), _mm256_set1_epi8((char)0xF0));
+        return _mm256_or_si256(nibbles_32(b->qs), hi);
+    }
+    case K_Q5_1: {
+        const block_q5_1 *b = (const block_q5_1 *)blk;
+        *d = fp16(b->d);
+        *m = fp16(b->m);
+        const __m256i hi = _mm256_and_si256(bits_32(b->qh), _mm256_set1_epi8(0x10));
+        return _mm256_or_si256(nibbles_32(b->qs), hi);
+    }
+    case K_Q8_0: {
+        const block_q8_0 *b = (const block_q8_0 *)blk;
+        *d = fp16(b->d);
+        return _mm256_loadu_si256((const __m256i *)b->qs);
+    }
+    case K_Q8_1: {
+        const block_q8_1 *b = (const block_q8_1 *)blk;
+        *d = fp16(b->d);
+        return _mm256_loadu_si256((const __m256i *)b->qs);
+    }
+    default: { /* K_IQ4_NL */
+        const block_iq4_nl *b = (const block_iq4_nl *)blk;
+        *d = fp16(b->d);
+        const __m128i v = _mm_loadu_si128((const __m128i *)kvalues_iq4nl);
+        return _mm256_shuffle_epi8(_mm256_set_m128i(v, v), nibbles_32(b->qs));
+    }
+    }
+}
+
+static inline int kind_unsigned(int kind) { return kind == K_Q4_1 || kind == K_Q5_1; }
+static inline int kind_act_q8_1(int kind) { return kind == K_Q4_1 || kind == K_Q5_1 || kind == K_Q8_1; }
+static inline size_t kind_block_bytes(int kind) {
+    static const size_t sz[] = {sizeof(block_q4_0), sizeof(block_q4_1), sizeof(block_q5_0), sizeof(block_q5_1),
+                                sizeof(block_q8_0), sizeof(block_q8_1), sizeof(block_iq4_nl)};
+    return sz[kind];
+}
+
+/* activation block: int8 lanes, d, and (Q8_1) s = d * sum(q) */
+static inline __m256i act_block(int kind, const char *y, int i, float *d, float *s) {
+    if (kind_act_q8_1(kind)) {
+        const block_q8_1 *b = (const block_q8_1 *)y + i;
+        *d = fp16(b->d);
+        *s = fp16(b->s);
+        return _mm256_loadu_si256((const __m256i *)b->qs);
+    }
+    const block_q8_0 *b = (const block_q8_0 *)y + i;
+    *d = fp16(b->d);
+    *s = 0.0f;
+    return _mm256_loadu_si256((const __m256i *)b->qs);
+}
+
+/* ---- vec_dot: one weight row with one activation row ------------------------------------- */
+
+OXL_INLINE void vec_dot_generic(int kind, int n, float *s, const void *vx, const void *vy) {
+    const char *x = (const char *)vx, *y = (const char *)vy;
+    const size_t bx = kind_block_bytes(kind);
+    const int nb = n / 32;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float summs = 0.0f;
+    int i = 0;
+    /* two blocks per step, two accumulators: hides the FMA latency */
+    for (; i + 1 < nb; i += 2) {
+        float dx0, dx1, mx0 = 0, mx1 = 0, dy0, dy1, sy0, sy1;
+        const __m256i qx0 = decode(kind, x + i * bx, &dx0, &mx0);
+        const __m256i qx1 = decode(kind, x + (i + 1) * bx, &dx1, &mx1);
+        const __m256i qy0 = act_block(kind, y, i, &dy0, &sy0);
+        const __m256i qy1 = act_block(kind, y, i + 1, &dy1, &sy1);
+        const __m256 p0 = kind_unsigned(kind) ? dot_u8_f(qx0, qy0) : dot_i8_f(qx0, qy0);
+        const __m256 p1 = kind_unsigned(kind) ? dot_u8_f(qx1, qy1) : dot_i8_f(qx1, qy1);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dx0 * dy0), p0, acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dx1 * dy1), p1, acc1);
+        if (kind_unsigned(kind)) summs += mx0 * sy0 + mx1 * sy1;
+    }
+    for (; i < nb; i++) {
+        float dx, mx = 0, dy, sy;
+        const __m256i qx = decode(kind, x + i * bx, &dx, &mx);
+        const __m256i qy = act_block(kind, y, i, &dy, &sy);
+        const __m256 p = kind_unsigned(kind) ? dot_u8_f(qx, qy) : dot_i8_f(qx, qy);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dx * dy), p, acc0);
+        if (kind_unsigned(kind)) summs += mx * sy;
+    }
+    *s = hsum_f32_8(_mm256_add_ps(acc0, acc1)) + summs;
+}
+
+#define VEC_DOT(name, kind) \
+    static void name(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, const void *OXL_RESTRICT y) { \
+        vec_dot_generic(kind, n, s, x, y); \
+    }
+
+VEC_DOT(vec_dot_q4_0_q8_0_avx2, K_Q4_0)
+VEC_DOT(vec_dot_q4_1_q8_1_avx2, K_Q4_1)
+VEC_DOT(vec_dot_q5_0_q8_0_avx2, K_Q5_0)
+VEC_DOT(vec_dot_q5_1_q8_1_avx2, K_Q5_1)
+VEC_DOT(vec_dot_q8_0_q8_0_avx2, K_Q8_0)
+VEC_DOT(vec_dot_q8_1_q8_1_avx2, K_Q8_1)
+VEC_DOT(vec_dot_iq4_nl_q8_0_avx2, K_IQ4_NL)
+
+/* ---- gemm tile: 4 weight rows x nc activation rows ---------------------------------------- */
+
+#define TILE_R 4
+
+/* RC activation rows (1 or 2) against TILE_R weight rows; S[j * lds + r] */
+OXL_INLINE void tile_generic(int kind, const int RC, int nb, float *S, int64_t lds, const char *w, size_t w_row,
+                             const char *y, size_t y_row) {
+    const size_t bx = kind_block_bytes(kind);
+    __m256 acc[TILE_R][2];
+    float summs[TILE_R][2] = {{0}};
+    for (int r = 0; r < TILE_R; r++)
+        for (int j = 0; j < RC; j++) acc[r][j] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        float dy[2], sy[2];
+        __m256i qy[2];
+        for (int j = 0; j < RC; j++) qy[j] = act_block(kind, y + j * y_row, i, &dy[j], &sy[j]);
+#pragma GCC unroll 4
+        for (int r = 0; r < TILE_R; r++) {
+            float dx, mx = 0;
+            const __m256i qx = decode(kind, w + r * w_row + i * bx, &dx, &mx);
+            /* |x| * (y * sign(x)): exact even for x = -128 */
+            const __m256i ax = kind_unsigned(kind) ? qx : _mm256_sign_epi8(qx, qx);
+            for (int j = 0; j < RC; j++) {
+                const __m256i sy_j = kind_unsigned(kind) ? qy[j] : _mm256_sign_epi8(qy[j], qx);
+                const __m256 p = _mm256_cvtepi32_ps(dot_u8_i8(ax, sy_j));
+                acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(dx * dy[j]), p, acc[r][j]);
+                if (kind_unsigned(kind)) summs[r][j] += mx * sy[j];
+            }
+        }
+    }
+    for (int j = 0; j < RC; j++)
+        for (int r = 0; r < TILE_R; r++) S[j * lds + r] = hsum_f32_8(acc[r][j]) + summs[r][j];
+}
+
+OXL_INLINE void gemm_tile_generic(int kind, int n, float *S, int64_t lds, const void *w, size_t w_row,
+                                  const void *y, size_t y_row, int nc) {
+    const int nb = n / 32;
+    int j = 0;
+    for (; j + 1 < nc; j += 2)
+        tile_generic(kind, 2, nb, S + j * lds, lds, (const char *)w, w_row, (const char *)y + j * y_row, y_row);
+    if (j < nc) tile_generic(kind, 1, nb, S + j * lds, lds, (const char *)w, w_row, (const char *)y + j * y_row, y_row);
+}
+
+#define GEMM_TILE(name, kind) \
+    static void name(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, \
+                     const void *OXL_RESTRICT y, size_t y_row, int nc) { \
+        gemm_tile_generic(kind, n, S, lds, w, w_row, y, y_row, nc); \
+    }
+
+GEMM_TILE(gemm_tile_q4_0_avx2, K_Q4_0)
+GEMM_TILE(gemm_tile_q4_1_avx2, K_Q4_1)
+GEMM_TILE(gemm_tile_q5_0_avx2, K_Q5_0)
+GEMM_TILE(gemm_tile_q5_1_avx2, K_Q5_1)
+GEMM_TILE(gemm_tile_q8_0_avx2, K_Q8_0)
+GEMM_TILE(gemm_tile_q8_1_avx2, K_Q8_1)
+GEMM_TILE(gemm_tile_iq4_nl_avx2, K_IQ4_NL)
+
+/* ---- activation quantizers, bit-identical to the scalar reference ------------------------ */
+
+/* roundf (half away from zero) of 8 floats, exactly: t = trunc(x); t += sign(x) if |x - t| >= 0.5 */
+static inline __m256i round_away_epi32(__m256 v) {
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 frac = _mm256_sub_ps(v, t);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 absf = _mm256_andnot_ps(sign, frac);
+    const __m256 up = _mm256_cmp_ps(absf, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(sign, v));
+    return _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, one)));
+}
+
+/* one block of 32 floats -> d (returned in *d_f32 and stored as fp16), 32 int8; returns sum(q) */
+static inline int quantize_block_q8(const float *x, oxl_half *d_out, float *d_f32, int8_t *qs) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4], amax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(amax, 1), _mm256_castps256_ps128(amax));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float d = _mm_cvtss_f32(m4) / 127;
+    const float id = d ? 1.0f / d : 0.0f;
+    *d_out = oxl_fp32_to_fp16(d);
+    *d_f32 = d;
+    const __m256 mul = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int k = 0; k < 4; k++) q[k] = round_away_epi32(_mm256_mul_ps(v[k], mul));
+    const int sum = hsum_i32_8(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    /* packs work per 128-bit lane; the permute puts the 32 bytes back in order */
+    const __m256i p01 = _mm256_packs_epi32(q[0], q[1]), p23 = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)qs, b);
+    return sum;
+}
+
+static void quantize_row_q8_0_avx2(const float *OXL_RESTRICT x, void *OXL_RESTRICT vy, int64_t n) {
+    block_q8_0 *y = (block_q8_0 *)vy;
+    float d;
+    for (int64_t i = 0; i < n / QK8_0; i++) quantize_block_q8(x + i * QK8_0, &y[i].d, &d, y[i].qs);
+}
+
+static void quantize_row_q8_1_avx2(const float *OXL_RESTRICT x, void *OXL_RESTRICT vy, int64_t n) {
+    block_q8_1 *y = (block_q8_1 *)vy;
+    for (int64_t i = 0; i < n / QK8_1; i++) {
+        float d;
+        const int sum = quantize_block_q8(x + i * QK8_1, &y[i].d, &d, y[i].qs);
+        y[i].s = oxl_fp32_to_fp16(sum * d);
+    }
+}
+
+/* ---- float types against f32 activations -------------------------------------------------- */
+
+static void vec_dot_f32_f32_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+    const float *x = (const float *)vx, *y = (const float *)vy;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+    float sum = hsum_f32_8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; i++) sum += x[i] * y[i];
+    *s = sum;
+}
+
+static inline __m256 load_f16_8(const oxl_half *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+static inline __m256 load_bf16_8(const oxl_bf16 *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+#define VEC_DOT_HALF(name, T, load, to_f32) \
+    static void name(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) { \
+        const T *x = (const T *)vx; \
+        const float *y = (const float *)vy; \
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps(); \
+        int i = 0; \
+        for (; i + 32 <= n; i += 32) { \
+            a0 = _mm256_fmadd_ps(load(x + i), _mm256_loadu_ps(y + i), a0); \
+            a1 = _mm256_fmadd_ps(load(x + i + 8), _mm256_loadu_ps(y + i + 8), a1); \
+            a2 = _mm256_fmadd_ps(load(x + i + 16), _mm256_loadu_ps(y + i + 16), a2); \
+            a3 = _mm256_fmadd_ps(load(x + i + 24), _mm256_loadu_ps(y + i + 24), a3); \
+        } \
+        for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load(x + i), _mm256_loadu_ps(y + i), a0); \
+        float sum = hsum_f32_8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))); \
+        for (; i < n; i++) sum += to_f32(x[i]) * y[i]; \
+        *s = sum; \
+    }
+
+VEC_DOT_HALF(vec_dot_f16_f32_avx2, oxl_half, load_f16_8, oxl_fp16_to_fp32)
+VEC_DOT_HALF(vec_dot_bf16_f32_avx2, oxl_bf16, load_bf16_8, oxl_bf16_to_fp32)
+
+/* ---- registration ------------------------------------------------------------------------- */
+
+void oxl_register_avx2_legacy(oxl_kernel_table *t) {
+    t->type[OXL_TYPE_Q4_0].vec_dot = vec_dot_q4_0_q8_0_avx2;
+    t->type[OXL_TYPE_Q4_1].vec_dot = vec_dot_q4_1_q8_1_avx2;
+    t->type[OXL_TYPE_Q5_0].vec_dot = vec_dot_q5_0_q8_0_avx2;
+    t->type[OXL_TYPE_Q5_1].vec_dot = vec_dot_q5_1_q8_1_avx2;
+    t->type[OXL_TYPE_Q8_0].vec_dot = vec_dot_q8_0_q8_0_avx2;
+    t->type[OXL_TYPE_Q8_1].vec_dot = vec_dot_q8_1_q8_1_avx2;
+    t->type[OXL_TYPE_IQ4_NL].vec_dot = vec_dot_iq4_nl_q8_0_avx2;
+    t->type[OXL_TYPE_Q4_0].gemm_tile = gemm_tile_q4_0_avx2;
+    t->type[OXL_TYPE_Q4_1].gemm_tile = gemm_tile_q4_1_avx2;
+    t->type[OXL_TYPE_Q5_0].gemm_tile = gemm_tile_q5_0_avx2;
+    t->type[OXL_TYPE_Q5_1].gemm_tile = gemm_tile_q5_1_avx2;
+    t->type[OXL_TYPE_Q8_0].gemm_tile = gemm_tile_q8_0_avx2;
+    t->type[OXL_TYPE_Q8_1].gemm_tile = gemm_tile_q8_1_avx2;
+    t->type[OXL_TYPE_IQ4_NL].gemm_tile = gemm_tile_iq4_nl_avx2;
+    t->type[OXL_TYPE_Q8_0].from_float = quantize_row_q8_0_avx2;
+    t->type[OXL_TYPE_Q8_1].from_float = quantize_row_q8_1_avx2;
+    t->type[OXL_TYPE_F32].vec_dot = vec_dot_f32_f32_avx2;
+    t->type[OXL_TYPE_F16].vec_dot = vec_dot_f16_f32_avx2;
+    t->type[OXL_TYPE_BF16].vec_dot = vec_dot_bf16_f32_avx2;
 }

@@ -1,0 +1,96 @@
+/* The fused transformer forward pass.
+ *
+ * Architectures stay in Python (oxillama/models/): at load time a model module describes each layer
+ * as an oxl_layer (weights, norms, flags), and the whole model as an oxl_model. oxl_forward() then
+ * runs every layer for a batch of tokens inside ONE OpenMP parallel region (barriers between steps),
+ * appends K/V to the cache and writes logits into a caller-owned buffer. Python crosses into C once
+ * per forward call, with the GIL released.
+ *
+ * Shapes: n_embd model width; q_dim = n_head * head_dim; kv_dim = n_head_kv * head_dim.
+ * Weights are row-major (rows = outputs, cols = inputs), any quant type with a vec_dot. */
+#ifndef OXL_FORWARD_H
+#define OXL_FORWARD_H
+
+#include "kernels.h"
+
+typedef struct {
+    const void *data;   /* NULL: absent */
+    int type;
+    int64_t rows, cols;
+} oxl_weight;
+
+enum { OXL_NORM_RMS = 0, OXL_NORM_LAYER = 1 };
+enum { OXL_ACT_SILU = 0, OXL_ACT_GELU_TANH = 1, OXL_ACT_GELU_ERF = 2 };
+enum { OXL_ROPE_NORM = 0, OXL_ROPE_NEOX = 2, OXL_ROPE_NONE = -1 };
+
+typedef struct {
+    float base;          /* theta base */
+    float freq_scale;    /* linear scaling: 1 / factor */
+    const float *freq_factors; /* per-pair divisors (llama3 rope_freqs), n_rot/2 values, or NULL */
+    int n_rot;           /* dims rotated per head (<= head_dim) */
+    int mode;            /* OXL_ROPE_NORM (adjacent pairs) or OXL_ROPE_NEOX (halves) */
+    float ext_factor;    /* YaRN: 0 disables */
+    float attn_factor;   /* YaRN magnitude scale */
+    float corr_low, corr_high; /* YaRN correction dims */
+} oxl_rope;
+
+typedef struct {
+    /* attention block */
+    const float *attn_norm, *attn_norm_b;   /* pre-attention norm weight / bias (b may be NULL) */
+    oxl_weight wq, wk, wv, wo;               /* wq may hold the fused QKV (wk.data == NULL then) */
+    const float *bq, *bk, *bv, *bo;          /* biases or NULL */
+    const float *q_norm, *k_norm;            /* per-head RMS norm weights (head_dim) or NULL */
+    const float *post_attn_norm;             /* norm of the attention output before the residual */
+    /* feed-forward block */
+    const float *ffn_norm, *ffn_norm_b;
+    oxl_weight w_gate, w_up, w_down;         /* no gate: up -> act -> down; w_up may hold fused gate|up */
+    const float *b_up, *b_down, *b_gate;
+    const float *post_ffn_norm;
+    int fused_gate_up;                       /* w_up rows = 2 * n_ff: [gate; up] (phi3) */
+    int act;                                 /* OXL_ACT_* */
+    int parallel_residual;                   /* x + attn(n(x)) + ffn(n(x)) (command-r) */
+    /* attention parameters */
+    int n_head, n_head_kv, head_dim;
+    float attn_scale;                        /* multiplies q.k */
+    float attn_softcap;                      /* 0: none; else s = c * tanh(s / c) */
+    int sliding_window;                      /* 0: none; else attend to pos - p < window */
+    oxl_rope rope;
+} oxl_layer;
+
+typedef struct {
+    int n_embd, n_layer, n_vocab, n_ff_max, q_dim_max, kv_dim;
+    int norm_type;          /* OXL_NORM_* for every norm */
+    float norm_eps;
+    const void *tok_embd;   /* (n_vocab, n_embd) of tok_embd_type */
+    int tok_embd_type;
+    float embd_scale;       /* 1, or sqrt(n_embd) for gemma */
+    const oxl_layer *layers;
+    const float *out_norm, *out_norm_b;
+    oxl_weight output;      /* (n_vocab, n_embd); may alias tok_embd */
+    float final_softcap;    /* 0: none */
+    float logit_scale;      /* 1 unless the architecture scales logits (command-r) */
+} oxl_model;
+
+typedef struct {
+    int type;        /* OXL_TYPE_F16 or OXL_TYPE_F32 */
+    int n_ctx;
+    void **k, **v;   /* per layer: (n_ctx, kv_dim) */
+} oxl_kv_cache;
+
+/* Scratch sizes for a forward over up to n_batch tokens with a cache of n_ctx. */
+int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int n_threads);
+
+/* Run tokens[0..n) at positions pos0.. ; logits: (n, n_vocab) if all_logits else (n_vocab).
+ * `hidden` (optional, (n, n_embd)): the final normed hidden states, for embeddings.
+ * Returns OXL_OK or an OXL_ERR_* code (bad token id, cache overflow, ...). */
+int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *tokens, int n, int pos0,
+                float *logits, int all_logits, float *hidden, void *scratch, int64_t scratch_size,
+                int n_threads);
+
+/* Attention of n_q query rows (positions pos_q[i]) over cache positions [0, n_kv) of one layer:
+ * out (n_q, n_head*head_dim). Exposed for tests. */
+void oxl_attention(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
+                   const float *q, int n_q, const int *pos_q, float *out, float *scores_scratch,
+                   int ith, int nth);
+
+#endif

@@ -1,0 +1,350 @@
+/* AVX2+FMA kernels for the K-quants: vec_dot of Q2_K..Q6_K, IQ4_XS and Q8_K weights with Q8_K
+ * activations, and a fast Q8_K quantizer (bit-identical to quantize_row_q8_K_ref).
+ * Each super-block is accumulated in int32 lanes and scaled into a float accumulator once. */
+#include <immintrin.h>
+
+#include "../../blocks.h"
+#include "../../kernels.h"
+#include "../../scalar/quants_k.h"
+
+static inline float hsum_ps_256(__m256 v) {
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+/* 16 int16 lanes: element e of the 8 int16 in each 128-bit lane, broadcast (byte shuffle control) */
+#define BCAST16(e) _mm256_set1_epi16((short)((2 * (e)) | ((2 * (e) + 1) << 8)))
+/* low 128-bit lane: int16 element e broadcast, high lane: element e+1 (same source in both lanes) */
+#define BCAST16_PAIR(e) _mm256_setr_epi8(2 * (e), 2 * (e) + 1, 2 * (e), 2 * (e) + 1, 2 * (e), 2 * (e) + 1, \
+    2 * (e), 2 * (e) + 1, 2 * (e), 2 * (e) + 1, 2 * (e), 2 * (e) + 1, 2 * (e), 2 * (e) + 1, 2 * (e), 2 * (e) + 1, \
+    2 * (e) + 2, 2 * (e) + 3, 2 * (e) + 2, 2 * (e) + 3, 2 * (e) + 2, 2 * (e) + 3, 2 * (e) + 2, 2 * (e) + 3, \
+    2 * (e) + 2, 2 * (e) + 3, 2 * (e) + 2, 2 * (e) + 3, 2 * (e) + 2, 2 * (e) + 3, 2 * (e) + 2, 2 * (e) + 3)
+
+/* ---------------------------------------------------------------- Q4_K, Q5_K */
+
+/* Q4_K/Q5_K sub-block pair c (values 64c..64c+63): sum of scale_j * dot over both sub-blocks */
+static inline __m256i dot_k4_pair(__m256i q_lo, __m256i q_hi, const int8_t *q8, __m256i scales, __m256i ctrl_lo,
+                                  __m256i ctrl_hi) {
+    const __m256i q8l = _mm256_loadu_si256((const __m256i *)q8);
+    const __m256i q8h = _mm256_loadu_si256((const __m256i *)(q8 + 32));
+    const __m256i pl = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, ctrl_lo), _mm256_maddubs_epi16(q_lo, q8l));
+    const __m256i ph = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, ctrl_hi), _mm256_maddubs_epi16(q_hi, q8h));
+    return _mm256_add_epi32(pl, ph);
+}
+
+/* -dmin * sum_j min_j * (bsums[2j] + bsums[2j+1]) as 4 float lanes */
+static inline __m128 mins_k4(const uint32_t sm[4], const int16_t *bsums, float dmin, __m128 acc_m) {
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(sm + 2)));
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)bsums);
+    const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    return _mm_fmadd_ps(_mm_set1_ps(-dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pairs)), acc_m);
+}
+
+void vec_dot_q4_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+    const block_q4_K *x = (const block_q4_K *)vx;
+    const block_q8_K *y = (const block_q8_K *)vy;
+    const int nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 acc_m = _mm_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const float d = y[i].d * _cvtsh_ss(x[i].d);
+        const float dmin = y[i].d * _cvtsh_ss(x[i].dmin);
+        uint32_t sm[4];
+        oxl_unpack_scales_k4_words(x[i].scales, sm);
+        acc_m = mins_k4(sm, y[i].bsums, dmin, acc_m);
+        const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sm)));
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            const __m256i q_lo = _mm256_and_si256(q4, m4);
+            const __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+            sumi = _mm256_add_epi32(sumi, dot_k4_pair(q_lo, q_hi, y[i].qs + 64 * c, scales, BCAST16(2 * c),
+                                                      BCAST16(2 * c + 1)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    r = _mm_add_ps(r, acc_m);
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    *s = _mm_cvtss_f32(r);
+}
+
+void vec_dot_q5_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+    const block_q5_K *x = (const block_q5_K *)vx;
+    const block_q8_K *y = (const block_q8_K *)vy;
+    const int nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i m1 = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 acc_m = _mm_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const float d = y[i].d * _cvtsh_ss(x[i].d);
+        const float dmin = y[i].d * _cvtsh_ss(x[i].dmin);
+        uint32_t sm[4];
+        oxl_unpack_scales_k4_words(x[i].scales, sm);
+        acc_m = mins_k4(sm, y[i].bsums, dmin, acc_m);
+        const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sm)));
+        /* qh byte l: bit j = 5th bit of value 32j + l */
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            const __m256i h_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m1), 4);
+            const __m256i h_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), m1), 4);
+            const __m256i q_lo = _mm256_or_si256(_mm256_and_si256(q4, m4), h_lo);
+            const __m256i q_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4, 4), m4), h_hi);
+            sumi = _mm256_add_epi32(sumi, dot_k4_pair(q_lo, q_hi, y[i].qs + 64 * c, scales, BCAST16(2 * c),
+                                                      BCAST16(2 * c + 1)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    r = _mm_add_ps(r, acc_m);
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    *s = _mm_cvtss_f32(r);
+}
+
+/* ---------------------------------------------------------------- 16-value scale groups
+ * Q2_K, Q3_K and Q6_K have one scale per 16 values. A 32-value vector k of a 128-value half h covers
+ * groups 8h+2k (low 128-bit lane of the maddubs result) and 8h+2k+1 (high lane). */
+
+/* sum over the 4 vectors of a half of scale * maddubs(q, q8); scales16: the 8 int16 scales of the half */
+static inline __m256i dot_half_g16(const __m256i q[4], const int8_t *q8, __m256i scales16) {
+    __m256i sumi = _mm256_setzero_si256();
+    for (int k = 0; k < 4; k++) {
+        const __m256i q8k = _mm256_loadu_si256((const __m256i *)(q8 + 32 * k));
+        const __m256i p = _mm256_maddubs_epi16(q[k], q8k);
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_shuffle_epi8(scales16, BCAST16_PAIR(2 * k)), p));
+    }
+    return sumi;
+}
+
+void vec_dot_q6_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+    const block_q6_K *x = (const block_q6_K *)vx;
+    const block_q8_K *y = (const block_q8_K *)vy;
+    const int nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const float d = y[i].d * _cvtsh_ss(x[i].d);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        /* values are stored +32: subtract 32 * sum_g scale_g * bsums_g */
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5);
+        sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
+        for (int h = 0; h < 2; h++) {
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+            const __m256i scales16 = _mm256_broadcastsi128_si256(
+                _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(x[i].scales + 8 * h))));
+            sumi = _mm256_add_epi32(sumi, dot_half_g16(q, y[i].qs + 128 * h, scales16));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_ps_256(acc);
+}
+
+void vec_dot_q3_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+    const block_q3_K *x = (const block_q3_K *)vx;
+    const block_q8_K *y = (const block_q8_K *)vy;
+    const int nb = n / QK_K;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i m1 = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const float d = y[i].d * _cvtsh_ss(x[i].d);
+        int8_t sc[16];
+        oxl_unpack_scales_q3k(x[i].scales, sc);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)sc);
+        /* q = low2 | hbit << 2 in 0..7 stands for q - 4: subtract 4 * sum_g scale_g * bsums_g */
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bs), 2);
+        sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)x[i].hmask);
+        for (int h = 0; h < 2; h++) {
+            const __m256i q2 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            __m256i q[4];
+            for (int k = 0; k < 4; k++) {
+                const __m256i hb = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), m1), 2);
+                q[k] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q2, 2 * k), m3), hb);
+            }
+            const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(sc + 8 * h))));
+            sumi = _mm256_add_epi32(sumi, dot_half_g16(q, y[i].qs + 128 * h, scales16));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_ps_256(acc);
+}
+
+void vec_dot_q2_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+    const block_q2_K *x = (const block_q2_K *)vx;
+    const block_q8_K *y = (const block_q8_K *)vy;
+    const int nb = n / QK_K;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m128i m4 = _mm_set1_epi8(0xF);
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const float d = y[i].d * _cvtsh_ss(x[i].d);
+        const float dmin = y[i].d * _cvtsh_ss(x[i].dmin);
+        const __m128i sc_m = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const __m128i mins8 = _mm_and_si128(_mm_srli_epi16(sc_m, 4), m4);
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const __m256i summ = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mins8), bs);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i q2 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            __m256i q[4];
+            for (int k = 0; k < 4; k++) q[k] = _mm256_and_si256(_mm256_srli_epi16(q2, 2 * k), m3);
+            const __m256i scales16 = _mm256_broadcastsi128_si256(
+                _mm_cvtepu8_epi16(_mm_and_si128(_mm_loadl_epi64((const __m128i *)(x[i].scales + 8 * h)), m4)));
+            sumi = _mm256_add_epi32(sumi, dot_half_g16(q, y[i].qs + 128 * h, scales16));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(-dmin), _mm256_cvtepi32_ps(summ), acc);
+    }
+    *s = hsum_ps_256(acc);
+}
+
+/* ---------------------------------------------------------------- IQ4_XS */
+
+/* signed x signed int8 products, pairwise summed to int16 (|x| <= 127 so |x| fits maddubs' unsigned side) */
+static inline __m256i madd_i8_signed(__m256i x, __m256i y) {
+    return _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+void vec_dot_iq4_xs_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+    const block_iq4_xs *x = (const block_iq4_xs *)vx;
+    const block_q8_K *y = (const block_q8_K *)vy;
+    const int nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i values = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl));
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const float d = y[i].d * _cvtsh_ss(x[i].d);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int ib = 0; ib < QK_K / 32; ib += 2) {
+            /* two sub-blocks: low nibbles = their values 0..15, high nibbles = values 16..31 */
+            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 16 * ib));
+            const __m256i v_lo = _mm256_shuffle_epi8(values, _mm256_and_si256(q4, m4));
+            const __m256i v_hi = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4));
+            const __m256i a = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib + 32));
+            const __m256i q8_lo = _mm256_permute2x128_si256(a, b, 0x20);
+            const __m256i q8_hi = _mm256_permute2x128_si256(a, b, 0x31);
+            const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((short)oxl_iq4xs_scale(&x[i], ib + 1)),
+                                                _mm_set1_epi16((short)oxl_iq4xs_scale(&x[i], ib)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(madd_i8_signed(v_lo, q8_lo), sc));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(madd_i8_signed(v_hi, q8_hi), sc));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_ps_256(acc);
+}
+
+/* ---------------------------------------------------------------- Q8_K */
+
+void vec_dot_q8_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+    const block_q8_K *x = (const block_q8_K *)vx;
+    const block_q8_K *y = (const block_q8_K *)vy;
+    const int nb = n / QK_K;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        __m256i sumi = _mm256_setzero_si256();
+        for (int j = 0; j < QK_K; j += 32) {
+            const __m256i qx = _mm256_loadu_si256((const __m256i *)(x[i].qs + j));
+            const __m256i qy = _mm256_loadu_si256((const __m256i *)(y[i].qs + j));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(madd_i8_signed(qx, qy), ones));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(x[i].d * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_ps_256(acc);
+}
+
+/* Same bytes as quantize_row_q8_K_ref: q = round_half_even(-127/max * x) (cvtps rounds like
+ * nearest_int), max = the first value of largest magnitude. */
+void quantize_row_q8_K_avx2(const float *OXL_RESTRICT x, void *OXL_RESTRICT vy, int64_t n) {
+    block_q8_K *y = (block_q8_K *)vy;
+    const int64_t nb = n / QK_K;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i q_max = _mm256_set1_epi32(127);
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+        __m256 vmax = _mm256_setzero_ps();
+        for (int j = 0; j < QK_K; j += 8) vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        const float amax = _mm_cvtss_f32(m);
+        if (!(amax > 0)) {
+            y[i].d = 0;
+            memset(y[i].qs, 0, QK_K);
+            memset(y[i].bsums, 0, sizeof(y[i].bsums));
+            continue;
+        }
+        float max = amax;
+        const __m256 vamax = _mm256_set1_ps(amax);
+        for (int j = 0; j < QK_K; j += 8) {
+            const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), vamax,
+                                                             _CMP_EQ_OQ));
+            if (hit) {
+                max = x[j + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        const float iscale = -127.f / max;
+        const __m256 mul = _mm256_set1_ps(iscale);
+        __m256i s32[8];
+        for (int j = 0; j < QK_K; j += 32) {
+            __m256i v[4];
+            for (int k = 0; k < 4; k++) {
+                v[k] = _mm256_cvtps_epi32(_mm256_mul_ps(mul, _mm256_loadu_ps(x + j + 8 * k)));
+                v[k] = _mm256_min_epi32(v[k], q_max);
+            }
+            const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+            const __m256i q = _mm256_permutevar8x32_epi32(p, perm);
+            _mm256_storeu_si256((__m256i *)(y[i].qs + j), q);
+            /* int32 lanes 0-3: sums of 4 of bytes 0..15, lanes 4-7: of bytes 16..31 */
+            s32[j / 32] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
+        }
+        /* hadd twice: lane-local sums of 16 for groups (0,2,4,6 | 1,3,5,7) of four 32-value vectors */
+        __m256i g[2];
+        for (int h = 0; h < 2; h++) {
+            const __m256i a = _mm256_hadd_epi32(s32[4 * h], s32[4 * h + 1]);
+            const __m256i b = _mm256_hadd_epi32(s32[4 * h + 2], s32[4 * h + 3]);
+            g[h] = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(a, b), perm);
+        }
+        const __m256i bs = _mm256_permute4x64_epi64(_mm256_packs_epi32(g[0], g[1]), 0xD8);
+        _mm256_storeu_si256((__m256i *)y[i].bsums, bs);
+        y[i].d = 1 / iscale;
+    }
+}
+
+void oxl_register_avx2_k(oxl_kernel_table *t) {
+    t->type[OXL_TYPE_Q2_K].vec_dot = vec_dot_q2_K_q8_K_avx2;
+    t->type[OXL_TYPE_Q3_K].vec_dot = vec_dot_q3_K_q8_K_avx2;
+    t->type[OXL_TYPE_Q4_K].vec_dot = vec_dot_q4_K_q8_K_avx2;
+    t->type[OXL_TYPE_Q5_K].vec_dot = vec_dot_q5_K_q8_K_avx2;
+    t->type[OXL_TYPE_Q6_K].vec_dot = vec_dot_q6_K_q8_K_avx2;
+    t->type[OXL_TYPE_IQ4_XS].vec_dot = vec_dot_iq4_xs_q8_K_avx2;
+    t->type[OXL_TYPE_Q8_K].vec_dot = vec_dot_q8_K_q8_K_avx2;
+    t->type[OXL_TYPE_Q8_K].from_float = quantize_row_q8_K_avx2;
+}

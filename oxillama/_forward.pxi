@@ -1,0 +1,259 @@
+# The fused forward pass: ForwardPlan (the model as C structs), KVBuffers (the cache), and
+# ForwardContext (scratch + the one call per forward that releases the GIL).
+from libc.stdlib cimport calloc, free
+from libc.string cimport memset
+
+import numpy as np
+
+from oxillama.errors import ContextOverflowError, ModelError
+
+_NORM_TYPES = {"rms": 0, "layer": 1}
+_ACTS = {"silu": 0, "gelu_tanh": 1, "gelu": 1, "gelu_erf": 2}
+_ROPE_MODES = {"norm": 0, "neox": 2, "none": -1}
+
+
+cdef class ForwardPlan:
+    """A model's forward pass as C structs, built once at load time from a Python description.
+
+    `spec` is a dict produced by oxillama.models (see models/base.py): hyper-parameters, weights as
+    (uint8 array, type id, rows, cols) tuples and norm/bias vectors as float32 arrays. The plan
+    keeps every array it points into alive.
+    """
+    cdef oxl_model model
+    cdef oxl_layer *layers
+    cdef list _keep
+    cdef readonly int n_layer, n_embd, n_vocab, kv_dim
+
+    def __cinit__(self):
+        self.layers = NULL
+        self._keep = []
+
+    def __dealloc__(self):
+        free(self.layers)
+
+    def __init__(self, dict spec):
+        memset(&self.model, 0, sizeof(oxl_model))
+        layers = spec["layers"]
+        self.n_layer = len(layers)
+        if self.n_layer == 0:
+            raise ModelError("a model needs at least one layer")
+        self.layers = <oxl_layer *>calloc(self.n_layer, sizeof(oxl_layer))
+        if self.layers == NULL:
+            raise MemoryError()
+        self.n_embd = spec["n_embd"]
+        self.n_vocab = spec["n_vocab"]
+        m = &self.model
+        m.n_embd = self.n_embd
+        m.n_vocab = self.n_vocab
+        m.n_layer = self.n_layer
+        m.norm_type = _NORM_TYPES[spec.get("norm_type", "rms")]
+        m.norm_eps = spec["norm_eps"]
+        m.embd_scale = spec.get("embd_scale", 1.0)
+        m.final_softcap = spec.get("final_softcap", 0.0)
+        m.logit_scale = spec.get("logit_scale", 1.0)
+        emb = self._weight(spec["tok_embd"], "token_embd", self.n_vocab, self.n_embd)
+        m.tok_embd = emb.data
+        m.tok_embd_type = emb.type
+        m.output = self._weight(spec["output"], "output", self.n_vocab, self.n_embd)
+        m.out_norm = self._vec(spec.get("out_norm"), self.n_embd, "output_norm")
+        m.out_norm_b = self._vec(spec.get("out_norm_b"), self.n_embd, "output_norm.bias")
+        cdef int n_ff_max = 0, q_dim_max = 0, kv_dim = -1
+        cdef oxl_layer *L
+        for il, ls in enumerate(layers):
+            L = &self.layers[il]
+            L.n_head = ls["n_head"]
+            L.n_head_kv = ls["n_head_kv"]
+            L.head_dim = ls["head_dim"]
+            if L.n_head <= 0 or L.n_head_kv <= 0 or L.head_dim <= 0 or L.n_head % L.n_head_kv:
+                raise ModelError(f"layer {il}: bad head counts n_head={L.n_head} n_head_kv={L.n_head_kv} "
+                                 f"head_dim={L.head_dim}")
+            q_dim = L.n_head * L.head_dim
+            lkv = L.n_head_kv * L.head_dim
+            if kv_dim >= 0 and lkv != kv_dim:
+                raise ModelError(f"layer {il}: kv dim {lkv} differs from layer 0's {kv_dim}")
+            kv_dim = lkv
+            q_dim_max = max(q_dim_max, q_dim)
+            p = f"blk.{il}."
+            L.attn_norm = self._vec(ls.get("attn_norm"), self.n_embd, p + "attn_norm")
+            L.attn_norm_b = self._vec(ls.get("attn_norm_b"), self.n_embd, p + "attn_norm.bias")
+            if ls.get("wk") is None:
+                L.wq = self._weight(ls["wq"], p + "attn_qkv", q_dim + 2 * kv_dim, self.n_embd)
+            else:
+                L.wq = self._weight(ls["wq"], p + "attn_q", q_dim, self.n_embd)
+                L.wk = self._weight(ls["wk"], p + "attn_k", kv_dim, self.n_embd)
+                L.wv = self._weight(ls["wv"], p + "attn_v", kv_dim, self.n_embd)
+            L.wo = self._weight(ls["wo"], p + "attn_output", self.n_embd, q_dim)
+            L.bq = self._vec(ls.get("bq"), q_dim, p + "attn_q.bias")
+            L.bk = self._vec(ls.get("bk"), kv_dim, p + "attn_k.bias")
+            L.bv = self._vec(ls.get("bv"), kv_dim, p + "attn_v.bias")
+            L.bo = self._vec(ls.get("bo"), self.n_embd, p + "attn_output.bias")
+            L.q_norm = self._vec(ls.get("q_norm"), L.head_dim, p + "attn_q_norm")
+            L.k_norm = self._vec(ls.get("k_norm"), L.head_dim, p + "attn_k_norm")
+            L.post_attn_norm = self._vec(ls.get("post_attn_norm"), self.n_embd, p + "post_attention_norm")
+            L.ffn_norm = self._vec(ls.get("ffn_norm"), self.n_embd, p + "ffn_norm")
+            L.ffn_norm_b = self._vec(ls.get("ffn_norm_b"), self.n_embd, p + "ffn_norm.bias")
+            L.fused_gate_up = bool(ls.get("fused_gate_up", False))
+            n_ff = ls["n_ff"]
+            n_ff_max = max(n_ff_max, n_ff)
+            if ls.get("w_gate") is not None:
+                L.w_gate = self._weight(ls["w_gate"], p + "ffn_gate", n_ff, self.n_embd)
+            L.w_up = self._weight(ls["w_up"], p + "ffn_up", 2 * n_ff if L.fused_gate_up else n_ff, self.n_embd)
+            L.w_down = self._weight(ls["w_down"], p + "ffn_down", self.n_embd, n_ff)
+            L.b_up = self._vec(ls.get("b_up"), n_ff, p + "ffn_up.bias")
+            L.b_gate = self._vec(ls.get("b_gate"), n_ff, p + "ffn_gate.bias")
+            L.b_down = self._vec(ls.get("b_down"), self.n_embd, p + "ffn_down.bias")
+            L.post_ffn_norm = self._vec(ls.get("post_ffn_norm"), self.n_embd, p + "post_ffw_norm")
+            L.act = _ACTS[ls.get("act", "silu")]
+            L.parallel_residual = bool(ls.get("parallel_residual", False))
+            L.attn_scale = ls["attn_scale"]
+            L.attn_softcap = ls.get("attn_softcap", 0.0)
+            L.sliding_window = ls.get("sliding_window", 0)
+            rope = ls.get("rope") or {"mode": "none"}
+            L.rope.mode = _ROPE_MODES[rope["mode"]]
+            if L.rope.mode != -1:
+                L.rope.base = rope["base"]
+                L.rope.freq_scale = rope.get("freq_scale", 1.0)
+                L.rope.n_rot = rope.get("n_rot", L.head_dim)
+                if L.rope.n_rot <= 0 or L.rope.n_rot > L.head_dim or L.rope.n_rot % 2:
+                    raise ModelError(f"layer {il}: rope n_rot {L.rope.n_rot} must be even and <= head_dim")
+                L.rope.freq_factors = self._vec(rope.get("freq_factors"), L.rope.n_rot // 2, p + "rope_freqs")
+                L.rope.ext_factor = rope.get("ext_factor", 0.0)
+                L.rope.attn_factor = rope.get("attn_factor", 1.0)
+                L.rope.corr_low, L.rope.corr_high = rope.get("corr_dims", (0.0, 0.0))
+        m.layers = self.layers
+        m.n_ff_max = n_ff_max
+        m.q_dim_max = q_dim_max
+        m.kv_dim = kv_dim
+        self.kv_dim = kv_dim
+
+    cdef const float *_vec(self, arr, Py_ssize_t n, name) except? NULL:
+        cdef const float[::1] mv
+        if arr is None:
+            return NULL
+        if not isinstance(arr, np.ndarray) or arr.dtype != np.float32 or arr.ndim != 1 or not arr.flags.c_contiguous:
+            raise ModelError(f"{name}: expected a contiguous float32 vector")
+        if arr.shape[0] != n:
+            raise ModelError(f"{name}: expected {n} values, got {arr.shape[0]}")
+        self._keep.append(arr)
+        mv = arr
+        return &mv[0]
+
+    cdef oxl_weight _weight(self, w, name, int64_t rows, int64_t cols) except *:
+        cdef oxl_weight out
+        cdef const unsigned char[::1] mv
+        data, qtype, wr, wc = w
+        if wr != rows or wc != cols:
+            raise ModelError(f"{name}: expected shape ({rows}, {cols}), got ({wr}, {wc})")
+        t = oxl_type_info(qtype)
+        k = oxl_kernels()
+        if t == NULL or k.type[qtype].vec_dot == NULL or k.type[qtype].to_float == NULL:
+            raise ModelError(f"{name}: tensor type id {qtype} has no kernels")
+        need = oxl_row_size(qtype, cols)
+        if need < 0:
+            raise ModelError(f"{name}: {cols} columns is not a multiple of the type's block size")
+        if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or not data.flags.c_contiguous:
+            raise ModelError(f"{name}: weight data must be a contiguous uint8 array")
+        if data.nbytes != need * rows:
+            raise ModelError(f"{name}: expected {need * rows} bytes, got {data.nbytes}")
+        self._keep.append(data)
+        mv = data.reshape(-1)
+        out.data = &mv[0]
+        out.type = qtype
+        out.rows = rows
+        out.cols = cols
+        return out
+
+
+cdef class KVBuffers:
+    """Per-layer K and V arrays, (n_layer, n_ctx, kv_dim) float16 or float32, owned by numpy."""
+    cdef oxl_kv_cache kv
+    cdef void **ptrs
+    cdef readonly object k, v
+    cdef readonly int n_ctx, n_layer, kv_dim
+
+    def __cinit__(self):
+        self.ptrs = NULL
+
+    def __dealloc__(self):
+        free(self.ptrs)
+
+    def __init__(self, k, v):
+        if k.shape != v.shape or k.dtype != v.dtype or k.ndim != 3:
+            raise ModelError("K and V caches must be 3-D arrays of equal shape and dtype")
+        if k.dtype not in (np.float16, np.float32) or not (k.flags.c_contiguous and v.flags.c_contiguous):
+            raise ModelError("K/V caches must be contiguous float16 or float32")
+        self.k, self.v = k, v
+        self.n_layer, self.n_ctx, self.kv_dim = k.shape
+        self.ptrs = <void **>calloc(2 * self.n_layer, sizeof(void *))
+        if self.ptrs == NULL:
+            raise MemoryError()
+        cdef unsigned char[:, :, ::1] kb = k.view(np.uint8)
+        cdef unsigned char[:, :, ::1] vb = v.view(np.uint8)
+        for il in range(self.n_layer):
+            self.ptrs[il] = &kb[il, 0, 0]
+            self.ptrs[self.n_layer + il] = &vb[il, 0, 0]
+        self.kv.type = 1 if k.dtype == np.float16 else 0
+        self.kv.n_ctx = self.n_ctx
+        self.kv.k = self.ptrs
+        self.kv.v = self.ptrs + self.n_layer
+
+
+cdef class ForwardContext:
+    """Scratch memory for forwards of up to n_batch tokens, and the call that runs one."""
+    cdef ForwardPlan plan
+    cdef KVBuffers kv
+    cdef void *scratch
+    cdef int64_t scratch_size
+    cdef readonly int n_batch, n_threads
+
+    def __cinit__(self):
+        self.scratch = NULL
+
+    def __dealloc__(self):
+        free(self.scratch)
+
+    def __init__(self, ForwardPlan plan, KVBuffers kv, int n_batch, int n_threads):
+        if kv.n_layer != plan.n_layer or kv.kv_dim != plan.kv_dim:
+            raise ModelError(f"KV cache shape ({kv.n_layer} layers, kv_dim {kv.kv_dim}) does not match the model "
+                             f"({plan.n_layer}, {plan.kv_dim})")
+        if n_batch < 1 or n_threads < 1:
+            raise ModelError("n_batch and n_threads must be >= 1")
+        self.plan, self.kv = plan, kv
+        self.n_batch, self.n_threads = n_batch, n_threads
+        self.scratch_size = oxl_forward_scratch_size(&plan.model, n_batch, kv.n_ctx, n_threads)
+        self.scratch = calloc(self.scratch_size, 1)
+        if self.scratch == NULL:
+            raise MemoryError()
+
+    @property
+    def scratch_bytes(self):
+        return self.scratch_size
+
+    def run(self, const int32_t[::1] tokens, int pos0, float[::1] logits=None, bint all_logits=False,
+            float[::1] hidden=None):
+        """Run tokens at positions pos0..; logits (n_vocab,) or (n * n_vocab,) if all_logits."""
+        cdef int n = tokens.shape[0]
+        cdef float *lp = NULL
+        cdef float *hp = NULL
+        cdef int rc
+        if n < 1 or n > self.n_batch:
+            raise ModelError(f"a forward takes 1..{self.n_batch} tokens, got {n}")
+        if pos0 < 0 or pos0 + n > self.kv.n_ctx:
+            raise ContextOverflowError(f"positions {pos0}..{pos0 + n - 1} do not fit the context of {self.kv.n_ctx}")
+        if logits is not None:
+            if logits.shape[0] != (n if all_logits else 1) * self.plan.n_vocab:
+                raise ModelError(f"logits buffer has {logits.shape[0]} values, need "
+                                 f"{(n if all_logits else 1) * self.plan.n_vocab}")
+            lp = &logits[0]
+        if hidden is not None:
+            if hidden.shape[0] != n * self.plan.n_embd:
+                raise ModelError(f"hidden buffer has {hidden.shape[0]} values, need {n * self.plan.n_embd}")
+            hp = &hidden[0]
+        for i in range(n):
+            if tokens[i] < 0 or tokens[i] >= self.plan.n_vocab:
+                raise ModelError(f"token id {tokens[i]} is outside the vocabulary (0..{self.plan.n_vocab - 1})")
+        with nogil:
+            rc = oxl_forward(&self.plan.model, &self.kv.kv, &tokens[0], n, pos0, lp, all_logits, hp,
+                             self.scratch, self.scratch_size, self.n_threads)
+        if rc != 0:
+            raise ModelError(f"forward failed with code {rc}")

@@ -1,0 +1,26 @@
+"""Model architectures, one module per family. `architecture_for(gguf)` picks the family class."""
+from __future__ import annotations
+
+from oxillama.errors import UnsupportedArchitectureError
+from oxillama.models.base import Architecture, ModelConfig
+from oxillama.models.command_r import CommandR
+from oxillama.models.gemma import Gemma, Gemma2, Gemma3
+from oxillama.models.llama import Llama
+from oxillama.models.phi3 import Phi3
+from oxillama.models.qwen2 import Qwen2
+from oxillama.models.qwen3 import Qwen3
+from oxillama.models.starcoder2 import StarCoder2
+
+FAMILIES: tuple[type[Architecture], ...] = (Llama, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, StarCoder2, CommandR)
+ARCHITECTURES: dict[str, type[Architecture]] = {name: cls for cls in FAMILIES for name in cls.arch_names}
+
+__all__ = ["ARCHITECTURES", "Architecture", "ModelConfig", "architecture_for"]
+
+
+def architecture_for(gguf) -> Architecture:
+    arch = gguf.architecture
+    cls = ARCHITECTURES.get(arch or "")
+    if cls is None:
+        raise UnsupportedArchitectureError(
+            f"architecture {arch!r} is not supported; supported: {', '.join(sorted(ARCHITECTURES))}")
+    return cls(gguf)

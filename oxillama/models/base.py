@@ -1,0 +1,243 @@
+"""What every architecture shares: hyper-parameters from GGUF metadata, weight lookup, and the
+transformer block description that the C forward pass (csrc/forward.c) runs.
+
+A family module subclasses `Architecture` and states only what differs (its norm, activation,
+RoPE layout, per-layer attention window, extra scales). `build()` turns the GGUF file into a plan
+spec: a dict of hyper-parameters, weights as (bytes, type id, rows, cols) and float32 vectors.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from oxillama.errors import ModelError
+from oxillama.gguf import GGUFFile, TensorInfo
+
+log = logging.getLogger("oxillama.models")
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    kind: str = "none"            # none | linear | yarn
+    factor: float = 1.0
+    n_ctx_orig: int = 0           # the context the model was trained with before scaling
+    attn_factor: float = 1.0
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    ext_factor: float | None = None
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    arch: str
+    n_vocab: int
+    n_embd: int
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_ff: int
+    n_ctx_train: int
+    norm_eps: float
+    rope_base: float
+    n_rot: int
+    rope_scaling: RopeScaling = field(default_factory=RopeScaling)
+    extra: dict = field(default_factory=dict)   # family-specific values
+
+    @property
+    def q_dim(self) -> int:
+        return self.n_head * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.n_head_kv * self.head_dim
+
+
+def yarn_corr_dims(n_rot: int, n_ctx_orig: int, base: float, beta_fast: float, beta_slow: float) -> tuple[float, float]:
+    """The rotation-pair range YaRN blends over, as ggml computes it."""
+    def corr_dim(n_rotations: float) -> float:
+        return n_rot * math.log(n_ctx_orig / (n_rotations * 2 * math.pi)) / (2 * math.log(base))
+    lo = math.floor(corr_dim(beta_fast))
+    hi = math.ceil(corr_dim(beta_slow))
+    return float(max(0, lo)), float(min(n_rot - 1, hi))
+
+
+class Architecture:
+    """The llama-style decoder block; families override the class attributes and hooks below."""
+
+    arch_names: tuple[str, ...] = ()
+    norm_type = "rms"           # rms | layer
+    act = "silu"                # silu | gelu_tanh | gelu_erf
+    rope_mode = "norm"          # norm (adjacent pairs) | neox (halves)
+    gated_ffn = True            # down(act(gate(x)) * up(x)); False: down(act(up(x)))
+    parallel_residual = False
+    norm_eps_key = "attention.layer_norm_rms_epsilon"
+
+    def __init__(self, gguf: GGUFFile):
+        self.gguf = gguf
+        self.arch = gguf.architecture
+        self.tensors = gguf.tensors
+        self.config = self.read_config()
+
+    # ---- metadata ----
+
+    def hp(self, key: str, default=None, *, required: bool = False):
+        """`<arch>.<key>` from the metadata."""
+        full = f"{self.arch}.{key}"
+        if full in self.gguf.metadata:
+            value = self.gguf.metadata[full]
+            if isinstance(value, np.ndarray):   # per-layer arrays: families that need them read them
+                return value
+            return value
+        if required:
+            raise ModelError(f"{self.arch} model is missing metadata key {full!r}")
+        return default
+
+    def read_config(self) -> ModelConfig:
+        emb = self.tensor("token_embd.weight")
+        n_vocab, n_embd = emb.shape
+        n_head = int(self.hp("attention.head_count", required=True))
+        n_head_kv = int(self.hp("attention.head_count_kv", n_head))
+        head_dim = int(self.hp("attention.key_length", n_embd // n_head))
+        eps = self.hp(self.norm_eps_key)
+        if eps is None:
+            eps = self.hp("attention.layer_norm_epsilon", 1e-5)
+        return ModelConfig(
+            arch=self.arch, n_vocab=int(n_vocab), n_embd=int(self.hp("embedding_length", n_embd)),
+            n_layer=int(self.hp("block_count", required=True)), n_head=n_head, n_head_kv=n_head_kv,
+            head_dim=head_dim, n_ff=int(self.hp("feed_forward_length", required=True)),
+            n_ctx_train=int(self.hp("context_length", 2048)), norm_eps=float(eps),
+            rope_base=float(self.hp("rope.freq_base", 10000.0)),
+            n_rot=int(self.hp("rope.dimension_count", head_dim)),
+            rope_scaling=self.read_rope_scaling(), extra=self.read_extra())
+
+    def read_rope_scaling(self) -> RopeScaling:
+        kind = self.hp("rope.scaling.type", "none")
+        factor = float(self.hp("rope.scaling.factor", 0.0) or 0.0)
+        linear = self.hp("rope.scale_linear")          # older files
+        if kind == "none" and linear:
+            kind, factor = "linear", float(linear)
+        if kind in ("none", None) or factor in (0.0, 1.0) and kind != "yarn":
+            return RopeScaling()
+        if kind not in ("linear", "yarn"):
+            raise ModelError(f"RoPE scaling type {kind!r} is not supported (supported: linear, yarn)")
+        return RopeScaling(
+            kind=kind, factor=factor or 1.0,
+            n_ctx_orig=int(self.hp("rope.scaling.original_context_length", self.hp("context_length", 2048))),
+            attn_factor=float(self.hp("rope.scaling.attn_factor", 1.0) or 1.0),
+            beta_fast=float(self.hp("rope.scaling.yarn_beta_fast", 32.0)),
+            beta_slow=float(self.hp("rope.scaling.yarn_beta_slow", 1.0)),
+            ext_factor=self.hp("rope.scaling.yarn_ext_factor"))
+
+    def read_extra(self) -> dict:
+        return {}
+
+    # ---- tensors ----
+
+    def has(self, name: str) -> bool:
+        return name in self.tensors
+
+    def tensor(self, name: str) -> TensorInfo:
+        try:
+            return self.tensors[name]
+        except KeyError:
+            raise ModelError(f"{self.arch} model is missing tensor {name!r}") from None
+
+    def weight(self, name: str, *, optional: bool = False):
+        """A 2-D matrix as (bytes, type id, rows, cols), rows = outputs; None if optional and absent."""
+        if optional and name not in self.tensors:
+            return None
+        t = self.tensor(name)
+        if len(t.shape) != 2:
+            raise ModelError(f"tensor {name!r} should be 2-D, has shape {t.shape}")
+        return (t.data, t.qtype_id, t.shape[0], t.shape[1])
+
+    def vector(self, name: str, *, optional: bool = True):
+        """A 1-D float32 vector (norm weights, biases); None if optional and absent."""
+        if optional and name not in self.tensors:
+            return None
+        t = self.tensor(name)
+        v = np.ascontiguousarray(t.numpy(), dtype=np.float32).reshape(-1)
+        return v
+
+    # ---- the block description ----
+
+    def attn_scale(self, il: int) -> float:
+        return 1.0 / math.sqrt(self.config.head_dim)
+
+    def sliding_window(self, il: int) -> int:
+        return 0
+
+    def rope(self, il: int) -> dict:
+        c = self.config
+        sc = c.rope_scaling
+        spec = {"mode": self.rope_mode, "base": c.rope_base, "n_rot": c.n_rot,
+                "freq_factors": self.vector("rope_freqs.weight")}
+        if sc.kind == "linear":
+            spec["freq_scale"] = 1.0 / sc.factor
+        elif sc.kind == "yarn":
+            spec["freq_scale"] = 1.0 / sc.factor
+            spec["ext_factor"] = 1.0 if sc.ext_factor is None or sc.ext_factor < 0 else float(sc.ext_factor)
+            spec["attn_factor"] = sc.attn_factor
+            spec["corr_dims"] = yarn_corr_dims(c.n_rot, sc.n_ctx_orig, c.rope_base, sc.beta_fast, sc.beta_slow)
+        return spec
+
+    def layer(self, il: int) -> dict:
+        c = self.config
+        p = f"blk.{il}."
+        fused_qkv = self.has(p + "attn_qkv.weight")
+        d = {
+            "n_head": c.n_head, "n_head_kv": c.n_head_kv, "head_dim": c.head_dim, "n_ff": c.n_ff,
+            "attn_norm": self.vector(p + "attn_norm.weight", optional=False),
+            "attn_norm_b": self.vector(p + "attn_norm.bias"),
+            "wq": self.weight(p + ("attn_qkv.weight" if fused_qkv else "attn_q.weight")),
+            "wk": None if fused_qkv else self.weight(p + "attn_k.weight"),
+            "wv": None if fused_qkv else self.weight(p + "attn_v.weight"),
+            "wo": self.weight(p + "attn_output.weight"),
+            "bq": self.vector(p + "attn_q.bias"), "bk": self.vector(p + "attn_k.bias"),
+            "bv": self.vector(p + "attn_v.bias"), "bo": self.vector(p + "attn_output.bias"),
+            "q_norm": self.vector(p + "attn_q_norm.weight"), "k_norm": self.vector(p + "attn_k_norm.weight"),
+            "post_attn_norm": self.vector(p + "post_attention_norm.weight"),
+            "ffn_norm": None if self.parallel_residual else self.vector(p + "ffn_norm.weight", optional=False),
+            "ffn_norm_b": self.vector(p + "ffn_norm.bias"),
+            "w_gate": self.weight(p + "ffn_gate.weight", optional=True) if self.gated_ffn else None,
+            "w_up": self.weight(p + "ffn_up.weight"),
+            "w_down": self.weight(p + "ffn_down.weight"),
+            "b_up": self.vector(p + "ffn_up.bias"), "b_gate": self.vector(p + "ffn_gate.bias"),
+            "b_down": self.vector(p + "ffn_down.bias"),
+            "post_ffn_norm": self.vector(p + "post_ffw_norm.weight"),
+            "act": self.act, "parallel_residual": self.parallel_residual,
+            "attn_scale": self.attn_scale(il), "sliding_window": self.sliding_window(il),
+            "rope": self.rope(il),
+        }
+        if self.gated_ffn and d["w_gate"] is None:
+            # gate and up fused in one matrix of 2 n_ff rows: [gate; up] (phi3)
+            if d["w_up"][2] != 2 * c.n_ff:
+                raise ModelError(f"{p}ffn_gate.weight is missing and ffn_up is not a fused gate|up matrix")
+            d["fused_gate_up"] = True
+        return d
+
+    def build(self) -> dict:
+        c = self.config
+        emb = self.weight("token_embd.weight")
+        output = self.weight("output.weight", optional=True) or emb
+        return {
+            "arch": self.arch, "n_embd": c.n_embd, "n_vocab": c.n_vocab, "norm_type": self.norm_type,
+            "norm_eps": c.norm_eps, "embd_scale": self.embd_scale(), "final_softcap": self.final_softcap(),
+            "logit_scale": self.logit_scale(), "tok_embd": emb, "output": output,
+            "out_norm": self.vector("output_norm.weight", optional=False),
+            "out_norm_b": self.vector("output_norm.bias"),
+            "layers": [self.layer(il) for il in range(c.n_layer)],
+        }
+
+    def embd_scale(self) -> float:
+        return 1.0
+
+    def final_softcap(self) -> float:
+        return 0.0
+
+    def logit_scale(self) -> float:
+        return 1.0

@@ -1,0 +1,1 @@
+"""Tests of oxillama.quant and the quant kernels."""

@@ -1,0 +1,176 @@
+"""A plain NumPy transformer forward: slow, obvious, float64 — the oracle the C forward is checked against.
+
+It reads the same plan spec the engine builds (oxillama.models), dequantizes every weight with
+oxillama.quant.dequantize (itself tested bit-exact against gguf.quants), and does the math one step
+at a time with no activation quantization, no KV cache and no threading.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from oxillama.quant import dequantize
+
+
+def _mat(w) -> np.ndarray | None:
+    if w is None:
+        return None
+    data, qtype, rows, cols = w
+    return dequantize(data, qtype, rows * cols).reshape(rows, cols).astype(np.float64)
+
+
+def _vec(v):
+    return None if v is None else np.asarray(v, dtype=np.float64)
+
+
+def _norm(x, w, b, kind, eps):
+    if kind == "layer":
+        mu = x.mean(-1, keepdims=True)
+        y = (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps)
+    else:
+        y = x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+    if w is not None:
+        y = y * w
+    if b is not None:
+        y = y + b
+    return y
+
+
+def _act(kind, g):
+    if kind == "silu":
+        return g / (1.0 + np.exp(-g))
+    if kind in ("gelu_tanh", "gelu"):
+        return 0.5 * g * (1.0 + np.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g ** 3)))
+    from math import erf
+    return 0.5 * g * (1.0 + np.vectorize(erf)(g / math.sqrt(2)))
+
+
+def _rope_angles(rope, pos, n_rot):
+    """(n_pos, n_rot/2) angles and the magnitude scale, YaRN included, by the textbook formula."""
+    i = np.arange(n_rot // 2, dtype=np.float64)
+    inv_freq = rope["base"] ** (-2.0 * i / n_rot)
+    ff = rope.get("freq_factors")
+    if ff is not None:
+        inv_freq = inv_freq / np.asarray(ff, dtype=np.float64)
+    freq_scale = rope.get("freq_scale", 1.0)
+    ext = rope.get("ext_factor", 0.0)
+    mscale = rope.get("attn_factor", 1.0)
+    theta_extrap = np.outer(pos, inv_freq)
+    theta_interp = freq_scale * theta_extrap
+    if ext:
+        lo, hi = rope["corr_dims"]
+        ramp = 1.0 - np.clip((i - lo) / max(0.001, hi - lo), 0.0, 1.0)
+        mix = ramp * ext
+        theta = theta_interp * (1 - mix) + theta_extrap * mix
+        mscale *= 1.0 + 0.1 * math.log(1.0 / freq_scale)
+    else:
+        theta = theta_interp
+    return theta, mscale
+
+
+def _apply_rope(x, rope, pos):
+    """x: (n_pos, n_heads, head_dim)."""
+    if rope is None or rope.get("mode", "none") == "none":
+        return x
+    n_rot = rope.get("n_rot", x.shape[-1])
+    theta, mscale = _rope_angles(rope, pos, n_rot)
+    cos = (np.cos(theta) * mscale)[:, None, :]
+    sin = (np.sin(theta) * mscale)[:, None, :]
+    x = x.copy()
+    if rope["mode"] == "neox":
+        a, b = x[..., : n_rot // 2].copy(), x[..., n_rot // 2: n_rot].copy()
+        x[..., : n_rot // 2] = a * cos - b * sin
+        x[..., n_rot // 2: n_rot] = a * sin + b * cos
+    else:
+        a, b = x[..., 0:n_rot:2].copy(), x[..., 1:n_rot:2].copy()
+        x[..., 0:n_rot:2] = a * cos - b * sin
+        x[..., 1:n_rot:2] = a * sin + b * cos
+    return x
+
+
+def reference_forward(spec: dict, tokens: list[int]) -> np.ndarray:
+    """Logits (n_tokens, n_vocab) for tokens at positions 0..n-1."""
+    n = len(tokens)
+    pos = np.arange(n, dtype=np.float64)
+    kind, eps = spec.get("norm_type", "rms"), spec["norm_eps"]
+    emb = _mat(spec["tok_embd"])
+    x = emb[np.asarray(tokens)] * spec.get("embd_scale", 1.0)          # (n, n_embd)
+    for L in spec["layers"]:
+        nh, nkv, hd = L["n_head"], L["n_head_kv"], L["head_dim"]
+        h = _norm(x, _vec(L["attn_norm"]), _vec(L.get("attn_norm_b")), kind, eps)
+        if L.get("wk") is None:                                          # fused QKV
+            qkv = h @ _mat(L["wq"]).T
+            q, k, v = np.split(qkv, [nh * hd, nh * hd + nkv * hd], axis=-1)
+        else:
+            q, k, v = h @ _mat(L["wq"]).T, h @ _mat(L["wk"]).T, h @ _mat(L["wv"]).T
+        for name, t in (("bq", "q"), ("bk", "k"), ("bv", "v")):
+            if L.get(name) is not None:
+                if t == "q":
+                    q = q + L[name]
+                elif t == "k":
+                    k = k + L[name]
+                else:
+                    v = v + L[name]
+        q = q.reshape(n, nh, hd)                                         # (n, n_head, head_dim)
+        k = k.reshape(n, nkv, hd)
+        v = v.reshape(n, nkv, hd)
+        if L.get("q_norm") is not None:
+            q = _norm(q, _vec(L["q_norm"]), None, "rms", eps)
+        if L.get("k_norm") is not None:
+            k = _norm(k, _vec(L["k_norm"]), None, "rms", eps)
+        q = _apply_rope(q, L.get("rope"), pos)
+        k = _apply_rope(k, L.get("rope"), pos)
+        group = nh // nkv
+        k = np.repeat(k, group, axis=1)
+        v = np.repeat(v, group, axis=1)
+        scores = np.einsum("qhd,khd->hqk", q, k) * L["attn_scale"]      # (n_head, n, n)
+        cap = L.get("attn_softcap", 0.0)
+        if cap:
+            scores = cap * np.tanh(scores / cap)
+        i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+        allowed = j <= i
+        win = L.get("sliding_window", 0)
+        if win:
+            allowed &= (i - j) < win
+        scores = np.where(allowed[None], scores, -np.inf)
+        scores = np.exp(scores - scores.max(-1, keepdims=True))
+        scores /= scores.sum(-1, keepdims=True)
+        attn = np.einsum("hqk,khd->qhd", scores, v).reshape(n, nh * hd)
+        out = attn @ _mat(L["wo"]).T
+        if L.get("bo") is not None:
+            out = out + L["bo"]
+        if L.get("post_attn_norm") is not None:
+            out = _norm(out, _vec(L["post_attn_norm"]), None, kind, eps)
+        if L.get("parallel_residual"):
+            f_in = h
+        else:
+            x = x + out
+            f_in = _norm(x, _vec(L["ffn_norm"]), _vec(L.get("ffn_norm_b")), kind, eps)
+        up = f_in @ _mat(L["w_up"]).T
+        if L.get("b_up") is not None and not L.get("fused_gate_up"):
+            up = up + L["b_up"]
+        if L.get("fused_gate_up"):
+            gate, up = np.split(up, 2, axis=-1)
+            if L.get("b_up") is not None:
+                up = up + L["b_up"]
+        elif L.get("w_gate") is not None:
+            gate = f_in @ _mat(L["w_gate"]).T
+            if L.get("b_gate") is not None:
+                gate = gate + L["b_gate"]
+        else:
+            gate = None
+        act = L.get("act", "silu")
+        hdn = _act(act, gate) * up if gate is not None else _act(act, up)
+        f = hdn @ _mat(L["w_down"]).T
+        if L.get("b_down") is not None:
+            f = f + L["b_down"]
+        if L.get("post_ffn_norm") is not None:
+            f = _norm(f, _vec(L["post_ffn_norm"]), None, kind, eps)
+        x = x + f + (out if L.get("parallel_residual") else 0.0)
+    x = _norm(x, _vec(spec["out_norm"]), _vec(spec.get("out_norm_b")), kind, eps)
+    logits = x @ _mat(spec["output"]).T * spec.get("logit_scale", 1.0)
+    cap = spec.get("final_softcap", 0.0)
+    if cap:
+        logits = cap * np.tanh(logits / cap)
+    return logits
