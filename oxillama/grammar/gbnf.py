@@ -260,6 +260,7 @@ class _Parser:
 
     def parse_repetition(self) -> tuple:
         c = self.peek()
+        start = self.pos
         self.pos += 1
         if c == "*":
             return 0, None
@@ -280,7 +281,7 @@ class _Parser:
             raise self.error("expected '}' to close the repetition count")
         self.pos += 1
         if hi is not None and hi < lo:
-            raise self.error(f"repetition {{{lo},{hi}}} has its maximum below its minimum")
+            raise self.error(f"repetition {{{lo},{hi}}} has its maximum below its minimum", start)
         return lo, hi
 
     def parse_int(self) -> int:
