@@ -22,7 +22,9 @@ Supported (anything else raises GrammarError rather than being ignored):
 ``\\uHHHH``, escaped punctuation), ``.``, classes ``[...]`` with ranges and negation, groups
 ``(...)`` and ``(?:...)``, ``|``, quantifiers ``* + ? {m} {m,} {m,n}`` (lazy forms accepted),
 ``^`` at the start and ``$`` at the end. Without ``^``/``$`` the match may start/end anywhere, as
-JSON Schema's search semantics say. Lookaround, backreferences and other anchors raise.
+JSON Schema's search semantics say. Characters are matched as written (raw), except '"', '\\' and
+control characters, which take their JSON escapes: a ``\\u00e9`` spelling of "é" is not
+accepted where a pattern applies. Lookaround, backreferences and other anchors raise.
 
 Numbers are at most 16 integer digits and 3 exponent digits; whitespace between tokens is at
 most one newline and 20 blanks, so a model cannot stall in whitespace.
@@ -461,7 +463,13 @@ class _Compiler:
         if isinstance(typ, list):
             if not typ:
                 raise GrammarError(f"{path}: empty type list")
-            return " | ".join(self.sub({**schema, "type": t}, f"{name}-{t}", path) for t in typ)
+            if any(t not in _KEYWORDS or t is None for t in typ):
+                raise GrammarError(f"{path}: unknown type in {typ!r}")
+            stray = keys - _KEYWORDS[None] - set().union(*(_KEYWORDS[t] for t in typ))
+            if stray:
+                raise GrammarError(f"{path}: keyword(s) {', '.join(sorted(stray))} not supported for types {typ}")
+            return " | ".join(self.sub({k: v for k, v in schema.items() if k in _KEYWORDS[t]} | {"type": t},
+                                       f"{name}-{t}", path) for t in typ)
         if typ not in _KEYWORDS or typ is None:
             raise GrammarError(f"{path}: unknown type {typ!r}")
         stray = keys - _KEYWORDS[None] - _KEYWORDS[typ]
