@@ -10,18 +10,57 @@ SMOLLM2 = os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf")
 GEMMA3 = os.path.join(MODELS, "gemma-3-270m-q4_k_m.gguf")
 
 
-def gguf_tokens(path):
-    """(tokens, token_types, eos_id) from a GGUF file's tokenizer metadata, via the gguf package."""
-    import gguf
+_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 
-    r = gguf.GGUFReader(path)
-    f = r.fields["tokenizer.ggml.tokens"]
-    tokens = [bytes(f.parts[i]).decode("utf-8") for i in f.data]
-    ft = r.fields["tokenizer.ggml.token_type"]
-    types = [int(ft.parts[i][0]) for i in ft.data]
-    fe = r.fields["tokenizer.ggml.eos_token_id"]
-    eos = int(fe.parts[fe.data[0]][0])
-    return tokens, types, eos
+
+def gguf_tokens(path):
+    """(tokens, token_types, eos_id) from a GGUF file's tokenizer metadata (reads the header only)."""
+    import struct
+
+    with open(path, "rb") as f:
+        data = f.read(64 << 20)
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from("<" + fmt, data, pos)
+        pos += struct.calcsize("<" + fmt)
+        return v[0]
+
+    def string():
+        nonlocal pos
+        n = take("Q")
+        s = data[pos:pos + n].decode("utf-8")
+        pos += n
+        return s
+
+    def value(t):
+        if t == 8:
+            return string()
+        if t == 9:
+            et, n = take("I"), take("Q")
+            if et in _GGUF_SCALARS:
+                fmt = f"<{n}{_GGUF_SCALARS[et]}"
+                nonlocal pos
+                v = list(struct.unpack_from(fmt, data, pos))
+                pos += struct.calcsize(fmt)
+                return v
+            return [value(et) for _ in range(n)]
+        return take(_GGUF_SCALARS[t])
+
+    assert data[:4] == b"GGUF"
+    pos = 4
+    take("I")
+    take("Q")
+    n_kv = take("Q")
+    kv = {}
+    for _ in range(n_kv):
+        key = string()
+        kv[key] = value(take("I"))
+        if "tokenizer.ggml.tokens" in kv and "tokenizer.ggml.token_type" in kv and \
+                "tokenizer.ggml.eos_token_id" in kv:
+            break
+    return kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.token_type"], kv["tokenizer.ggml.eos_token_id"]
 
 
 def smollm2_vocab():
@@ -55,20 +94,17 @@ def random_walk(matcher, rng, max_tokens=400, p_end=0.3, prefer=None):
     allowed ones among them, which keeps walks over large vocabularies short.
     """
     out = bytearray()
-    eog = set(int(t) for t in matcher.eog_ids)
+    eog = np.asarray(matcher.eog_ids, dtype=np.int64)
     for _ in range(max_tokens):
         allowed = matcher.allowed_tokens()
         assert len(allowed) > 0, f"dead end after {bytes(out)!r}"
-        ends = [t for t in allowed if t in eog]
-        if ends and rng.random() < p_end:
-            matcher.accept_token(ends[0])
-            return bytes(out), True
-        body = [t for t in allowed if t not in eog]
-        if not body:
-            matcher.accept_token(ends[0])
+        ends = np.intersect1d(allowed, eog)
+        body = np.setdiff1d(allowed, eog, assume_unique=True)
+        if len(ends) and (rng.random() < p_end or not len(body)):
+            matcher.accept_token(int(ends[0]))
             return bytes(out), True
         if prefer is not None and rng.random() < 0.5:
-            pref = np.intersect1d(body, prefer)
+            pref = np.intersect1d(body, prefer, assume_unique=True)
             if len(pref):
                 body = pref
         t = int(body[rng.integers(len(body))])
