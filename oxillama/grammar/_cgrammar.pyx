@@ -222,7 +222,11 @@ cdef class Machine:
         flat = []
         for st in stacks:
             flat.append(len(st))
-            flat.extend(int(p) for p in st)
+            for p in st:
+                p = int(p)
+                if not 0 <= p < 2 ** 31 - 1:
+                    raise GrammarError(f"grammar state position {p} out of range")
+                flat.append(p)
         buf = np.asarray(flat + [0], dtype=np.int32)
         cdef int32_t[::1] b = buf
         return <int32_t>_check(oxg_import(self.m, &b[0], len(flat)))

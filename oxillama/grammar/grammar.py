@@ -1,6 +1,7 @@
 """The public Grammar: parse GBNF or compile a JSON schema, check whole strings."""
 from __future__ import annotations
 
+import hashlib
 import os
 
 from oxillama.errors import GrammarError
@@ -27,9 +28,11 @@ class Grammar:
     """
 
     def __init__(self, text: str, root: str = "root"):
+        cp = gbnf.parse_gbnf(text, root)
         self.text = text
         self.root = root
-        cp = gbnf.parse_gbnf(text, root)
+        # names the grammar in saved matcher states, so a state is not restored into another grammar
+        self.fingerprint = hashlib.sha256(f"{root}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
         ir = gbnf.lower_to_bytes(cp)
         self.n_rules = len(ir.rule_alts)
         alt_off = [0]

@@ -85,12 +85,15 @@ class GrammarMatcher:
 
     def get_state(self) -> dict:
         """Plain data (lists, ints, bools) describing where the match is, for snapshots."""
-        return {"version": STATE_VERSION, "stacks": self._machine.export(self._state), "ended": self._ended}
+        return {"version": STATE_VERSION, "grammar": self.grammar.fingerprint,
+                "stacks": self._machine.export(self._state), "ended": self._ended}
 
     def set_state(self, state: dict) -> None:
         """Restore a get_state() result taken from a matcher of the same grammar."""
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise GrammarError(f"not a grammar matcher state (version {STATE_VERSION} expected)")
+        if state.get("grammar") != self.grammar.fingerprint:
+            raise GrammarError("grammar matcher state was saved under a different grammar")
         stacks = state.get("stacks")
         if not isinstance(stacks, (list, tuple)) or not all(
                 isinstance(s, (list, tuple)) and all(isinstance(p, int) for p in s) for s in stacks):

@@ -130,11 +130,22 @@ def test_state_roundtrip_through_msgpack():
 
 @pytest.mark.parametrize("bad", [None, {}, {"version": 99, "stacks": [[1]]}, {"version": 1, "stacks": []},
                                  {"version": 1, "stacks": [[10 ** 9]]}, {"version": 1, "stacks": [["x"]]},
-                                 {"version": 1, "stacks": [[-5]]}])
+                                 {"version": 1, "stacks": [[-5]]}, {"version": 1, "stacks": [[0, 10 ** 12]]},
+                                 {"version": 1, "stacks": [[1]], "grammar": "0" * 16}])
 def test_bad_state_is_rejected(bad):
     m = GrammarMatcher(Grammar.json(), SYNTH, EOG)
+    if isinstance(bad, dict) and "grammar" not in bad:
+        bad = dict(bad, grammar=m.grammar.fingerprint)
     with pytest.raises(GrammarError):
         m.set_state(bad)
+    assert m.is_token_allowed(ord("{"))  # the matcher is still usable
+
+
+def test_state_from_another_grammar_is_rejected():
+    a = GrammarMatcher(Grammar.from_string('root ::= "a"+'), SYNTH, EOG)
+    b = GrammarMatcher(Grammar.from_string('root ::= "b"+'), SYNTH, EOG)
+    with pytest.raises(GrammarError, match="different grammar"):
+        b.set_state(a.get_state())
 
 
 def test_apply_to_logits_and_argument_checks():
