@@ -8,12 +8,12 @@ from oxillama.errors import GrammarError
 from oxillama.grammar import gbnf
 from oxillama.grammar._cgrammar import Machine
 
-JSON_GBNF = r"""# any JSON value (RFC 8259), with bounded whitespace so a decoder cannot loop on blanks
+JSON_GBNF = r"""# any JSON value (RFC 8259); whitespace only after tokens and bounded, so a decoder cannot loop on blanks
 root   ::= value
 value  ::= object | array | string | number | ("true" | "false" | "null") ws
 object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
 array  ::= "[" ws ( value ("," ws value)* )? "]" ws
-string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+string ::= "\"" ( [^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
 number ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,3})? ws
 ws     ::= | " " | "\n" [ \t]{0,20}
 """

@@ -53,8 +53,8 @@ _ALL_KEYWORDS = set().union(*_KEYWORDS.values()) | _ANNOTATIONS
 
 PRIMITIVES = {
     "space": r'| " " | "\n" [ \t]{0,20}',
-    "char": r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})',
-    "plain-char": r'[^"\\\x7F\x00-\x1F]',
+    "char": r'[^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})',
+    "plain-char": r'[^"\\\x00-\x1F]',
     "string": r'"\"" char* "\"" space',
     "integral-part": r'"0" | [1-9] [0-9]{0,15}',
     "integer": r'"-"? integral-part space',
@@ -106,7 +106,7 @@ def gbnf_class(ranges) -> str:
 
 
 # code points a JSON string may hold unescaped
-_RAW_OK = merge_ranges([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E), (0x80, 0x10FFFF)])
+_RAW_OK = merge_ranges([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)])
 
 
 def _intersect(a, b) -> tuple:
@@ -129,7 +129,7 @@ def json_char_expr(ranges) -> str:
     raw = _intersect(ranges, _RAW_OK)
     if raw:
         alts.append(gbnf_class(raw))
-    for lo, hi in _intersect(ranges, ((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x7F))):
+    for lo, hi in _intersect(ranges, ((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C))):
         for cp in range(lo, hi + 1):
             alts.append(gbnf_literal(json.dumps(chr(cp))[1:-1]))
     if not alts:
@@ -678,7 +678,7 @@ class _Compiler:
             for c in chars:
                 if c in safe or ord(c) > 0x7F:
                     alts.append(f"{gbnf_literal(c)} {node_rule(node[c])}")
-            excluded = [(ord(c), ord(c)) for c in chars] + [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x7F)]
+            excluded = [(ord(c), ord(c)) for c in chars] + [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]
             alts.append(f'{gbnf_class(negate_ranges(excluded))} {plain}* "\\""')
             self.rules[rname] = " | ".join(alts)
             return rname

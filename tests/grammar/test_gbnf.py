@@ -1,4 +1,5 @@
 """GBNF parser: every construct, every rejection, and agreement with Python's re on generated strings."""
+import json
 import re
 
 import pytest
@@ -250,3 +251,74 @@ def _compiled(text):
     if text not in _cache:
         _cache[text] = Grammar.from_string(text)
     return _cache[text]
+
+
+# -- the JSON grammar against Python's json --------------------------------------------------------
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10 ** 15, 10 ** 15)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_json_values, st.sampled_from([None, 1, 2]), st.booleans(), st.data())
+def test_json_grammar_agrees_with_json(value, indent, ascii_only, data):
+    j = _compiled(JSON_TEXT)
+    text = json.dumps(value, indent=indent, ensure_ascii=ascii_only)
+    assert j.accepts(text), text
+    # one edit (delete or insert a character): the grammar and json.loads must still agree
+    if text:
+        i = data.draw(st.integers(0, len(text) - 1))
+        c = data.draw(st.sampled_from(list('{}[],:"\\0123456789.eE-+ tfnulx\n')))
+        for edited in (text[:i] + text[i + 1:], text[:i] + c + text[i:]):
+            try:
+                json.loads(edited)
+                valid = True
+            except ValueError:
+                valid = False
+            # the grammar bounds whitespace runs and digit counts and has no leading whitespace;
+            # nothing else may differ
+            if valid and (edited[:1].isspace() or re.search(r"\d{17}|[eE][-+]?\d{4}", edited) or any(
+                    not re.fullmatch(r" |\n[ \t]{0,20}", w) for w in re.findall(r"[ \t\n\r]+", edited))):
+                continue
+            assert j.accepts(edited) == valid, edited
+
+
+JSON_TEXT = Grammar.json().text
+
+
+# -- robustness: arbitrary text is a grammar or a GrammarError, quickly ---------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet='root::=|()[]^-*+?{}0123456789,."\\xu# \nabé', max_size=40))
+def test_arbitrary_text_parses_or_raises_grammar_error(text):
+    try:
+        g = Grammar.from_string(text)
+    except GrammarError as e:
+        assert "line" in str(e)
+        return
+    g.accepts("abc")
+    g.accepts("")
+
+
+def test_machine_rejects_malformed_arrays():
+    from oxillama.grammar._cgrammar import Machine
+
+    sets = bytes(32)
+    with pytest.raises(GrammarError):
+        Machine([0, -1], [0, 1], [0], sets + b"x")       # bitmaps not a multiple of 32 bytes
+    with pytest.raises(GrammarError):
+        Machine([5, -1], [0, 1], [0], sets)              # byte-set id out of range
+    with pytest.raises(GrammarError):
+        Machine([-9, -1], [0, 1], [0], sets)             # rule reference out of range
+    with pytest.raises(GrammarError):
+        Machine([0, -1], [0, 1], [7], sets)              # alternative start out of range
+    with pytest.raises(GrammarError):
+        Machine([0, 0], [0, 1], [0], sets)               # last alternative not terminated
+    m = Machine([0, -1], [0, 1], [0], sets)
+    with pytest.raises(GrammarError):
+        m.walk(12345, b"a")                               # unknown state id
+    with pytest.raises(GrammarError):
+        m.initial(3)
