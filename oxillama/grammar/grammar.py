@@ -98,3 +98,30 @@ class Grammar:
     def __repr__(self):
         first = self.text.strip().splitlines()[0] if self.text.strip() else ""
         return f"Grammar({first[:60]!r}..., {self.n_rules} rules)"
+
+
+def grammar_from_response_format(response_format) -> Grammar | None:
+    """The Grammar an OpenAI-style ``response_format`` asks for, or None for free text.
+
+    Accepted shapes: ``{"type": "text"}``; ``{"type": "json_object"}`` (any JSON object);
+    ``{"type": "json_object", "schema": {...}}``; and OpenAI's
+    ``{"type": "json_schema", "json_schema": {"name": ..., "schema": {...}}}``.
+    """
+    if response_format is None:
+        return None
+    if not isinstance(response_format, dict) or "type" not in response_format:
+        raise GrammarError("response_format must be a dict with a 'type'")
+    kind = response_format["type"]
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        schema = response_format.get("schema")
+        if schema is None:
+            return Grammar(JSON_GBNF, root="object")
+        return Grammar.from_json_schema(schema)
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        if not isinstance(spec, dict) or "schema" not in spec:
+            raise GrammarError("response_format of type 'json_schema' needs json_schema.schema")
+        return Grammar.from_json_schema(spec["schema"])
+    raise GrammarError(f"unsupported response_format type {kind!r} (text, json_object, json_schema)")

@@ -251,3 +251,19 @@ def test_generic_json_and_schema_strings():
 def test_unsupported_or_invalid_schemas_raise(schema, words):
     with pytest.raises(GrammarError, match=re.escape(words)):
         Grammar.from_json_schema(schema)
+
+
+def test_response_format_shapes():
+    from oxillama.grammar import grammar_from_response_format as rf
+
+    assert rf(None) is None and rf({"type": "text"}) is None
+    g = rf({"type": "json_object"})
+    assert g.accepts('{"a": [1]}') and not g.accepts("[1]") and not g.accepts("3")
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+    for shape in ({"type": "json_object", "schema": schema},
+                  {"type": "json_schema", "json_schema": {"name": "t", "strict": True, "schema": schema}}):
+        g = rf(shape)
+        assert g.accepts('{"x": 3}') and not g.accepts('{"x": "3"}')
+    for bad in ({"type": "xml"}, {"type": "json_schema"}, "json", {}):
+        with pytest.raises(GrammarError):
+            rf(bad)
