@@ -334,8 +334,6 @@ class _Parser:
                 self.pos += 2
                 return ord(_ESCAPES[e])
             raise self.error(f"unknown escape '\\{e}'" if e else "escape at the end of the text")
-        if c in "\r\n":
-            raise self.error("line break inside a literal or class (write \\n)")
         cp = ord(c)
         if 0xD800 <= cp <= 0xDFFF:
             raise self.error("lone surrogate in the grammar text")

@@ -322,3 +322,10 @@ def test_machine_rejects_malformed_arrays():
         m.walk(12345, b"a")                               # unknown state id
     with pytest.raises(GrammarError):
         m.initial(3)
+
+
+def test_llama_cpp_layout_conventions():
+    # body on the line after '::=', comments inside groups, raw tab/newline inside a class
+    text = 'root ::=\n  "[" ws (\n    item  # first\n    ("," ws item)*\n  )? "]"\nitem ::= [a-z]+ ws\nws ::= ([ \t\n] ws)?\n'
+    g = Grammar.from_string(text)
+    assert g.accepts("[ab,\tc \n]") and g.accepts("[]") and not g.accepts("[a,]")
