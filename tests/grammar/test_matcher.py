@@ -224,3 +224,34 @@ def test_real_vocab_arithmetic(smollm2):
             assert g.accepts(data)
             eval(data.decode().replace("/", "*"))
     assert ended >= 4
+
+
+def test_masks_agree_with_regex_partial_matching():
+    """An independent oracle: a token is allowed iff prefix + token can still be extended to a match."""
+    regex = pytest.importorskip("regex")
+    from test_gbnf import EQUIVALENTS
+
+    alphabet = "abcdé\n"
+    words = list(alphabet) + [a + b for a in alphabet for b in alphabet] + ["abab", "bcbc", "ééé", "cab"]
+    vocab = [w.encode() for w in words] + [b""]
+    eog = len(vocab) - 1
+    rng = np.random.default_rng(5)
+    for gtext, rx in EQUIVALENTS:
+        if rx is None:
+            continue
+        m = GrammarMatcher(Grammar.from_string(gtext), vocab, [eog])
+        pat = regex.compile(rx, regex.DOTALL)
+        for _ in range(4):
+            m.reset()
+            prefix = ""
+            for _ in range(12):
+                mask = m.fill_mask(np.zeros(m.n_vocab, bool))
+                want = [pat.fullmatch(prefix + w, partial=True) is not None for w in words]
+                assert mask[:-1].tolist() == want, (gtext, prefix)
+                assert mask[eog] == (pat.fullmatch(prefix) is not None)
+                body = np.flatnonzero(mask[:-1])
+                if not len(body):
+                    break
+                t = int(rng.choice(body))
+                m.accept_token(t)
+                prefix += words[t]
