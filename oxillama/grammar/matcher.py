@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import weakref
 
 import numpy as np
 
@@ -34,20 +35,68 @@ MASK_CACHE_SIZE = 16
 """Full vocabulary masks kept per matcher, keyed by parse state (grammars revisit states often)."""
 
 
+def _as_byte_list(vocab_bytes) -> list:
+    """bytes per token id, from a list of bytes or of (id, bytes) pairs (``Tokenizer.vocab_bytes()``)."""
+    vocab_bytes = list(vocab_bytes)
+    if vocab_bytes and isinstance(vocab_bytes[0], tuple):
+        out = [b""] * len(vocab_bytes)
+        for pair in vocab_bytes:
+            if not (isinstance(pair, tuple) and len(pair) == 2):
+                raise GrammarError("vocab_bytes mixes (id, bytes) pairs with other items")
+            tid, data = pair
+            if not 0 <= int(tid) < len(out):
+                raise GrammarError(f"vocab_bytes: token id {tid} out of range")
+            out[int(tid)] = data
+        return out
+    return vocab_bytes
+
+
+# tokenizer -> (vocab bytes with control tokens blanked, eog ids), built once per tokenizer
+_tokenizer_vocab: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def tokenizer_vocab(tokenizer) -> tuple:
+    """(vocab bytes, eog ids) for a Tokenizer: control and unknown tokens get b"", so a grammar can
+    never spell them out (an end-of-generation token is allowed only through eog ids)."""
+    try:
+        hit = _tokenizer_vocab.get(tokenizer)
+    except TypeError:
+        hit = None
+    if hit is not None:
+        return hit
+    vb = _as_byte_list(tokenizer.vocab_bytes())
+    out = [b"" if tokenizer.is_special(i) else b for i, b in enumerate(vb)]
+    result = (out, sorted(tokenizer.eog_ids))
+    try:
+        _tokenizer_vocab[tokenizer] = result
+    except TypeError:
+        pass
+    return result
+
+
 class GrammarMatcher:
     """Match a Grammar token by token over a vocabulary.
 
     Args:
         grammar: the Grammar.
-        vocab_bytes: bytes of every token, indexed by token id (``tokenizer.vocab_bytes()``).
+        vocab_bytes: bytes of every token, indexed by token id, or ``[(id, bytes)]`` pairs as
+            ``Tokenizer.vocab_bytes()`` gives them. Tokens with empty bytes are never allowed.
+            Prefer ``GrammarMatcher.from_tokenizer``, which also hides control tokens.
         eog_ids: end-of-generation token ids, allowed only where the grammar can end.
     """
+
+    @classmethod
+    def from_tokenizer(cls, grammar: Grammar, tokenizer) -> "GrammarMatcher":
+        """A matcher over a Tokenizer's vocabulary: control tokens are never allowed, and the
+        tokenizer's end-of-generation tokens only where the grammar can end."""
+        vocab, eog = tokenizer_vocab(tokenizer)
+        return cls(grammar, vocab, eog)
 
     def __init__(self, grammar: Grammar, vocab_bytes, eog_ids=()):
         if not isinstance(grammar, Grammar):
             raise GrammarError(f"GrammarMatcher needs a Grammar, not {type(grammar).__name__}")
         self.grammar = grammar
-        self.vocab = vocab_trie(vocab_bytes, eog_ids)
+        self.vocab = vocab_trie(_as_byte_list(vocab_bytes), eog_ids)
         self.n_vocab = self.vocab.n_vocab
         eog = sorted(set(int(t) for t in eog_ids))
         for t in eog:

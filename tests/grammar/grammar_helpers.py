@@ -63,9 +63,9 @@ def gguf_tokens(path):
     return kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.token_type"], kv["tokenizer.ggml.eos_token_id"]
 
 
-def smollm2_vocab():
+def smollm2_vocab(path=SMOLLM2):
     """SmolLM2's vocab bytes (GPT-2 byte-level BPE) and its end-of-generation id."""
-    tokens, types, eos = gguf_tokens(SMOLLM2)
+    tokens, types, eos = gguf_tokens(path)
     return gpt2_token_bytes(tokens, types), [eos]
 
 
@@ -82,8 +82,8 @@ def sentencepiece_token_bytes(tokens, types):
     return out
 
 
-def gemma3_vocab():
-    tokens, types, eos = gguf_tokens(GEMMA3)
+def gemma3_vocab(path=GEMMA3):
+    tokens, types, eos = gguf_tokens(path)
     return sentencepiece_token_bytes(tokens, types), [eos]
 
 

@@ -1,15 +1,15 @@
 """GrammarMatcher over synthetic and real vocabularies: masks, single-token checks, UTF-8 splits, EOG, state."""
 import json
-import os
 
 import msgpack
 import numpy as np
 import pytest
 
-from grammar_helpers import SMOLLM2, random_walk, smollm2_vocab
+from grammar_helpers import random_walk, smollm2_vocab
 from oxillama.errors import GrammarError
 from oxillama.grammar import Grammar, GrammarMatcher
 from oxillama.grammar import matcher as matcher_mod
+from oxillama.grammar.matcher import tokenizer_vocab
 
 ARITH = r"""
 root   ::= expr
@@ -183,10 +183,42 @@ def test_tables_are_rebuilt_when_large(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def smollm2():
-    if not os.path.exists(SMOLLM2):
-        pytest.skip("SmolLM2 model file not available")
-    return smollm2_vocab()
+def smollm2_tokenizer(smollm2_path):
+    from oxillama.tokenizer import Tokenizer
+
+    return Tokenizer.from_gguf(smollm2_path)
+
+
+@pytest.fixture(scope="module")
+def smollm2(smollm2_tokenizer):
+    return tokenizer_vocab(smollm2_tokenizer)
+
+
+def test_tokenizer_vocab_matches_gguf_byte_decoding(smollm2, smollm2_path):
+    # the tokenizer's bytes agree with an independent GPT-2 byte decoding of the GGUF token list
+    # (control tokens blanked in both)
+    vocab, eog = smollm2
+    ref, ref_eog = smollm2_vocab(smollm2_path)
+    assert vocab == ref and ref_eog[0] in eog
+
+
+def test_real_tokenizer_json_text_and_control_tokens(smollm2_tokenizer):
+    tok = smollm2_tokenizer
+    m = GrammarMatcher.from_tokenizer(Grammar.json(), tok)
+    text = '{"name": "Ada Lovelace", "born": 1815, "tags": ["math", "poetry"], "ok": true, "x": null}'
+    for t in tok.encode(text, add_special=False):
+        assert m.is_token_allowed(t), (t, tok.token_to_bytes(t))
+        assert not m.can_end
+        m.accept_token(t)
+    assert m.can_end and all(m.is_token_allowed(t) for t in tok.eog_ids)
+    m.reset()
+    m.accept_bytes(b'{"a": "')
+    control = [i for i in range(tok.n_vocab) if tok.is_special(i)]
+    assert control and not m.allowed_tokens()[np.isin(m.allowed_tokens(), control)].size
+    assert m.is_token_allowed(tok.token_to_id("<"))
+    # the (id, bytes) pairs Tokenizer.vocab_bytes() returns are accepted as they are
+    m2 = GrammarMatcher(Grammar.json(), tok.vocab_bytes(), sorted(tok.eog_ids))
+    assert m2.is_token_allowed(tok.encode("{", add_special=False)[0])
 
 
 def test_real_vocab_json_walks(smollm2):
