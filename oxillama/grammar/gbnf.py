@@ -354,7 +354,25 @@ def parse_gbnf(text: str, root: str = "root") -> CodePointGrammar:
         raise p.error(f"the grammar has no '{root}' rule", len(text))
     g = CodePointGrammar(p.rules, p.names, p.origins, p.by_name[root])
     check_left_recursion(g)
+    if not productive_rules(g.rules)[g.root]:
+        line, col = g.origins[g.root]
+        err = GrammarError(f"line {line}, column {col}: rule '{root}' can never finish "
+                           "(every alternative recurses forever), so nothing matches it")
+        err.line, err.column = line, col
+        raise err
     return g
+
+
+def productive_rules(rules: list) -> list:
+    """productive[r]: rule r matches at least one finite string (least fixpoint)."""
+    productive = [False] * len(rules)
+    changed = True
+    while changed:
+        changed = False
+        for r, alts in enumerate(rules):
+            if not productive[r] and any(all(k != "ref" or productive[v] for k, v in alt) for alt in alts):
+                productive[r] = changed = True
+    return productive
 
 
 def nullable_rules(rules: list) -> list:

@@ -76,6 +76,8 @@ _PRIMITIVE_DEPS = {
     "object": ["string", "value", "space"], "array": ["value", "space"], "date-time": ["date", "time"],
 }
 _FORMATS = ("date", "time", "date-time", "uuid")
+MAX_SCHEMA_DEPTH = 100
+"""Deepest accepted nesting of sub-schemas (through properties, items, combinators and $ref chains)."""
 
 
 def gbnf_literal(s: str) -> str:
@@ -372,6 +374,7 @@ class _Compiler:
         self.root_schema = root_schema
         self.rules: dict = {}
         self.refs: dict = {}
+        self.depth = 0
 
     def use(self, name: str) -> str:
         """Add a primitive rule (and those it uses); return its name."""
@@ -420,6 +423,15 @@ class _Compiler:
 
     def visit(self, schema, name: str, path: str) -> str:
         """GBNF expression matching the schema's JSON values (followed by optional space)."""
+        self.depth += 1
+        try:
+            if self.depth > MAX_SCHEMA_DEPTH:
+                raise GrammarError(f"{path[:200]}: schema nested deeper than {MAX_SCHEMA_DEPTH}")
+            return self._visit(schema, name, path)
+        finally:
+            self.depth -= 1
+
+    def _visit(self, schema, name: str, path: str) -> str:
         if schema is True or schema == {}:
             return self.use("value")
         if schema is False:

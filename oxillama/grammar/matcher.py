@@ -237,5 +237,10 @@ class GrammarMatcher:
         if not isinstance(logits, np.ndarray) or logits.dtype != np.float32 or logits.shape != (self.n_vocab,) \
                 or not logits.flags.c_contiguous:
             raise GrammarError(f"logits must be a contiguous float32 array of shape ({self.n_vocab},)")
-        apply_mask_to_logits(logits, self._mask())
+        mask = self._mask()
+        if not self._ended and not mask.any():
+            # nothing to sample from: say why instead of handing the sampler all -inf
+            raise GrammarError("no token of the vocabulary can continue the grammar here "
+                               f"(after {self._machine.n_stacks(self._state)} parse stacks)")
+        apply_mask_to_logits(logits, mask)
         return logits

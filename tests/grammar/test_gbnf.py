@@ -329,3 +329,10 @@ def test_llama_cpp_layout_conventions():
     text = 'root ::=\n  "[" ws (\n    item  # first\n    ("," ws item)*\n  )? "]"\nitem ::= [a-z]+ ws\nws ::= ([ \t\n] ws)?\n'
     g = Grammar.from_string(text)
     assert g.accepts("[ab,\tc \n]") and g.accepts("[]") and not g.accepts("[a,]")
+
+
+def test_root_that_can_never_finish_is_rejected():
+    e = error_of('root ::= "a" root | "b" x\nx ::= "c" x')
+    assert "never finish" in str(e) and (e.line, e.column) == (1, 1)
+    # an unproductive rule that is only one alternative among others is harmless
+    assert Grammar.from_string('root ::= "a" | x\nx ::= "c" x').accepts("a")

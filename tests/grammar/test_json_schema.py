@@ -267,3 +267,16 @@ def test_response_format_shapes():
     for bad in ({"type": "xml"}, {"type": "json_schema"}, "json", {}):
         with pytest.raises(GrammarError):
             rf(bad)
+
+
+def test_deeply_nested_schema_raises_cleanly():
+    s = {"type": "integer"}
+    for _ in range(2000):
+        s = {"type": "array", "items": s}
+    with pytest.raises(GrammarError, match="nested deeper"):
+        Grammar.from_json_schema(s)
+    s = {"type": "integer"}
+    for _ in range(20):
+        s = {"type": "object", "properties": {"k": s}, "required": ["k"]}
+    g = Grammar.from_json_schema(s)
+    assert g.accepts('{"k": ' * 20 + "5" + "}" * 20)

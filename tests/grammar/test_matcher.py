@@ -287,3 +287,13 @@ def test_masks_agree_with_regex_partial_matching():
                 t = int(rng.choice(body))
                 m.accept_token(t)
                 prefix += words[t]
+
+
+def test_vocabulary_that_cannot_continue_raises_on_apply():
+    # the vocabulary has no token for "z", so after "a" nothing can follow
+    vocab = [b"a", b"b", b""]
+    m = GrammarMatcher(Grammar.from_string('root ::= "a" "z"'), vocab, [2])
+    m.accept_token(0)
+    assert not m.allowed_tokens().size
+    with pytest.raises(GrammarError, match="no token of the vocabulary"):
+        m.apply_to_logits(np.zeros(3, np.float32))
