@@ -21,7 +21,10 @@ from oxillama.runtime.kv_cache import ContiguousKVCache
 
 log = logging.getLogger("oxillama.engine")
 
-DEFAULT_MAX_CTX = 4096   # n_ctx=0 means the trained context, capped here to keep the KV cache modest
+DEFAULT_MAX_CTX = 4096
+# generate() keywords that do not describe the sampler: continuing with only these keeps its state
+_NON_SAMPLING_KEYS = frozenset({"max_tokens", "max_new_tokens", "n_predict", "stop", "stop_strings", "logprobs",
+                                "stopping_criteria"})   # n_ctx=0 means the trained context, capped here to keep the KV cache modest
 
 
 class InferenceEngine:
@@ -242,7 +245,8 @@ class InferenceEngine:
         if continuing:
             if not self.tokens:
                 raise InvalidArgumentError("generate(None) continues a session, but there is none: give a prompt")
-            sampler_changed = bool(kwargs) or seed is not None
+            sampler_changed = seed is not None or processors is not None or any(
+                k not in _NON_SAMPLING_KEYS for k in kwargs)
             if self._sampler is None or sampler_changed:
                 self._sampler = Sampler(config, seed=self._seed_for(seed), logits_processors=processors)
             if grammar is not None:
