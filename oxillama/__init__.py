@@ -1,4 +1,10 @@
-"""oxillama: run GGUF large language models on the CPU at C speed, from Python."""
+"""oxillama: run GGUF large language models on the CPU at C speed, from Python.
+
+    from oxillama import InferenceEngine
+    with InferenceEngine.from_gguf("model.gguf") as engine:
+        print(engine.generate("The capital of France is", max_tokens=16, temperature=0))
+"""
+import importlib
 import logging
 
 from oxillama._system import system_info
@@ -7,4 +13,29 @@ from oxillama.errors import OxillamaError
 logging.getLogger("oxillama").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
-__all__ = ["OxillamaError", "system_info", "__version__"]
+
+# public name -> module; imported on first use so `import oxillama` stays light
+_LAZY = {
+    "InferenceEngine": "oxillama.runtime",
+    "Tokenizer": "oxillama.tokenizer",
+    "Sampler": "oxillama.sampling",
+    "SamplerConfig": "oxillama.sampling",
+    "Grammar": "oxillama.grammar",
+    "GGUFFile": "oxillama.gguf",
+    "GGUFWriter": "oxillama.gguf",
+    "QMatrix": "oxillama.quant",
+}
+
+__all__ = ["OxillamaError", "system_info", "__version__", *_LAZY]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'oxillama' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(__all__)

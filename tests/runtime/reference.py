@@ -20,6 +20,24 @@ def _mat(w) -> np.ndarray | None:
     return dequantize(data, qtype, rows * cols).reshape(rows, cols).astype(np.float64)
 
 
+_VEC_DOT_TYPE = {"F32": None, "F16": None, "BF16": None, "Q4_0": "Q8_0", "Q5_0": "Q8_0", "Q8_0": "Q8_0",
+                 "IQ4_NL": "Q8_0", "Q4_1": "Q8_1", "Q5_1": "Q8_1", "Q8_1": "Q8_1"}
+
+
+def _matmul(x, w, emulate: bool):
+    """x @ W.T; with emulate, x is first rounded to the activation type the C kernels use
+    (Q8_0/Q8_1 for 32-blocks, Q8_K for K-quants), so only summation order differs."""
+    W = _mat(w)
+    if emulate:
+        from oxillama.quant import GGMLType, quantize
+        name = GGMLType(w[1]).name
+        act = _VEC_DOT_TYPE.get(name, "Q8_K")
+        if act is not None:
+            x32 = np.ascontiguousarray(x, dtype=np.float32)
+            x = dequantize(quantize(x32, act), act, x32.size).reshape(x.shape).astype(np.float64)
+    return x @ W.T
+
+
 def _vec(v):
     return None if v is None else np.asarray(v, dtype=np.float64)
 
@@ -89,8 +107,13 @@ def _apply_rope(x, rope, pos):
     return x
 
 
-def reference_forward(spec: dict, tokens: list[int]) -> np.ndarray:
-    """Logits (n_tokens, n_vocab) for tokens at positions 0..n-1."""
+def reference_forward(spec: dict, tokens: list[int], *, emulate_kernels: bool = False) -> np.ndarray:
+    """Logits (n_tokens, n_vocab) for tokens at positions 0..n-1.
+
+    emulate_kernels: round activations to the kernels' activation types and K/V to float16, as the
+    engine does; what remains is summation order, so the comparison can be tight.
+    """
+    em = emulate_kernels
     n = len(tokens)
     pos = np.arange(n, dtype=np.float64)
     kind, eps = spec.get("norm_type", "rms"), spec["norm_eps"]
@@ -100,10 +123,10 @@ def reference_forward(spec: dict, tokens: list[int]) -> np.ndarray:
         nh, nkv, hd = L["n_head"], L["n_head_kv"], L["head_dim"]
         h = _norm(x, _vec(L["attn_norm"]), _vec(L.get("attn_norm_b")), kind, eps)
         if L.get("wk") is None:                                          # fused QKV
-            qkv = h @ _mat(L["wq"]).T
+            qkv = _matmul(h, L["wq"], em)
             q, k, v = np.split(qkv, [nh * hd, nh * hd + nkv * hd], axis=-1)
         else:
-            q, k, v = h @ _mat(L["wq"]).T, h @ _mat(L["wk"]).T, h @ _mat(L["wv"]).T
+            q, k, v = _matmul(h, L["wq"], em), _matmul(h, L["wk"], em), _matmul(h, L["wv"], em)
         for name, t in (("bq", "q"), ("bk", "k"), ("bv", "v")):
             if L.get(name) is not None:
                 if t == "q":
@@ -121,6 +144,9 @@ def reference_forward(spec: dict, tokens: list[int]) -> np.ndarray:
             k = _norm(k, _vec(L["k_norm"]), None, "rms", eps)
         q = _apply_rope(q, L.get("rope"), pos)
         k = _apply_rope(k, L.get("rope"), pos)
+        if em:   # the cache stores K and V as float16
+            k = k.astype(np.float16).astype(np.float64)
+            v = v.astype(np.float16).astype(np.float64)
         group = nh // nkv
         k = np.repeat(k, group, axis=1)
         v = np.repeat(v, group, axis=1)
@@ -137,7 +163,7 @@ def reference_forward(spec: dict, tokens: list[int]) -> np.ndarray:
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         scores /= scores.sum(-1, keepdims=True)
         attn = np.einsum("hqk,khd->qhd", scores, v).reshape(n, nh * hd)
-        out = attn @ _mat(L["wo"]).T
+        out = _matmul(attn, L["wo"], em)
         if L.get("bo") is not None:
             out = out + L["bo"]
         if L.get("post_attn_norm") is not None:
@@ -147,7 +173,7 @@ def reference_forward(spec: dict, tokens: list[int]) -> np.ndarray:
         else:
             x = x + out
             f_in = _norm(x, _vec(L["ffn_norm"]), _vec(L.get("ffn_norm_b")), kind, eps)
-        up = f_in @ _mat(L["w_up"]).T
+        up = _matmul(f_in, L["w_up"], em)
         if L.get("b_up") is not None and not L.get("fused_gate_up"):
             up = up + L["b_up"]
         if L.get("fused_gate_up"):
@@ -155,21 +181,21 @@ def reference_forward(spec: dict, tokens: list[int]) -> np.ndarray:
             if L.get("b_up") is not None:
                 up = up + L["b_up"]
         elif L.get("w_gate") is not None:
-            gate = f_in @ _mat(L["w_gate"]).T
+            gate = _matmul(f_in, L["w_gate"], em)
             if L.get("b_gate") is not None:
                 gate = gate + L["b_gate"]
         else:
             gate = None
         act = L.get("act", "silu")
         hdn = _act(act, gate) * up if gate is not None else _act(act, up)
-        f = hdn @ _mat(L["w_down"]).T
+        f = _matmul(hdn, L["w_down"], em)
         if L.get("b_down") is not None:
             f = f + L["b_down"]
         if L.get("post_ffn_norm") is not None:
             f = _norm(f, _vec(L["post_ffn_norm"]), None, kind, eps)
         x = x + f + (out if L.get("parallel_residual") else 0.0)
     x = _norm(x, _vec(spec["out_norm"]), _vec(spec.get("out_norm_b")), kind, eps)
-    logits = x @ _mat(spec["output"]).T * spec.get("logit_scale", 1.0)
+    logits = _matmul(x, spec["output"], em) * spec.get("logit_scale", 1.0)
     cap = spec.get("final_softcap", 0.0)
     if cap:
         logits = cap * np.tanh(logits / cap)

@@ -1,0 +1,280 @@
+/* Whole-vocabulary passes for sampling; see sampling.h. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "oxl.h"
+#include "sampling/sampling.h"
+
+/* gcc builds an x86-64-v3 (AVX2+FMA) clone of the two hot loops beside the baseline one and
+ * picks one at load time (an ifunc resolver, which checks CPUID and OS support). This module is
+ * built with baseline flags only, like the rest of csrc/ outside the tier folders. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
+#define OXL_SAMP_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define OXL_SAMP_CLONES
+#endif
+/* the selects below only guard values, never traps; saying so lets gcc if-convert and vectorize */
+#if defined(__GNUC__) && !defined(__clang__)
+#define OXL_SAMP_NOTRAP __attribute__((optimize("no-trapping-math")))
+#else
+#define OXL_SAMP_NOTRAP
+#endif
+
+/* exp(x) for x <= 0 as straight-line float code the compiler vectorizes: x = n*ln2 + r with
+ * |r| <= ln2/2, exp(r) from a degree-6 polynomial (Cephes expf coefficients), 2^n built in the
+ * exponent bits. Relative error about 2 ulp. x must be >= -87 (clamped by the caller);
+ * the result is multiplied by below (0 or 1) so the caller can zero what it clamped. */
+OXL_SAMP_NOTRAP OXL_INLINE float oxl_samp_expf(float x, float below) {
+    /* round-to-nearest through the 1.5 * 2^23 magic constant */
+    const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = x - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, 4);
+    return p * scale * below;
+}
+
+/* Reductions run on 8 independent lanes held in a GCC/clang vector type: the compiler may not
+ * reorder a float sum by itself (that would need -ffast-math for the whole file), and written as
+ * lanes it maps them to SSE or AVX registers. Loads go through memcpy (no alignment assumed). */
+typedef float oxl_v8f __attribute__((vector_size(32)));
+typedef int32_t oxl_v8i __attribute__((vector_size(32)));
+
+/* the helpers below are always inlined, so the vector-return ABI gcc warns about never applies */
+#pragma GCC diagnostic ignored "-Wpragmas"
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+/* mask ? a : b per lane; mask lanes are all ones or all zeros, as comparisons produce them */
+OXL_INLINE oxl_v8f oxl_v8f_select(oxl_v8i mask, oxl_v8f a, oxl_v8f b) {
+    return (oxl_v8f)((mask & (oxl_v8i)a) | (~mask & (oxl_v8i)b));
+}
+
+OXL_INLINE oxl_v8f oxl_v8f_load(const float *p) {
+    oxl_v8f v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+OXL_SAMP_CLONES OXL_SAMP_NOTRAP
+float oxl_samp_max(const float *x, int64_t n) {
+    int64_t i = 0;
+    float m = x[0];
+    if (n >= 8) {
+        oxl_v8f lane = oxl_v8f_load(x);
+        for (i = 8; i + 8 <= n; i += 8) {
+            const oxl_v8f v = oxl_v8f_load(x + i);
+            lane = oxl_v8f_select(v > lane, v, lane);
+        }
+        for (int j = 0; j < 8; j++) {
+            m = lane[j] > m ? lane[j] : m;
+        }
+    }
+    for (; i < n; i++) {
+        m = x[i] > m ? x[i] : m;
+    }
+    return m;
+}
+
+OXL_SAMP_CLONES OXL_SAMP_NOTRAP
+int oxl_samp_copy_check(const float *OXL_RESTRICT src, float *OXL_RESTRICT dst, int64_t n, float *max_out) {
+    /* a lane is NaN iff it compares unequal to itself; the OR of those masks flags any NaN */
+    oxl_v8i nan_seen = {0};
+    oxl_v8f lane = (oxl_v8f){0} - INFINITY;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const oxl_v8f v = oxl_v8f_load(src + i);
+        memcpy(dst + i, &v, sizeof(v));
+        nan_seen |= (v != v);
+        lane = oxl_v8f_select(v > lane, v, lane);
+    }
+    float m = -INFINITY;
+    int flags = 0;
+    for (int j = 0; j < 8; j++) {
+        m = lane[j] > m ? lane[j] : m;
+        flags |= nan_seen[j] != 0;
+    }
+    for (; i < n; i++) {
+        dst[i] = src[i];
+        flags |= src[i] != src[i];
+        m = src[i] > m ? src[i] : m;
+    }
+    if (m == INFINITY) {
+        flags |= OXL_SAMP_HAS_POSINF;
+    }
+    *max_out = m;
+    return flags;
+}
+
+OXL_SAMP_CLONES OXL_SAMP_NOTRAP
+void oxl_samp_exp_sum(const float *OXL_RESTRICT x, int64_t n, float shift, float scale,
+                      float *OXL_RESTRICT w, double *sum_w, double *sum_wx) {
+    /* pass 1, elementwise: w = exp(z), z = (x - shift) * scale clamped at -87 (where w is set
+     * to exactly 0, so masked -inf logits get probability 0 and no 0 * -inf NaN appears) */
+    for (int64_t i = 0; i < n; i++) {
+        const float z = (x[i] - shift) * scale;
+        const float below = z < -87.0f ? 0.0f : 1.0f;
+        const float zc = z < -87.0f ? -87.0f : z;
+        w[i] = oxl_samp_expf(zc, below);
+    }
+    /* pass 2 over the now cache-resident w: float lanes per block of 1024 (each lane adds 128
+     * terms in [0, 1]: relative error < 1e-5), blocks summed in double */
+    double s_w = 0.0, s_wx = 0.0;
+    const oxl_v8f v_shift = (oxl_v8f){0} + shift, v_scale = (oxl_v8f){0} + scale;
+    const oxl_v8f v_floor = (oxl_v8f){0} - 87.0f;
+    int64_t i = 0;
+    for (; i + 8 <= n; ) {
+        const int64_t i1 = OXL_MIN(n, i + 1024);
+        oxl_v8f l_w = {0}, l_wx = {0};
+        for (; i + 8 <= i1; i += 8) {
+            const oxl_v8f z = (oxl_v8f_load(x + i) - v_shift) * v_scale;
+            const oxl_v8f zc = oxl_v8f_select(z < v_floor, v_floor, z);
+            const oxl_v8f e = oxl_v8f_load(w + i);
+            l_w += e;
+            l_wx += e * zc;
+        }
+        for (int j = 0; j < 8; j++) {
+            s_w += l_w[j];
+            s_wx += l_wx[j];
+        }
+    }
+    for (; i < n; i++) {
+        const float z = (x[i] - shift) * scale;
+        const float zc = z < -87.0f ? -87.0f : z;
+        s_w += w[i];
+        s_wx += w[i] * zc;
+    }
+    *sum_w = s_w;
+    *sum_wx = s_wx;
+}
+
+int64_t oxl_samp_pick(const float *w, int64_t n, double target) {
+    double run = 0.0;
+    int64_t last_pos = n - 1;
+    int found_pos = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (w[i] > 0.0f) {
+            run += w[i];
+            last_pos = i;
+            found_pos = 1;
+            if (run > target) {
+                return i;
+            }
+        }
+    }
+    return found_pos ? last_pos : n - 1;
+}
+
+/* Min-heap on (value, -index): the root is the weakest kept candidate, i.e. the smallest value
+ * and, among equal values, the highest index, so ties keep the lower index like np.argmax. */
+static inline int oxl_weaker(float va, int32_t ia, float vb, int32_t ib) {
+    return va < vb || (va == vb && ia > ib);
+}
+
+static void oxl_sift_down(float *hv, int32_t *hi, int64_t k, int64_t pos) {
+    for (;;) {
+        int64_t l = 2 * pos + 1, r = l + 1, m = pos;
+        if (l < k && oxl_weaker(hv[l], hi[l], hv[m], hi[m])) m = l;
+        if (r < k && oxl_weaker(hv[r], hi[r], hv[m], hi[m])) m = r;
+        if (m == pos) return;
+        float tv = hv[pos]; hv[pos] = hv[m]; hv[m] = tv;
+        int32_t ti = hi[pos]; hi[pos] = hi[m]; hi[m] = ti;
+        pos = m;
+    }
+}
+
+/* called only once the heap is full (size == k): v beats the root, which it replaces */
+static inline void oxl_heap_replace(float *hv, int32_t *hi, int64_t size, float v, int32_t idx) {
+    hv[0] = v;
+    hi[0] = idx;
+    oxl_sift_down(hv, hi, size, 0);
+}
+
+OXL_SAMP_NOTRAP OXL_INLINE float oxl_samp_block_max64(const float *x) {
+    oxl_v8f lane = oxl_v8f_load(x);
+    for (int b = 8; b < 64; b += 8) {
+        const oxl_v8f v = oxl_v8f_load(x + b);
+        lane = oxl_v8f_select(v > lane, v, lane);
+    }
+    float m = lane[0];
+    for (int j = 1; j < 8; j++) {
+        m = lane[j] > m ? lane[j] : m;
+    }
+    return m;
+}
+
+OXL_SAMP_CLONES OXL_SAMP_NOTRAP
+int64_t oxl_samp_top_k(const float *x, int64_t n, int64_t k, int32_t *out_idx, float *out_val) {
+    if (k <= 0 || n <= 0) {
+        return 0;
+    }
+    /* the heap lives in the output arrays, then is sorted in place (heapsort, weakest last) */
+    float *hv = out_val;
+    int32_t *hi = out_idx;
+    int64_t size = 0, i = 0;
+    for (; i < n && size < k; i++) {
+        if (x[i] > -INFINITY) {
+            /* sift up */
+            int64_t pos = size++;
+            hv[pos] = x[i];
+            hi[pos] = (int32_t)i;
+            while (pos > 0) {
+                int64_t parent = (pos - 1) / 2;
+                if (!oxl_weaker(hv[pos], hi[pos], hv[parent], hi[parent])) break;
+                float tv = hv[pos]; hv[pos] = hv[parent]; hv[parent] = tv;
+                int32_t ti = hi[pos]; hi[pos] = hi[parent]; hi[parent] = ti;
+                pos = parent;
+            }
+        }
+    }
+    /* a later index only enters on a strictly larger value: equal values keep the lower index.
+     * Blocks of 64 whose max is not above the heap's floor (nearly all of them, once the heap
+     * holds good values) are skipped after one vectorized max. */
+    float floor_v = size == k ? hv[0] : -INFINITY;
+    for (; i < n && (i & 63); i++) {
+        if (x[i] > floor_v) {
+            oxl_heap_replace(hv, hi, size, x[i], (int32_t)i);
+            floor_v = hv[0];
+        }
+    }
+    for (; i + 64 <= n; i += 64) {
+        if (oxl_samp_block_max64(x + i) > floor_v) {
+            for (int64_t j = i; j < i + 64; j++) {
+                if (x[j] > floor_v) {
+                    oxl_heap_replace(hv, hi, size, x[j], (int32_t)j);
+                    floor_v = hv[0];
+                }
+            }
+        }
+    }
+    for (; i < n; i++) {
+        if (x[i] > floor_v) {
+            oxl_heap_replace(hv, hi, size, x[i], (int32_t)i);
+            floor_v = hv[0];
+        }
+    }
+    /* heapsort: repeatedly move the weakest to the end, giving descending order */
+    for (int64_t end = size - 1; end > 0; end--) {
+        float tv = hv[0]; hv[0] = hv[end]; hv[end] = tv;
+        int32_t ti = hi[0]; hi[0] = hi[end]; hi[end] = ti;
+        oxl_sift_down(hv, hi, end, 0);
+    }
+    return size;
+}
+
+int64_t oxl_samp_filter_ge(const float *x, int64_t n, float threshold, int32_t *out_idx) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        out_idx[m] = (int32_t)i;
+        m += x[i] >= threshold;
+    }
+    return m;
+}

@@ -1,0 +1,252 @@
+"""Candidates: the tokens still in play during one sampling step, and their logits.
+
+A step starts with the whole vocabulary in id order, held in the sampler's preallocated work
+buffer (`ids is None`). Sparse stages (bias, penalties, DRY) edit that buffer in place. The
+first truncating stage narrows it to a small set (`ids` an int32 array, `logits` a small float32
+array), found by the C passes in `_csampling` without sorting the vocabulary; later stages then
+cost microseconds. Probabilities are always those of the softmax over the current set.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from oxillama.errors import SamplerError
+from oxillama.sampling import _csampling
+
+__all__ = ["Candidates", "Workspace"]
+
+# first guess for how many top tokens hold a top-p mass; grown x8 until it does
+_TOP_P_FIRST_K = 256
+
+
+class Workspace:
+    """Buffers of n_vocab entries reused by every step: no vocabulary-sized allocation per token."""
+
+    def __init__(self, n_vocab: int):
+        if n_vocab < 1:
+            raise SamplerError(f"n_vocab must be >= 1, got {n_vocab}")
+        self.n_vocab = n_vocab
+        self.logits = np.empty(n_vocab, dtype=np.float32)   # the step's (penalised) logits
+        self.weights = np.empty(n_vocab, dtype=np.float32)  # exp(logit - max), scratch
+        self.ids = np.empty(n_vocab, dtype=np.int32)        # top-k / filter output, scratch
+        self.vals = np.empty(n_vocab, dtype=np.float32)
+
+
+class Candidates:
+    """The working set of one step. See the module docstring.
+
+    ids: int32 token ids, or None while the whole vocabulary is in play (then logits is the
+      workspace's n_vocab buffer, index = token id).
+    logits: float32 logits of those tokens.
+    is_sorted: logits are in descending order (ties: lower id first).
+    """
+
+    __slots__ = ("ids", "logits", "is_sorted", "ws", "_log_z", "_max")
+
+    def __init__(self, ws: Workspace, ids=None, logits=None, is_sorted=False, max_logit: float | None = None):
+        self.ws = ws
+        self.ids = ids
+        self.logits = ws.logits if logits is None else logits
+        self.is_sorted = is_sorted
+        self._log_z = None
+        self._max = max_logit  # when the caller already knows it (Sampler.sample's copy pass)
+
+    # --- basic facts -----------------------------------------------------------------------
+    @property
+    def full(self) -> bool:
+        return self.ids is None
+
+    def __len__(self) -> int:
+        return len(self.logits)
+
+    def token_ids(self) -> np.ndarray:
+        """Token id of each entry (for the full vocabulary, an arange: use sparingly)."""
+        return np.arange(len(self.logits), dtype=np.int32) if self.ids is None else self.ids
+
+    def changed(self) -> None:
+        """Call after editing logits in place: drops the cached max and normaliser."""
+        self._log_z = None
+        self._max = None
+
+    def max(self) -> float:
+        if self._max is None:
+            if self.is_sorted:
+                self._max = float(self.logits[0])
+            elif self.full:
+                self._max = _csampling.vmax(self.logits)
+            else:
+                self._max = float(self.logits.max())
+        return self._max
+
+    def log_z(self) -> float:
+        """log(sum(exp(logits))) over the set: log p_i = logit_i - log_z."""
+        if self._log_z is None:
+            self._log_z, _ = self._softmax_stats(entropy=False)
+        return self._log_z
+
+    def entropy(self) -> float:
+        """Shannon entropy (nats) of the softmax over the set."""
+        self._log_z, h = self._softmax_stats(entropy=True)
+        return h
+
+    def _softmax_stats(self, entropy: bool):
+        m = self.max()
+        if self.full:
+            s_w, s_wx = _csampling.exp_sum(self.logits, m, 1.0, self.ws.weights)
+        else:
+            z = self.logits.astype(np.float64) - m
+            w = np.exp(z)
+            s_w = float(w.sum())
+            s_wx = float(np.dot(w[w > 0], z[w > 0])) if entropy else 0.0
+        log_z = m + math.log(s_w)
+        h = math.log(s_w) - s_wx / s_w if entropy else 0.0
+        return log_z, max(h, 0.0)
+
+    def probs(self) -> np.ndarray:
+        """float64 probabilities of the entries (narrowed sets only: a vocabulary-sized array
+        would be an allocation per token)."""
+        if self.full:
+            raise SamplerError("internal: probs() on the full vocabulary; narrow first")
+        return np.exp(self.logits.astype(np.float64) - self.log_z())
+
+    # --- narrowing -------------------------------------------------------------------------
+    def keep(self, positions: np.ndarray, is_sorted: bool = False) -> None:
+        """Keep only the entries at `positions` (in that order)."""
+        positions = np.asarray(positions)
+        if self.full:
+            self.ids = positions.astype(np.int32, copy=True)
+        else:
+            self.ids = self.ids[positions]
+        self.logits = self.logits[positions]
+        self.is_sorted = is_sorted
+        self.changed()
+
+    def keep_top(self, k: int) -> None:
+        """Keep the k largest logits (all if k >= len), sorted descending, ties by lower id."""
+        n = len(self.logits)
+        if self.full:
+            k = min(k, n)
+            m = _csampling.top_k(self.logits, k, self.ws.ids, self.ws.vals)
+            if m == 0:
+                raise SamplerError("every token is banned or masked (-inf): nothing to sample")
+            self.ids = self.ws.ids[:m].copy()
+            self.logits = self.ws.vals[:m].copy()
+            self.is_sorted = True
+            self.changed()
+            return
+        self.sort()
+        if k < n:
+            self.ids = self.ids[:k]
+            self.logits = self.logits[:k]
+            self.changed()
+
+    def peek_top(self, k: int) -> np.ndarray:
+        """The k largest logits (descending) without narrowing the set."""
+        if self.full:
+            m = _csampling.top_k(self.logits, min(k, len(self.logits)), self.ws.ids, self.ws.vals)
+            return self.ws.vals[:m].copy()
+        if self.is_sorted:
+            return self.logits[:k].copy()
+        return -np.sort(-self.logits)[:k]
+
+    def sort(self) -> None:
+        """Sort descending by logit (ties: lower id first). On the full vocabulary this sorts
+        262k entries; stages call it only once the set is narrow, or when they must."""
+        if self.is_sorted:
+            return
+        if self.full:
+            order = np.argsort(-self.logits, kind="stable").astype(np.int32)
+            self.ids = order
+            self.logits = self.logits[order]
+            self.is_sorted = True
+            self.changed()
+            return
+        order = np.lexsort((self.ids, -self.logits))
+        self.ids = self.ids[order]
+        self.logits = self.logits[order]
+        self.is_sorted = True
+
+    def keep_logit_ge(self, threshold: float, min_keep: int) -> None:
+        """Keep entries with logit >= threshold, or the top min_keep if fewer pass."""
+        if self.full:
+            m = _csampling.filter_ge(self.logits, threshold, self.ws.ids)
+            if m >= min_keep and m > 0:
+                if m == len(self.logits):
+                    return
+                pos = self.ws.ids[:m]
+                self.ids = pos.copy()
+                self.logits = self.logits[pos]
+                self.is_sorted = False
+                self.changed()
+            else:
+                self.keep_top(min_keep)
+            return
+        mask = self.logits >= threshold
+        count = int(mask.sum())
+        if count >= max(min_keep, 1):
+            if count < len(self.logits):
+                self.keep(np.flatnonzero(mask), is_sorted=self.is_sorted)
+        else:
+            self.keep_top(min_keep)
+
+    def narrow_for_mass(self, mass: float) -> None:
+        """Make the set hold the smallest sorted prefix whose probability reaches `mass`, or more.
+
+        On the full vocabulary, takes the top 256 (C heap, no sort) and grows x8 until their
+        probability mass (against the full normaliser) reaches `mass`. Afterwards the set is
+        sorted; the caller reads probabilities against log_z taken before this call."""
+        if not self.full:
+            self.sort()
+            return
+        log_z = self.log_z()
+        k = _TOP_P_FIRST_K
+        n = len(self.logits)
+        while True:
+            k = min(k, n)
+            if k > n // 16:
+                # a flat distribution: the heap would cost more than one sort of everything
+                self.sort()
+                return
+            m = _csampling.top_k(self.logits, k, self.ws.ids, self.ws.vals)
+            vals = self.ws.vals[:m]
+            got = float(np.exp(vals.astype(np.float64) - log_z).sum())
+            if got >= mass or k == n or m < k:
+                break
+            k *= 8
+        self.ids = self.ws.ids[:m].copy()
+        self.logits = vals.copy()
+        self.is_sorted = True
+        self.changed()
+
+    def remove_positions(self, positions: np.ndarray) -> None:
+        """Drop entries at `positions`."""
+        if self.full:
+            self.logits[positions] = -np.inf
+            self.changed()
+            return
+        keep = np.ones(len(self.logits), dtype=bool)
+        keep[positions] = False
+        self.keep(np.flatnonzero(keep), is_sorted=self.is_sorted)
+
+    # --- sparse edits ----------------------------------------------------------------------
+    def positions_of(self, token_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, which): positions in the set of those token_ids[which] that are in play."""
+        token_ids = np.asarray(token_ids, dtype=np.int64)
+        if self.full:
+            return token_ids, np.arange(len(token_ids))
+        order = np.argsort(self.ids, kind="stable")
+        sorted_ids = self.ids[order]
+        at = np.searchsorted(sorted_ids, token_ids)
+        at_c = np.minimum(at, len(sorted_ids) - 1)
+        hit = (at < len(sorted_ids)) & (sorted_ids[at_c] == token_ids)
+        return order[at_c[hit]], np.flatnonzero(hit)
+
+    def add_to(self, token_ids: np.ndarray, deltas: np.ndarray) -> None:
+        """logit[token] += delta for each (token, delta); tokens not in play are skipped."""
+        pos, which = self.positions_of(token_ids)
+        if len(pos):
+            self.logits[pos] += np.asarray(deltas, dtype=np.float32)[which]
+            self.is_sorted = False
+            self.changed()

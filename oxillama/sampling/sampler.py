@@ -1,0 +1,118 @@
+"""Sampler: a SamplerConfig made runnable, with its RNG, workspace and carried state."""
+from __future__ import annotations
+
+import logging
+from typing import Callable, Sequence
+
+import numpy as np
+
+from oxillama.errors import SamplerError
+from oxillama.sampling.base import StepContext, as_history, check_logits, copy_checked
+from oxillama.sampling.candidates import Candidates, Workspace
+from oxillama.sampling.chain import SamplerChain, build_chain
+from oxillama.sampling.config import SamplerConfig
+from oxillama.sampling.penalties import dry_breakers_from_vocab
+from oxillama.sampling.rng import SamplerRNG
+
+__all__ = ["Sampler"]
+
+log = logging.getLogger("oxillama.sampling")
+
+_STATE_VERSION = 1
+
+
+class Sampler:
+    """Chooses the next token: `Sampler(config, seed).sample(logits, tokens) -> int`.
+
+    logits: the model's float32 row of n_vocab values. It is copied into a workspace allocated
+      once, so the caller's array is never modified. NaN or +inf raise SamplerError; -inf marks a
+      token that must not be chosen.
+    tokens: the history (prompt and generated tokens) the penalties and DRY look at.
+
+    The vocabulary size is fixed by `n_vocab` or by the first call. Keyword arguments:
+      logits_processors: callables `(tokens, logits) -> logits` run after logit bias.
+      dry_breakers: DRY sequence breakers as token-id sequences; or pass `token_texts`
+        (token i's text) and optionally `tokenize` (str -> ids) to derive them from the
+        config's breaker strings, as llama.cpp does. Without either, DRY runs without breakers
+        (and says so in the log).
+      chain: a custom SamplerChain instead of the one the config describes.
+
+    `get_state()` / `set_state()` save and restore the RNG stream and mirostat's mu: a restored
+    sampler given the same logits picks the same tokens as the original would have.
+    """
+
+    def __init__(self, config: SamplerConfig | None = None, seed: int | None = None, *,
+                 n_vocab: int | None = None,
+                 logits_processors: Sequence[Callable[[np.ndarray, np.ndarray], np.ndarray]] | Callable | None = None,
+                 dry_breakers: Sequence[Sequence[int]] | None = None,
+                 token_texts: Sequence[str] | None = None,
+                 tokenize: Callable[[str], list[int]] | None = None,
+                 chain: SamplerChain | None = None):
+        if config is None:
+            config = SamplerConfig()
+        elif isinstance(config, dict):
+            config = SamplerConfig.from_dict(config)
+        elif not isinstance(config, SamplerConfig):
+            raise SamplerError(f"config must be a SamplerConfig, got {type(config).__name__}")
+        self.config = config
+        self.rng = SamplerRNG(seed)
+        if callable(logits_processors):
+            logits_processors = [logits_processors]
+        self.logits_processors = list(logits_processors or ())
+
+        if dry_breakers is None:
+            dry_breakers = ()
+            if config.dry_multiplier > 0 and config.dry_sequence_breakers:
+                if token_texts is not None:
+                    dry_breakers = dry_breakers_from_vocab(config.dry_sequence_breakers, token_texts, tokenize)
+                else:
+                    log.info("DRY: no vocabulary given to resolve sequence breakers %r; running without them",
+                             config.dry_sequence_breakers)
+        self.dry_breakers = [tuple(int(t) for t in b) for b in dry_breakers]
+        self.chain = chain if chain is not None else build_chain(config, self.logits_processors, self.dry_breakers)
+        self._ws: Workspace | None = None
+        self.n_vocab = None
+        if n_vocab is not None:
+            self._set_vocab(int(n_vocab))
+
+    def _set_vocab(self, n_vocab: int) -> None:
+        self.n_vocab = n_vocab
+        self._ws = Workspace(n_vocab)
+        for tid in list(self.config.logit_bias) + list(self.config.banned_tokens):
+            if tid >= n_vocab:
+                raise SamplerError(f"token id {tid} in logit_bias/banned_tokens is outside the vocabulary of {n_vocab}")
+
+    @property
+    def seed(self) -> int:
+        return self.rng.seed
+
+    def sample(self, logits, tokens=()) -> int:
+        """The next token id for this logits row, given the history `tokens`."""
+        row = check_logits(logits, self.n_vocab, scan=False)
+        if self._ws is None:
+            self._set_vocab(row.shape[0])
+        cand = Candidates(self._ws, max_logit=copy_checked(row, self._ws.logits))
+        ctx = StepContext(as_history(tokens), self.rng, self.n_vocab)
+        return self.chain.run(cand, ctx)
+
+    def __call__(self, logits, tokens=()) -> int:
+        return self.sample(logits, tokens)
+
+    def get_state(self) -> dict:
+        """A plain dict (JSON/msgpack-safe) of everything carried between steps."""
+        return {"version": _STATE_VERSION, "rng": self.rng.get_state(), "chain": self.chain.get_state()}
+
+    def set_state(self, state: dict) -> None:
+        """Restore a state from get_state() of a sampler with the same config."""
+        if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
+            raise SamplerError(f"sampler state must be a dict from Sampler.get_state() (version {_STATE_VERSION})")
+        self.chain.set_state(state["chain"])
+        self.rng.set_state(state["rng"])
+
+    @property
+    def mirostat_mu(self) -> float | None:
+        """Mirostat's current mu (None without mirostat)."""
+        return getattr(self.chain.selector, "mu", None)
+
+    def __repr__(self):
+        return f"Sampler({self.config!r}, seed={self.seed})"

@@ -1,0 +1,86 @@
+"""The C whole-vocabulary passes against NumPy."""
+import numpy as np
+import pytest
+
+from oxillama.errors import SamplerError
+from oxillama.sampling import _csampling
+
+# the polynomial exp is within ~25 float32 ulp of float64 exp (the range reduction's error grows
+# with |x|; at x = -60 the value is 1e-26 and irrelevant next to the max's weight of 1)
+EXP_REL_TOL = 3e-6
+SUM_REL_TOL = 1e-5
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 1023, 1024, 1025, 5000])
+def test_max_and_exp_sum_match_numpy(rng, n):
+    x = (rng.standard_normal(n) * 4).astype(np.float32)
+    m = _csampling.vmax(x)
+    assert m == x.max()
+    w = np.empty(n, np.float32)
+    s_w, s_wx = _csampling.exp_sum(x, m, 1.0, w)
+    ref = np.exp(x.astype(np.float64) - m)
+    np.testing.assert_allclose(w, ref, rtol=EXP_REL_TOL, atol=0)
+    assert s_w == pytest.approx(ref.sum(), rel=SUM_REL_TOL)
+    assert s_wx == pytest.approx((ref * (x - m)).sum(), rel=SUM_REL_TOL)
+
+
+def test_exp_sum_masked_and_scaled(rng):
+    x = (rng.standard_normal(3000) * 4).astype(np.float32)
+    x[::7] = -np.inf
+    x[5] = x.max() - 200  # far below: underflows to exactly 0
+    m = x.max()
+    w = np.empty_like(x)
+    s_w, s_wx = _csampling.exp_sum(x, m, 0.5, w)
+    assert np.all(w[::7] == 0) and w[5] == 0
+    assert np.isfinite(s_wx)
+    fin = np.isfinite(x)
+    ref = np.exp((x[fin].astype(np.float64) - m) * 0.5)
+    assert s_w == pytest.approx(ref.sum(), rel=SUM_REL_TOL)
+
+
+@pytest.mark.parametrize("k", [1, 5, 40, 300])
+def test_top_k_is_sorted_prefix_with_ties_by_lower_index(rng, k):
+    x = rng.integers(-20, 20, 2000).astype(np.float32)  # many ties
+    x[::13] = -np.inf
+    ids = np.empty(k, np.int32)
+    vals = np.empty(k, np.float32)
+    m = _csampling.top_k(x, k, ids, vals)
+    ref = np.lexsort((np.arange(len(x)), -x))[:k]
+    assert m == k
+    np.testing.assert_array_equal(ids, ref)
+    np.testing.assert_array_equal(vals, x[ref])
+
+
+def test_top_k_skips_masked_entries():
+    x = np.array([-np.inf, 1.0, -np.inf, 0.5], np.float32)
+    ids = np.empty(4, np.int32)
+    vals = np.empty(4, np.float32)
+    assert _csampling.top_k(x, 4, ids, vals) == 2
+    assert ids[:2].tolist() == [1, 3]
+
+
+def test_filter_and_pick(rng):
+    x = rng.standard_normal(1000).astype(np.float32)
+    out = np.empty(1000, np.int32)
+    m = _csampling.filter_ge(x, 0.5, out)
+    np.testing.assert_array_equal(out[:m], np.flatnonzero(x >= 0.5))
+    w = np.array([0, 1, 0, 2, 0], np.float32)
+    assert _csampling.pick(w, 5, 0.0) == 1      # a zero weight is never picked
+    assert _csampling.pick(w, 5, 0.999) == 1
+    assert _csampling.pick(w, 5, 1.0) == 3
+    assert _csampling.pick(w, 5, 2.9999) == 3
+    assert _csampling.pick(w, 5, 3.5) == 3      # rounding past the total: last positive weight
+
+
+def test_wrappers_check_buffer_lengths():
+    x = np.zeros(10, np.float32)
+    with pytest.raises(SamplerError):
+        _csampling.exp_sum(x, 0.0, 1.0, np.empty(5, np.float32))
+    with pytest.raises(SamplerError):
+        _csampling.top_k(x, 8, np.empty(4, np.int32), np.empty(8, np.float32))
+    with pytest.raises(SamplerError):
+        _csampling.filter_ge(x, 0.0, np.empty(3, np.int32))
+    with pytest.raises(SamplerError):
+        _csampling.pick(x, 11, 0.0)
+    with pytest.raises(SamplerError):
+        _csampling.vmax(np.zeros(0, np.float32))
