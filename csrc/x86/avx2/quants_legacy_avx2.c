@@ -72,25 +72,42 @@ OXL_INLINE void tile_generic(int kind, const int RC, int nb, float *S, int64_t l
     float summs[TILE_R][TILE_C] = {{0}};
     for (int r = 0; r < TILE_R; r++)
         for (int j = 0; j < RC; j++) acc[r][j] = _mm256_setzero_ps();
+    /* Q4_0 and Q5_0 go in as unsigned q + off (off = 8, 16): sum((q + off) y) - off sum(y), with
+     * off sum(y) computed once per activation block; saves the sign ops on every weight block */
+    const int off = kind == K_Q4_0 ? 8 : kind == K_Q5_0 ? 16 : 0;
     for (int i = 0; i < nb; i++) {
         float dy[TILE_C], sy[TILE_C];
         __m256 dyv[TILE_C];
-        __m256i qy[TILE_C];
+        __m256i qy[TILE_C], ysum_off[TILE_C];
         for (int j = 0; j < RC; j++) {
             qy[j] = act_block(kind, y + j * y_row, i, &dy[j], &sy[j]);
             dyv[j] = _mm256_set1_ps(dy[j]);
+            if (off) ysum_off[j] = dot_u8_i8(_mm256_set1_epi8((char)off), qy[j]);
         }
 #pragma GCC unroll 4
         for (int r = 0; r < TILE_R; r++) {
             float dx, mx = 0;
-            const __m256i qx = decode(kind, w + r * w_row + i * bx, &dx, &mx);
+            const char *blk = w + r * w_row + i * bx;
+            __m256i qx;
+            if (kind == K_Q4_0) {
+                dx = fp16(((const block_q4_0 *)blk)->d);
+                qx = nibbles_32(((const block_q4_0 *)blk)->qs);
+            } else if (kind == K_Q5_0) {
+                const block_q5_0 *b = (const block_q5_0 *)blk;
+                dx = fp16(b->d);
+                qx = _mm256_or_si256(nibbles_32(b->qs), _mm256_and_si256(bits_32(b->qh), _mm256_set1_epi8(0x10)));
+            } else {
+                qx = decode(kind, blk, &dx, &mx);
+            }
             const __m256 dxv = _mm256_set1_ps(dx);
             /* |x| * (y * sign(x)): exact even for x = -128 */
-            const __m256i ax = kind_unsigned(kind) ? qx : _mm256_sign_epi8(qx, qx);
+            const int as_unsigned = kind_unsigned(kind) || off;
+            const __m256i ax = as_unsigned ? qx : _mm256_sign_epi8(qx, qx);
             for (int j = 0; j < RC; j++) {
-                const __m256i sy_j = kind_unsigned(kind) ? qy[j] : _mm256_sign_epi8(qy[j], qx);
-                const __m256 p = _mm256_cvtepi32_ps(dot_u8_i8(ax, sy_j));
-                acc[r][j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv, dyv[j]), p, acc[r][j]);
+                const __m256i sy_j = as_unsigned ? qy[j] : _mm256_sign_epi8(qy[j], qx);
+                __m256i d32 = dot_u8_i8(ax, sy_j);
+                if (off) d32 = _mm256_sub_epi32(d32, ysum_off[j]);
+                acc[r][j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv, dyv[j]), _mm256_cvtepi32_ps(d32), acc[r][j]);
                 if (kind_unsigned(kind)) summs[r][j] += mx * sy[j];
             }
         }
