@@ -204,7 +204,7 @@ class HFConverter:
         }
         rope = c.rope_params("full_attention")
         md[f"{a}.rope.freq_base"] = float(rope["rope_theta"])
-        partial = float(c.get("partial_rotary_factor", default=1.0))
+        partial = float(c.get("partial_rotary_factor") or rope.get("partial_rotary_factor") or 1.0)
         md[f"{a}.rope.dimension_count"] = int(self.head_dim * partial)
         md.update(self._rope_scaling(rope))
         if self.arch in ("starcoder2", "command-r"):
@@ -283,6 +283,10 @@ class HFConverter:
         n = int(c.get("sliding_window_pattern", "_sliding_window_pattern", default=default))
         layer_types = c.get("layer_types")
         if layer_types is not None:
+            if "full_attention" in layer_types:   # transformers 5 states the layers; the period is up to a global one
+                n = list(layer_types).index("full_attention") + 1
+            else:
+                n = self.n_layer + 1
             want = ["sliding_attention" if il % n < n - 1 else "full_attention" for il in range(self.n_layer)]
             if list(layer_types) != want:
                 raise ModelError(f"{self.arch}: layer_types {layer_types} do not follow a local/global period")
