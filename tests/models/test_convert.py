@@ -159,3 +159,10 @@ def test_unknown_tensor_and_bad_outtype(tmp_path):
         convert_state_dict(sd, config("llama"), tmp_path / "x.gguf")
     with pytest.raises(InvalidArgumentError, match="outtype"):
         convert_state_dict(sd, config("llama"), tmp_path / "x.gguf", outtype="q4_7")
+
+
+def test_cli_reports_a_folder_without_config(tmp_path, capsys):
+    from oxillama.convert.__main__ import main
+    assert main([str(tmp_path), str(tmp_path / "out.gguf")]) == 1
+    assert "no config.json" in capsys.readouterr().err
+    assert not (tmp_path / "out.gguf").exists()
