@@ -241,6 +241,8 @@ class HFConverter:
         factor = float(rope.get("factor", 1.0))
         if kind == "linear":
             return {f"{a}.rope.scaling.type": "linear", f"{a}.rope.scaling.factor": factor}
+        if kind == "llama3":
+            return {}   # carried by the rope_freqs tensor (rope_factors())
         if kind == "yarn":
             n_orig = int(rope.get("original_max_position_embeddings")
                          or self.cfg.get("original_max_position_embeddings", "max_position_embeddings"))
@@ -332,8 +334,34 @@ class HFConverter:
             return True
         return bool(self.cfg.get("tie_word_embeddings", default=False))
 
+    def rope_factors(self) -> np.ndarray | None:
+        """Llama 3 RoPE scaling as per-pair frequency divisors (the `rope_freqs` tensor, n_rot/2 values).
+
+        Pairs whose wavelength is shorter than n_ctx_orig / high_freq_factor keep their frequency,
+        longer than n_ctx_orig / low_freq_factor are divided by factor, and the band between blends
+        smoothly: divisor = 1 / ((1 - s) / factor + s), s = (n_ctx_orig / wavelen - low) / (high - low).
+        """
+        rope = self.cfg.rope_params("full_attention")
+        if rope["rope_type"] != "llama3":
+            return None
+        if self.arch != "llama":
+            raise ModelError(f"llama3 RoPE scaling on a {self.arch} model is not supported")
+        factor = float(rope.get("factor", 8.0))
+        low, high = float(rope.get("low_freq_factor", 1.0)), float(rope.get("high_freq_factor", 4.0))
+        n_orig = float(rope.get("original_max_position_embeddings", 8192))
+        n_rot = self.head_dim
+        freqs = float(rope["rope_theta"]) ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
+        wavelen = 2 * math.pi / freqs
+        smooth = (n_orig / wavelen - low) / (high - low)
+        out = 1.0 / ((1 - smooth) / factor + smooth)
+        out = np.where(wavelen < n_orig / high, 1.0, np.where(wavelen > n_orig / low, factor, out))
+        return out.astype(np.float32)
+
     def tensors(self):
         """(gguf name, float32 array) in a stable order."""
+        factors = self.rope_factors()
+        if factors is not None:
+            yield "rope_freqs.weight", factors
         tied = self.tied()
         for hf_name in self.state_dict:
             gname = self.gguf_name(hf_name)

@@ -37,6 +37,11 @@ MODELS = {
     "llama": ("LlamaConfig", dict(rms_norm_eps=1e-5, tie_word_embeddings=False,
                                    rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}),
               ("f32", "q8_0")),
+    # Llama 3 RoPE scaling: with head_dim 16 and a trained context of 64, pairs fall in all three bands
+    "llama3": ("LlamaConfig", dict(rms_norm_eps=1e-5, tie_word_embeddings=True,
+                                    rope_parameters={"rope_type": "llama3", "factor": 8.0, "rope_theta": 10000.0,
+                                                     "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                     "original_max_position_embeddings": 64}), ("f32",)),
     "mistral": ("MistralConfig", dict(sliding_window=WINDOW, rms_norm_eps=1e-6, tie_word_embeddings=False), ("f32",)),
     "qwen2": ("Qwen2Config", dict(tie_word_embeddings=True, rms_norm_eps=1e-6,
                                    rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0,

@@ -3,7 +3,7 @@
 The tiny random models in data/ (made by make_tiny_models.py: converted to GGUF by oxillama.convert,
 goldens from transformers' float32 eager attention) carry each family's distinguishing features:
 GQA, sliding windows shorter than the 32-token sequence, gemma2/gemma3 local/global layers,
-soft-capping, Q/K norms, biases, partial and scaled RoPE (linear, YaRN), tied embeddings. torch is
+soft-capping, Q/K norms, biases, partial and scaled RoPE (linear, YaRN, Llama 3 frequency factors), tied embeddings. torch is
 not needed here. Tolerances are relative to the spread (std) of the golden logits.
 """
 import os
@@ -18,6 +18,8 @@ from oxillama.runtime import InferenceEngine
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 ARCHS = ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "starcoder2", "command-r"]
+# test model -> the GGUF architecture it is converted to (llama.cpp converts Mistral as llama)
+MODELS = {**{a: a for a in ARCHS}, "mistral": "llama", "llama3": "llama"}   # llama3: RoPE via rope_freqs
 
 # max |ours - transformers| / std(transformers logits)
 F32_TOL = 1e-4        # F32 weights, F32 KV cache: float activations throughout (measured ~3e-6)
@@ -35,18 +37,18 @@ def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
     return float(np.abs(out - ref).max() / ref.std())
 
 
-@pytest.mark.parametrize("name", ARCHS)
+@pytest.mark.parametrize("name", MODELS)
 def test_prefill_logits_match_transformers(name):
     tokens, ref = golden(name)
     with InferenceEngine.from_gguf(os.path.join(DATA, f"{name}.gguf"), n_ctx=64, n_threads=2, kv_type="f32") as e:
-        assert e.config.arch == ("llama" if name == "mistral" else name)
+        assert e.config.arch == MODELS[name]
         out = e.forward(tokens, all_logits=True)
     assert out.shape == ref.shape
     assert rel_err(out, ref) < F32_TOL, f"{name}: max diff {np.abs(out - ref).max():.3g}, std {ref.std():.3g}"
     np.testing.assert_array_equal(out.argmax(1), ref.argmax(1))
 
 
-@pytest.mark.parametrize("name", ARCHS)
+@pytest.mark.parametrize("name", MODELS)
 def test_chunked_prefill_then_decode_matches_transformers(name):
     """Small prefill chunks then one token at a time through the default F16 cache: the decode path,
     and sliding windows that slide over cached positions, give the same logits."""

@@ -166,3 +166,18 @@ def test_cli_reports_a_folder_without_config(tmp_path, capsys):
     assert main([str(tmp_path), str(tmp_path / "out.gguf")]) == 1
     assert "no config.json" in capsys.readouterr().err
     assert not (tmp_path / "out.gguf").exists()
+
+
+def test_llama3_rope_scaling_becomes_rope_freqs(tmp_path):
+    rope = {"rope_type": "llama3", "factor": 8.0, "rope_theta": 10000.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    path = convert_state_dict(llama_state(np.random.default_rng(6)), config("llama", rope_parameters=rope),
+                              tmp_path / "l3.gguf")
+    with GGUFFile(path) as g:
+        assert "llama.rope.scaling.type" not in g.metadata
+        ff = g.tensors["rope_freqs.weight"].numpy()
+    # head_dim 8: wavelengths 2 pi * 10000^(i/4) = 6.3, 62.8, 628, 6283 -> kept, blended, divided, divided
+    assert ff.shape == (HEAD_DIM // 2,)
+    assert ff[0] == 1.0 and ff[2] == ff[3] == 8.0
+    s = (64 / (2 * np.pi * 10.0) - 1.0) / 3.0
+    assert ff[1] == pytest.approx(1 / ((1 - s) / 8.0 + s), rel=1e-6)
