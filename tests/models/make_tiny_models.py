@@ -116,7 +116,8 @@ def make(name: str) -> None:
     for outtype in outtypes:
         suffix = "" if outtype == "f32" else f".{outtype}"
         convert_model(model, os.path.join(DATA, f"{name}{suffix}.gguf"), outtype=outtype, name=f"tiny-{name}")
-    np.savez_compressed(os.path.join(DATA, f"{name}.npz"), tokens=ids.astype(np.int32), logits=logits.astype(np.float32))
+    np.savez_compressed(os.path.join(DATA, f"{name}.npz"), tokens=ids.astype(np.int32),
+                        logits=logits.astype(np.float32))
     meta = {"config": cls_name, "overrides": overrides, "transformers": transformers.__version__,
             "torch": torch.__version__, "outtypes": list(outtypes)}
     with open(os.path.join(DATA, f"{name}.json"), "w", encoding="utf-8") as f:

@@ -3,8 +3,8 @@
 The tiny random models in data/ (made by make_tiny_models.py: converted to GGUF by oxillama.convert,
 goldens from transformers' float32 eager attention) carry each family's distinguishing features:
 GQA, sliding windows shorter than the 32-token sequence, gemma2/gemma3 local/global layers,
-soft-capping, Q/K norms, biases, partial and scaled RoPE (linear, YaRN, Llama 3 frequency factors), tied embeddings. torch is
-not needed here. Tolerances are relative to the spread (std) of the golden logits.
+soft-capping, Q/K norms, biases, partial and scaled RoPE (linear, YaRN, Llama 3 frequency factors),
+tied embeddings. torch is not needed here. Tolerances are relative to the spread (std) of the golden logits.
 """
 import os
 
