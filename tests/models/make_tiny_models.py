@@ -53,7 +53,7 @@ MODELS = {
               , ("f32",)),
     "gemma2": ("Gemma2Config", dict(num_hidden_layers=4, head_dim=16, sliding_window=WINDOW,
                                      query_pre_attn_scalar=24, attn_logit_softcapping=3.0,
-                                     final_logit_softcapping=2.5, rms_norm_eps=1e-6), ("f32",)),
+                                     final_logit_softcapping=15.0, rms_norm_eps=1e-6), ("f32",)),
     "gemma3": ("Gemma3TextConfig", dict(num_hidden_layers=4, head_dim=16, sliding_window=WINDOW,
                                          query_pre_attn_scalar=16, rms_norm_eps=1e-6,
                                          layer_types=["sliding_attention", "sliding_attention", "full_attention",
