@@ -158,7 +158,7 @@ def _minimal_vocab(n_vocab: int) -> dict:
     for i, t in enumerate(tokens):
         if t.startswith("<unused"):
             types[i] = 5
-    return {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt2", "tokenizer.ggml.tokens": tokens,
+    return {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "default", "tokenizer.ggml.tokens": tokens,
             "tokenizer.ggml.token_type": np.array(types, dtype=np.int32), "tokenizer.ggml.merges": merges,
             "tokenizer.ggml.bos_token_id": n_vocab - 2, "tokenizer.ggml.eos_token_id": n_vocab - 1,
             "tokenizer.ggml.add_bos_token": False}
@@ -381,7 +381,9 @@ class HFConverter:
     def write(self, path: str | os.PathLike, *, vocab: dict | None = None) -> str:
         w = GGUFWriter(path)
         for key, value in self.metadata().items():
-            w.add_metadata(key, value)
+            # llama.cpp reads every integer hyper-parameter as UINT32 and refuses other widths
+            is_int = isinstance(value, int) and not isinstance(value, bool)
+            w.add_metadata(key, value, type="UINT32" if is_int else None)
         for key, value in (vocab or _minimal_vocab(self.n_vocab)).items():
             w.add_metadata(key, value)
         n = 0
