@@ -1,4 +1,6 @@
 """The Hugging Face -> GGUF converter on numpy state dicts (no torch needed)."""
+import os
+
 import numpy as np
 import pytest
 
@@ -181,3 +183,18 @@ def test_llama3_rope_scaling_becomes_rope_freqs(tmp_path):
     assert ff[0] == 1.0 and ff[2] == ff[3] == 8.0
     s = (64 / (2 * np.pi * 10.0) - 1.0) / 3.0
     assert ff[1] == pytest.approx(1 / ((1 - s) / 8.0 + s), rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["llama3", "gemma3", "phi3"])
+def test_committed_files_read_back_with_the_gguf_package(name):
+    """The reference reader (PyPI gguf) sees llama.cpp's types: UINT32 hyper-parameters, F32 tensors."""
+    gguf = pytest.importorskip("gguf")
+    path = os.path.join(os.path.dirname(__file__), "data", f"{name}.gguf")
+    r = gguf.GGUFReader(path)
+    arch = "llama" if name == "llama3" else name
+    for key in ("block_count", "attention.head_count_kv", "context_length"):
+        assert r.fields[f"{arch}.{key}"].types == [gguf.GGUFValueType.UINT32]
+    assert r.fields[f"{arch}.rope.freq_base"].types == [gguf.GGUFValueType.FLOAT32]
+    with GGUFFile(path) as ours:
+        assert {t.name for t in r.tensors} == set(ours.tensors)
+    assert all(t.tensor_type == gguf.GGMLQuantizationType.F32 for t in r.tensors)
