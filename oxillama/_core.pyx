@@ -6,10 +6,13 @@ include file (`_quant.pxi`, `_forward.pxi`). Public APIs are the pure-Python mod
 """
 import os
 
+import numpy as np
+
 from oxillama._csrc cimport *
 
 oxl_dispatch_init(os.environ.get("OXILLAMA_DISABLE_CPU_FEATURES", "").encode())
 
 include "_dispatch.pxi"
 include "_quant.pxi"
+include "_ops.pxi"
 include "_forward.pxi"

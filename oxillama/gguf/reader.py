@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import stat
 import struct
 import time
 
@@ -78,7 +79,8 @@ class TensorInfo:
         return dequantize(self.data, self.qtype, self.n_elements).reshape(self.shape)
 
     def __repr__(self) -> str:
-        return f"TensorInfo({self.name!r}, {self.qtype}, shape={self.shape}, offset={self.offset}, nbytes={self.nbytes})"
+        return (f"TensorInfo({self.name!r}, {self.qtype}, shape={self.shape}, offset={self.offset}, "
+                f"nbytes={self.nbytes})")
 
 
 _PLAIN_DTYPES = {GGMLType.F32: np.dtype("<f4"), GGMLType.F16: np.dtype("<f2"), GGMLType.F64: np.dtype("<f8"),
@@ -91,7 +93,8 @@ class GGUFFile:
 
     Attributes: path, version, metadata (key -> str/int/float/bool, numpy array for arrays of
     numbers or bools, list[str] for arrays of strings), metadata_types (key -> (value type, array
-    element type or None)), tensors (name -> TensorInfo, in file order), alignment, data_offset,
+    element type or None)), tensors (name -> TensorInfo, in file order), alignment, data_offset
+    (start of the tensor data section), tensor_info_offset (start of the tensor table), file_size,
     architecture. Use as a context manager or call close(); tensor views taken before close()
     stay valid (they keep the map alive).
     """
@@ -104,10 +107,14 @@ class GGUFFile:
         self.tensors: dict[str, TensorInfo] = {}
         self.alignment = GGUF_DEFAULT_ALIGNMENT
         self.data_offset = 0
+        self.tensor_info_offset = 0     # where the tensor table starts (after the metadata)
         self._map: mmap.mmap | None = None
         self._invalid_utf8 = 0
         t0 = time.perf_counter()
         try:
+            # a FIFO or device would block open() or have no size: only regular files are mapped
+            if not stat.S_ISREG(os.stat(self.path).st_mode):
+                raise GGUFError(f"cannot open GGUF file {self.path}: not a regular file")
             f = open(self.path, "rb")
         except OSError as e:
             raise GGUFError(f"cannot open GGUF file {self.path}: {e.strerror or e}") from e
@@ -249,6 +256,7 @@ class GGUFFile:
         pos = 24
         for i in range(n_kv):
             pos = self._parse_kv(pos, i)
+        self.tensor_info_offset = pos
         pos = self._parse_tensor_infos(pos, n_tensors)
 
     def _parse_kv(self, pos: int, index: int) -> int:

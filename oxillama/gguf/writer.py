@@ -89,6 +89,7 @@ class GGUFWriter:
         """
         if not isinstance(key, str) or not key:
             raise GGUFError(f"metadata key must be a non-empty str, got {key!r}")
+        _check_utf8(key, "metadata key")
         if key in self._kv:
             raise GGUFError(f"duplicate metadata key {key!r}")
         vtype, etype = self._resolve_type(key, value, type)
@@ -272,6 +273,7 @@ class GGUFWriter:
         """
         if not isinstance(name, str) or not name:
             raise GGUFError(f"tensor name must be a non-empty str, got {name!r}")
+        _check_utf8(name, "tensor name")
         if len(name.encode("utf-8")) >= GGML_MAX_NAME:
             raise GGUFError(f"tensor name {name!r} is too long (at most {GGML_MAX_NAME - 1} bytes)")
         if name in self._tensors:
@@ -366,7 +368,7 @@ class GGUFWriter:
         out += GGUF_MAGIC
         out += struct.pack("<IQQ", GGUF_VERSION, len(self._tensors), len(self._kv))
         for key, (vtype, etype, value) in self._kv.items():
-            _put_string(out, key.encode("utf-8", "surrogateescape"))
+            _put_string(out, key.encode("utf-8"))
             out += struct.pack("<I", vtype)
             if vtype == VT.ARRAY:
                 out += struct.pack("<IQ", etype, len(value))
@@ -431,3 +433,9 @@ def _put_string(out: bytearray, raw: bytes) -> None:
     out += struct.pack("<Q", len(raw))
     out += raw
 
+
+def _check_utf8(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise GGUFError(f"{what} {text!r} is not valid UTF-8 (readers reject it)") from None

@@ -1,0 +1,80 @@
+# Row ops of a tier's table, one call per row, for tests and for users who want the kernels alone.
+from oxillama.errors import InvalidArgumentError
+
+
+def _same_len(name, *arrays):
+    n = arrays[0].shape[0]
+    for a in arrays[1:]:
+        if a is not None and a.shape[0] != n:
+            raise InvalidArgumentError(f"{name}: arrays differ in length")
+    if n <= 0:
+        raise InvalidArgumentError(f"{name}: empty input")
+    return n
+
+
+def op_rms_norm(const float[::1] x, const float[::1] w, float eps, tier=None):
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef int n = _same_len("rms_norm", x, w)
+    out = np.empty(n, dtype=np.float32)
+    cdef float[::1] y = out
+    k.ops.rms_norm(&x[0], &w[0] if w is not None else NULL, &y[0], n, eps)
+    return out
+
+
+def op_layer_norm(const float[::1] x, const float[::1] w, const float[::1] b, float eps, tier=None):
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef int n = _same_len("layer_norm", x, w, b)
+    out = np.empty(n, dtype=np.float32)
+    cdef float[::1] y = out
+    k.ops.layer_norm(&x[0], &w[0] if w is not None else NULL, &b[0] if b is not None else NULL, &y[0], n, eps)
+    return out
+
+
+def op_softmax(const float[::1] x, tier=None):
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef int n = _same_len("softmax", x)
+    out = np.array(x, dtype=np.float32)
+    cdef float[::1] y = out
+    k.ops.softmax(&y[0], n)
+    return out
+
+
+def op_gated_act(str act, const float[::1] g, const float[::1] u, tier=None):
+    """act(g) * u for act in silu, gelu_tanh, gelu_erf (u may be None for the gelus)."""
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef int n = _same_len(act, g, u)
+    out = np.empty(n, dtype=np.float32)
+    cdef float[::1] y = out
+    cdef const float *up = &u[0] if u is not None else NULL
+    if act == "silu":
+        if up == NULL:
+            raise InvalidArgumentError("silu_mul needs u")
+        k.ops.silu_mul(&g[0], up, &y[0], n)
+    elif act == "gelu_tanh":
+        k.ops.gelu_mul(&g[0], up, &y[0], n)
+    elif act == "gelu_erf":
+        k.ops.gelu_erf_mul(&g[0], up, &y[0], n)
+    else:
+        raise InvalidArgumentError(f"unknown activation {act!r}")
+    return out
+
+
+def op_dot_f16(const float[::1] x, const uint16_t[::1] y, tier=None):
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef int n = _same_len("dot_f16", x, y)
+    return k.ops.dot_f16(&x[0], &y[0], n)
+
+
+def op_axpy_f16(float[::1] y, float a, const uint16_t[::1] x, tier=None):
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef int n = _same_len("axpy_f16", y, x)
+    k.ops.axpy_f16(&y[0], a, &x[0], n)
+
+
+def op_fp32_to_fp16(const float[::1] x, tier=None):
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef int n = _same_len("fp32_to_fp16", x)
+    out = np.empty(n, dtype=np.float16)
+    cdef uint16_t[::1] y = out.view(np.uint16)
+    k.ops.fp32_to_fp16(&x[0], &y[0], n)
+    return out

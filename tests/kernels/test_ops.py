@@ -1,0 +1,88 @@
+"""Row ops: every usable tier against the scalar tier and against NumPy definitions."""
+import math
+
+import numpy as np
+import pytest
+
+from oxillama import _core
+
+TIERS = _core.usable_tiers()
+# float32 with an 8-lane sum or a polynomial exp differs from the double/libm scalar path by a few ulps
+REL_TOL = 2e-6
+EXP_REL_TOL = 2e-6
+SIZES = [1, 7, 8, 31, 64, 256, 576, 640, 2048 + 3]
+
+
+def _rand(n, seed, scale=3.0):
+    return (np.random.default_rng(seed).standard_normal(n) * scale).astype(np.float32)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("n", SIZES)
+def test_rms_norm(tier, n):
+    x, w = _rand(n, 1), _rand(n, 2, 1.0)
+    want = x / np.sqrt((x.astype(np.float64) ** 2).mean() + 1e-6) * w
+    got = _core.op_rms_norm(x, w, 1e-6, tier)
+    np.testing.assert_allclose(got, want, rtol=REL_TOL * 10, atol=1e-6)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("n", SIZES)
+def test_layer_norm(tier, n):
+    x, w, b = _rand(n, 1), _rand(n, 2, 1.0), _rand(n, 3, 1.0)
+    x64 = x.astype(np.float64)
+    want = (x64 - x64.mean()) / np.sqrt(x64.var() + 1e-5) * w + b
+    np.testing.assert_allclose(_core.op_layer_norm(x, w, b, 1e-5, tier), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("n", SIZES)
+def test_softmax(tier, n):
+    x = _rand(n, 4, 10.0)
+    e = np.exp(x.astype(np.float64) - x.max())
+    got = _core.op_softmax(x, tier)
+    np.testing.assert_allclose(got, e / e.sum(), rtol=1e-5, atol=1e-9)
+    assert abs(got.sum() - 1.0) < 1e-5
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_softmax_extreme_values(tier):
+    x = np.array([-1e30, 0.0, 88.0, -88.0, 100.0] * 3, dtype=np.float32)
+    got = _core.op_softmax(x, tier)
+    assert np.isfinite(got).all()
+    assert got.argmax() in (4, 9, 14) and abs(got.sum() - 1) < 1e-5
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("act", ["silu", "gelu_tanh", "gelu_erf"])
+@pytest.mark.parametrize("n", SIZES)
+def test_gated_activations(tier, act, n):
+    g, u = _rand(n, 5), _rand(n, 6)
+    g64 = g.astype(np.float64)
+    if act == "silu":
+        a = g64 / (1 + np.exp(-g64))
+    elif act == "gelu_tanh":
+        a = 0.5 * g64 * (1 + np.tanh(math.sqrt(2 / math.pi) * (g64 + 0.044715 * g64 ** 3)))
+    else:
+        a = 0.5 * g64 * (1 + np.vectorize(math.erf)(g64 / math.sqrt(2)))
+    np.testing.assert_allclose(_core.op_gated_act(act, g, u, tier), a * u, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("n", SIZES)
+def test_f16_dot_and_axpy(tier, n):
+    x = _rand(n, 7)
+    h = _rand(n, 8).astype(np.float16)
+    want = float(x.astype(np.float64) @ h.astype(np.float64))
+    assert _core.op_dot_f16(x, h.view(np.uint16), tier) == pytest.approx(want, rel=1e-5, abs=1e-4)
+    y = _rand(n, 9)
+    expect = y.astype(np.float64) + 0.5 * h.astype(np.float64)
+    _core.op_axpy_f16(y, 0.5, h.view(np.uint16), tier)
+    np.testing.assert_allclose(y, expect, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")
+def test_fp32_to_fp16_rounds_like_numpy(tier):
+    x = np.concatenate([_rand(1000, 10, 100.0), np.array([65504, 65520, 1e-8, -0.0, np.inf, -np.inf], np.float32)])
+    np.testing.assert_array_equal(_core.op_fp32_to_fp16(x, tier).view(np.uint16), x.astype(np.float16).view(np.uint16))
