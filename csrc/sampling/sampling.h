@@ -39,4 +39,10 @@ int64_t oxl_samp_top_k(const float *x, int64_t n, int64_t k, int32_t *out_idx, f
 /* Positions i with x[i] >= threshold, in increasing order, into out_idx (room for n). Returns the count. */
 int64_t oxl_samp_filter_ge(const float *x, int64_t n, float threshold, int32_t *out_idx);
 
+/* Top-p on non-negative weights w[0..n) (e.g. exp(x - max) from oxl_samp_exp_sum, never NaN):
+ * the positions of the smallest set of largest weights whose sum reaches p * sum(w), ties at the
+ * cut taken in increasing position order, written to out_idx (room for n) in increasing
+ * position order. Returns the count. scratch: 4096 doubles. O(n), no sort. */
+int64_t oxl_samp_top_p(const float *w, int64_t n, double p, int32_t *out_idx, double *scratch);
+
 #endif

@@ -278,3 +278,56 @@ int64_t oxl_samp_filter_ge(const float *x, int64_t n, float threshold, int32_t *
     }
     return m;
 }
+
+/* Radix select on the bits of the non-negative float weights (whose bit patterns order like the
+ * values): three histogram levels of 12, 12 and 8 bits find the exact weight at which the
+ * descending running mass reaches target; only the first level touches every weight's bucket. */
+static int64_t oxl_top_p_level(const uint32_t *key, int64_t n, int shift, uint32_t prefix, int prefix_shift,
+                               int nbuckets, double *hist, double target_left, double *mass_above) {
+    memset(hist, 0, sizeof(double) * (size_t)nbuckets);
+    const uint32_t mask = (uint32_t)nbuckets - 1;
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t k = key[i];
+        if (prefix_shift >= 32 || (k >> prefix_shift) == prefix) {
+            hist[(k >> shift) & mask] += oxl_fp32_from_bits(k);
+        }
+    }
+    double run = 0.0;
+    for (int b = nbuckets - 1; b >= 0; b--) {
+        if (run + hist[b] >= target_left) {
+            *mass_above = run;
+            return b;
+        }
+        run += hist[b];
+    }
+    *mass_above = run;
+    return 0;
+}
+
+int64_t oxl_samp_top_p(const float *w, int64_t n, double p, int32_t *out_idx, double *scratch) {
+    const uint32_t *key = (const uint32_t *)(const void *)w;
+    /* total mass, in double, so the cut does not inherit exp_sum's float lanes */
+    double total = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        total += w[i];
+    }
+    double target = p * total, above1, above2, above3;
+    const uint32_t b1 = (uint32_t)oxl_top_p_level(key, n, 20, 0, 32, 4096, scratch, target, &above1);
+    const uint32_t b2 = (uint32_t)oxl_top_p_level(key, n, 8, b1, 20, 4096, scratch, target - above1, &above2);
+    const uint32_t pre2 = (b1 << 12) | b2;
+    const uint32_t b3 = (uint32_t)oxl_top_p_level(key, n, 0, pre2, 8, 256, scratch, target - above1 - above2,
+                                                  &above3);
+    const uint32_t cut = (pre2 << 8) | b3;
+    /* every weight above the cut, then tied weights in id order until the mass reaches target */
+    double run = above1 + above2 + above3;
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (key[i] > cut) {
+            out_idx[m++] = (int32_t)i;
+        } else if (key[i] == cut && run < target && w[i] > 0.0f) {
+            out_idx[m++] = (int32_t)i;
+            run += w[i];
+        }
+    }
+    return m;
+}

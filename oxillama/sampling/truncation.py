@@ -1,8 +1,9 @@
 """Stages that remove unlikely (or, for XTC, the likeliest) tokens. Each keeps >= min_keep.
 
 Probabilities are the softmax over the tokens still in play. On the full vocabulary every stage
-works from one C pass (max, normaliser, entropy, top-k heap or threshold filter); none sorts the
-vocabulary except typical-p, whose order (by distance to the entropy) no threshold gives.
+works from C passes (max, normaliser, entropy, top-k heap, threshold filter, radix select for
+top-p); none sorts the vocabulary except typical-p, whose order (by distance to the entropy) no
+threshold gives (it partitions first and sorts only what it needs).
 """
 from __future__ import annotations
 
@@ -51,17 +52,8 @@ class TopP(Stage):
         self.min_keep = _check_min_keep(min_keep)
 
     def apply(self, cand: Candidates, ctx: StepContext) -> None:
-        if self.p >= 1.0:
-            return
-        log_z = cand.log_z()
-        cand.narrow_for_mass(self.p)
-        cum = np.cumsum(np.exp(cand.logits.astype(np.float64) - log_z))
-        # first index whose running mass reaches p; float rounding may leave the total a hair
-        # under p, then everything in the set is kept
-        last = int(np.searchsorted(cum, self.p, side="left")) + 1
-        last = min(max(last, self.min_keep), len(cand))
-        if last < len(cand):
-            cand.keep(np.arange(last), is_sorted=True)
+        if self.p < 1.0:
+            cand.keep_top_p(self.p, self.min_keep)
 
 
 class MinP(Stage):

@@ -84,3 +84,20 @@ def test_wrappers_check_buffer_lengths():
         _csampling.pick(x, 11, 0.0)
     with pytest.raises(SamplerError):
         _csampling.vmax(np.zeros(0, np.float32))
+
+
+@pytest.mark.parametrize("n,scale", [(5, 1.0), (300, 0.5), (20000, 2.0), (20000, 0.01)])
+def test_top_p_cut_is_the_smallest_prefix(rng, n, scale):
+    x = (rng.standard_normal(n) * scale).astype(np.float32)
+    x[rng.integers(0, n, max(1, n // 10))] = x[0]  # ties
+    x[rng.integers(0, n, max(1, n // 20))] = -np.inf
+    w = np.empty_like(x)
+    _csampling.exp_sum(x, x.max(), 1.0, w)
+    out = np.empty(n, np.int32)
+    wd = w.astype(np.float64)
+    for p in (0.05, 0.3, 0.7, 0.95, 1.0):
+        m = _csampling.top_p_cut(w, p, out)
+        order = np.lexsort((np.arange(n), -wd))
+        cum = np.cumsum(wd[order])
+        k = min(int(np.searchsorted(cum, p * wd.sum(), side="left")) + 1, int((wd > 0).sum()))
+        np.testing.assert_array_equal(out[:m], np.sort(order[:k]))
