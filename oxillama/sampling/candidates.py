@@ -44,7 +44,7 @@ class Candidates:
     is_sorted: logits are in descending order (ties: lower id first).
     """
 
-    __slots__ = ("ids", "logits", "is_sorted", "ws", "_log_z", "_max")
+    __slots__ = ("ids", "logits", "is_sorted", "ws", "_log_z", "_max", "_weights_ok")
 
     def __init__(self, ws: Workspace, ids=None, logits=None, is_sorted=False, max_logit: float | None = None):
         self.ws = ws
@@ -53,6 +53,7 @@ class Candidates:
         self.is_sorted = is_sorted
         self._log_z = None
         self._max = max_logit  # when the caller already knows it (Sampler.sample's copy pass)
+        self._weights_ok = False  # ws.weights holds exp(logits - max) of the current full set
 
     # --- basic facts -----------------------------------------------------------------------
     @property
@@ -70,6 +71,7 @@ class Candidates:
         """Call after editing logits in place: drops the cached max and normaliser."""
         self._log_z = None
         self._max = None
+        self._weights_ok = False
 
     def max(self) -> float:
         if self._max is None:
@@ -96,6 +98,7 @@ class Candidates:
         m = self.max()
         if self.full:
             s_w, s_wx = _csampling.exp_sum(self.logits, m, 1.0, self.ws.weights)
+            self._weights_ok = True
         else:
             z = self.logits.astype(np.float64) - m
             w = np.exp(z)
@@ -226,7 +229,8 @@ class Candidates:
             if min_keep > n // 2:
                 self.keep_top(min_keep)
                 return
-            _csampling.exp_sum(self.logits, self.max(), 1.0, self.ws.weights)
+            if not self._weights_ok:
+                _csampling.exp_sum(self.logits, self.max(), 1.0, self.ws.weights)
             m = _csampling.top_p_cut(self.ws.weights, p, self.ws.ids)
             if m < min_keep:
                 self.keep_top(min_keep)
