@@ -61,8 +61,9 @@ class BanTokens(Stage):
 
 class LogitsProcessorStage(Stage):
     """A user function `(tokens, logits) -> logits` (llama-cpp-python's `logits_processor` shape):
-    tokens is the int32 history, logits a float32 row of n_vocab values (a private copy: the
-    function may edit it in place and return it). Tokens it sets to -inf leave the candidates."""
+    tokens is the int32 history, logits a float32 row of n_vocab values: the sampler's own
+    working row, never the caller's, so the function may edit it in place and return it (no
+    copy is made then). Tokens it sets to -inf leave the candidates."""
 
     name = "logits_processor"
 
@@ -73,7 +74,7 @@ class LogitsProcessorStage(Stage):
 
     def apply(self, cand: Candidates, ctx: StepContext) -> None:
         if cand.full:
-            row = cand.logits.copy()
+            row = cand.logits
         else:
             row = np.full(ctx.n_vocab, -np.inf, dtype=np.float32)
             row[cand.ids] = cand.logits
@@ -82,7 +83,8 @@ class LogitsProcessorStage(Stage):
             raise SamplerError(f"logits_processor {self.fn!r} returned None; it must return the logits")
         out = check_logits(np.asarray(out), ctx.n_vocab)
         if cand.full:
-            np.copyto(cand.logits, out)
+            if out is not cand.logits:
+                np.copyto(cand.logits, out)
             cand.is_sorted = False
             cand.changed()
         else:

@@ -183,16 +183,13 @@ class XTC(Stage):
             raise SamplerError("XTC needs the sampler's RNG")
         if ctx.rng.random() > self.probability:
             return
+        # p >= threshold  <=>  logit >= log(threshold) + log_z
         thr = (math.log(self.threshold) if self.threshold > 0 else -math.inf) + cand.log_z()
-        ids = cand.token_ids() if not cand.full else None
-        if cand.full:
-            above = np.flatnonzero(cand.logits >= thr)
-        else:
-            above = np.flatnonzero(cand.logits >= thr)
+        above = np.flatnonzero(cand.logits >= thr)
         if len(above) < 2 or len(cand) - (len(above) - 1) < self.min_keep:
             return
-        # the least likely of those above the threshold stays (ties: the higher id stays)
-        tok = cand.logits[above]
-        key_ids = above if ids is None else ids[above]
-        weakest = above[np.lexsort((-key_ids, tok))[0]]
+        # the least likely of those above the threshold stays (ties: the higher id stays, as the
+        # last of them in llama.cpp's descending order)
+        above_ids = above if cand.full else cand.ids[above]
+        weakest = above[np.lexsort((-above_ids, cand.logits[above]))[0]]
         cand.remove_positions(above[above != weakest])
