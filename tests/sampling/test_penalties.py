@@ -1,5 +1,4 @@
 """Logit bias, banned tokens, user processors, repetition / frequency / presence penalties, DRY."""
-import math
 
 import numpy as np
 import pytest

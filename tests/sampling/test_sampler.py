@@ -1,7 +1,6 @@
 """Sampler end to end: argmax cases, the final draw's distribution, determinism, save/restore,
 mirostat's surprise control, input validation."""
 import json
-import math
 
 import msgpack
 import numpy as np
