@@ -81,6 +81,8 @@ class Candidates:
                 self._max = _csampling.vmax(self.logits)
             else:
                 self._max = float(self.logits.max())
+            if self._max == -np.inf:
+                raise SamplerError("every token is banned or masked (-inf): nothing to sample")
         return self._max
 
     def log_z(self) -> float:

@@ -125,8 +125,15 @@ class Sampler:
         """Restore a state from get_state() of a sampler with the same config."""
         if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
             raise SamplerError(f"sampler state must be a dict from Sampler.get_state() (version {_STATE_VERSION})")
-        self.chain.set_state(state["chain"])
-        self.rng.set_state(state["rng"])
+        rng = SamplerRNG(0)
+        rng.set_state(state.get("rng"))  # validated before anything changes
+        saved = self.chain.get_state()
+        try:
+            self.chain.set_state(state.get("chain"))
+        except SamplerError:
+            self.chain.set_state(saved)
+            raise
+        self.rng = rng
 
     @property
     def mirostat_mu(self) -> float | None:

@@ -36,6 +36,7 @@ class Greedy(Selector):
     name = "greedy"
 
     def select(self, cand: Candidates, ctx: StepContext) -> int:
+        cand.max()  # raises if every token is masked
         if cand.full:
             return int(np.argmax(cand.logits))
         if cand.is_sorted:

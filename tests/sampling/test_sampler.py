@@ -227,3 +227,10 @@ def test_sampler_top_logprobs_are_the_raw_distribution(rng):
     assert ids.tolist() == np.argsort(-x)[:5].tolist()
     np.testing.assert_allclose(lp, ref[ids], rtol=1e-5, atol=1e-6)
     assert np.exp(lp).sum() < 1.0
+
+
+@pytest.mark.parametrize("config", [SamplerConfig(temperature=0.0), SamplerConfig(), SamplerConfig(**PLAIN)])
+def test_banning_every_token_raises(config):
+    s = Sampler(config.replace(banned_tokens=(0, 1, 2)), seed=0)
+    with pytest.raises(SamplerError, match="every token"):
+        s.sample(np.zeros(3, np.float32))
