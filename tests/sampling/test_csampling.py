@@ -101,3 +101,17 @@ def test_top_p_cut_is_the_smallest_prefix(rng, n, scale):
         cum = np.cumsum(wd[order])
         k = min(int(np.searchsorted(cum, p * wd.sum(), side="left")) + 1, int((wd > 0).sum()))
         np.testing.assert_array_equal(out[:m], np.sort(order[:k]))
+
+
+@pytest.mark.parametrize("k", [40, 65, 256, 3000])
+def test_top_k_large_rows_sampled_threshold_path(rng, k):
+    # rows of >= 8192 entries with k > 64 take the sample-threshold-then-heap path
+    n = 50000
+    x = rng.integers(-50, 50, n).astype(np.float32)  # heavy ties
+    x[rng.integers(0, n, 500)] = -np.inf
+    x[-1] = 1000.0  # the top token last: the tail after the last full block counts
+    ids = np.empty(k, np.int32)
+    vals = np.empty(k, np.float32)
+    assert _csampling.top_k(x, k, ids, vals) == k
+    ref = np.lexsort((np.arange(n), -x))[:k]
+    np.testing.assert_array_equal(ids, ref)
