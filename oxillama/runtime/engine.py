@@ -59,6 +59,8 @@ class InferenceEngine:
         self._logits = np.zeros(c.n_vocab, dtype=np.float32)   # last position's logits, reused
         self._tok_buf = np.zeros(self.n_batch, dtype=np.int32)
         self._one = np.zeros(1, dtype=np.int32)
+        self._hist = np.zeros(n_ctx + 1, dtype=np.int32)   # the cached tokens, for the sampler's penalties
+        self._dry_breakers: dict[tuple, list] = {}
         self._tokens: list[int] = []          # tokens whose K/V are in the cache
         self._pending: int | None = None      # last sampled token, not yet run through the model
         self._has_logits = False
@@ -181,6 +183,7 @@ class InferenceEngine:
                 self._ctx.run(buf, self.n_past, self._logits, False)
             else:
                 self._ctx.run(buf, self.n_past, None, False)
+            self._hist[len(self._tokens):len(self._tokens) + m] = chunk
             self._tokens.extend(int(t) for t in chunk)
             self.kv.n_past = len(self._tokens)
         if all_logits and n:
@@ -220,7 +223,7 @@ class InferenceEngine:
         constrains the output. Generation ends at an end-of-generation token, a stop string, a
         stopping criterion, the end of the grammar, or max_tokens.
         """
-        from oxillama.sampling import Sampler, StoppingCriteriaList, StopStrings, resolve_generate_kwargs
+        from oxillama.sampling import StoppingCriteriaList, StopStrings, resolve_generate_kwargs
 
         continuing = prompt is None
         config, other = resolve_generate_kwargs(**kwargs)
@@ -248,14 +251,14 @@ class InferenceEngine:
             sampler_changed = seed is not None or processors is not None or any(
                 k not in _NON_SAMPLING_KEYS for k in kwargs)
             if self._sampler is None or sampler_changed:
-                self._sampler = Sampler(config, seed=self._seed_for(seed), logits_processors=processors)
+                self._sampler = self._new_sampler(config, seed, processors)
             if grammar is not None:
                 self._matcher = self._new_matcher(grammar)
         else:
             ids = self._encode_prompt(prompt)
             if len(ids) >= self.n_ctx:
                 raise ContextOverflowError(f"the prompt has {len(ids)} tokens; n_ctx={self.n_ctx}")
-            self._sampler = Sampler(config, seed=self._seed_for(seed), logits_processors=processors)
+            self._sampler = self._new_sampler(config, seed, processors)
             self._matcher = self._new_matcher(grammar) if grammar is not None else None
             self._prefill(ids)
         room = self.n_ctx - len(self.tokens) + (1 if self._pending is None else 0)
@@ -271,8 +274,22 @@ class InferenceEngine:
         text = "".join(pieces)
         return self.last_completion.with_text(text)
 
-    def _seed_for(self, seed: int | None) -> int | None:
-        return self.seed if seed is None else seed
+    def _new_sampler(self, config, seed: int | None, processors):
+        from oxillama.sampling import Sampler
+        from oxillama.sampling.penalties import dry_breakers_from_vocab
+        breakers = None
+        if config.dry_multiplier > 0 and config.dry_sequence_breakers:
+            key = tuple(config.dry_sequence_breakers)
+            if key not in self._dry_breakers:   # a scan of the vocabulary: once per model and breaker set
+                texts = [""] * self.n_vocab
+                for tid, data in self.tokenizer.vocab_bytes():
+                    if 0 <= tid < self.n_vocab:
+                        texts[tid] = data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+                self._dry_breakers[key] = dry_breakers_from_vocab(
+                    key, texts, lambda t: self.tokenizer.encode(t, add_special=False))
+            breakers = self._dry_breakers[key]
+        return Sampler(config, seed=self.seed if seed is None else seed, n_vocab=self.n_vocab,
+                       logits_processors=processors, dry_breakers=breakers)
 
     def _new_matcher(self, grammar):
         from oxillama.grammar import Grammar, GrammarMatcher
@@ -296,7 +313,7 @@ class InferenceEngine:
             raise InvalidArgumentError("the prompt is empty (no tokens)")
         return ids
 
-    def _sample(self, history: list[int]) -> int:
+    def _sample(self, history: np.ndarray) -> int:
         """Sample the next token; under a grammar, check the sampled token first and mask the whole
         vocabulary only when it is rejected."""
         token = int(self._sampler.sample(self._logits, history))
@@ -324,7 +341,7 @@ class InferenceEngine:
                     self._one[0] = self._pending
                     self._pending = None
                     self._run(self._one)
-                token = self._sample(self._tokens)
+                token = self._sample(self._hist[:len(self._tokens)])
                 self._pending = token
                 generated.append(token)
                 if logprobs is not None:
