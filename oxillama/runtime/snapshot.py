@@ -3,7 +3,9 @@
 Layout:
     8 bytes   magic b"OXLSNAP\\0"
     4 bytes   format version, uint32 little-endian (FORMAT_VERSION)
-    rest      one msgpack map with str keys:
+    8 bytes   body length, uint64 little-endian
+    32 bytes  sha256 of the body (a flipped bit anywhere, K/V included, is caught)
+    body      one msgpack map with str keys:
       arch         str            the model's architecture (general.architecture)
       fingerprint  map            {"size": file bytes, "head": sha256 of the first FINGERPRINT_SPAN bytes,
                                    "tail": sha256 of the last FINGERPRINT_SPAN bytes} (constant time)
@@ -38,7 +40,7 @@ from oxillama.runtime.kv_cache import KV_DTYPES
 
 MAGIC = b"OXLSNAP\x00"
 FORMAT_VERSION = 1
-_HEADER = struct.Struct("<8sI")
+_HEADER = struct.Struct("<8sIQ32s")
 FINGERPRINT_SPAN = 4 * 2**20
 _MAX_DEPTH = 16          # nesting of the plain values (sampler / grammar state)
 _MAX_INT = 2**31 - 1     # bound for counts and ids
@@ -115,7 +117,12 @@ def encode(snap: Snapshot) -> bytes:
         "sampler": snap.sampler,
         "grammar": snap.grammar,
     }
-    return _HEADER.pack(MAGIC, FORMAT_VERSION) + msgpack.packb(body, use_bin_type=True)
+    return frame(msgpack.packb(body, use_bin_type=True))
+
+
+def frame(body: bytes, version: int = FORMAT_VERSION) -> bytes:
+    """Header (magic, version, body length, body sha256) + body."""
+    return _HEADER.pack(MAGIC, version, len(body), hashlib.sha256(body).digest()) + body
 
 
 def write_atomic(path: str | os.PathLike, data: bytes) -> None:
@@ -164,7 +171,7 @@ def decode(blob) -> Snapshot:
     blob = bytes(blob)
     if len(blob) < _HEADER.size:
         raise SnapshotError(f"snapshot truncated: {len(blob)} bytes, the header alone is {_HEADER.size}")
-    magic, version = _HEADER.unpack_from(blob)
+    magic, version, body_len, digest = _HEADER.unpack_from(blob)
     if magic != MAGIC:
         raise SnapshotError("not an oxillama snapshot (bad magic bytes)")
     if version > FORMAT_VERSION:
@@ -174,6 +181,12 @@ def decode(blob) -> Snapshot:
         raise SnapshotError(f"snapshot format version {version} is not valid")
     body = memoryview(blob)[_HEADER.size:]
     n = len(body)
+    if n < body_len:
+        raise SnapshotError(f"snapshot truncated: body has {n} of its {body_len} bytes")
+    if n > body_len:
+        raise SnapshotError(f"snapshot oversized: {n - body_len} bytes after its {body_len}-byte body")
+    if hashlib.sha256(body).digest() != digest:
+        raise SnapshotError("snapshot is corrupt: its body does not match the checksum in its header")
     try:
         # every length msgpack may allocate for is bounded by the bytes that are actually there
         d = msgpack.unpackb(body, raw=False, use_list=True, strict_map_key=True, ext_hook=_refuse_ext,
