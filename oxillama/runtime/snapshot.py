@@ -191,13 +191,14 @@ def decode(blob) -> Snapshot:
         # every length msgpack may allocate for is bounded by the bytes that are actually there
         d = msgpack.unpackb(body, raw=False, use_list=True, strict_map_key=True, ext_hook=_refuse_ext,
                             timestamp=0, max_bin_len=n, max_str_len=n,
-                            max_array_len=n, max_map_len=n // 2, max_ext_len=0)
+                            max_array_len=n, max_map_len=n // 2, max_ext_len=n)
     except SnapshotError:
         raise
     except msgpack.ExtraData:
         raise SnapshotError("snapshot has trailing bytes after its body (oversized or concatenated)") from None
     except (ValueError, TypeError, OverflowError, RecursionError, msgpack.UnpackException) as e:
-        raise SnapshotError(f"snapshot body is not valid msgpack (truncated or corrupt): {e}") from None
+        raise SnapshotError(f"snapshot body is not valid msgpack (truncated or corrupt): {type(e).__name__}: {e}") \
+            from None
     return _validate(d, n)
 
 
