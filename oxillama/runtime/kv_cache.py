@@ -75,8 +75,8 @@ class KVCache:
         for name, a in (("k", k), ("v", v)):
             if not isinstance(a, np.ndarray) or a.ndim != 3 or a.shape[0] != self.n_layer or a.shape[2] != self.kv_dim:
                 shape = getattr(a, "shape", type(a).__name__)
-                raise InvalidArgumentError(f"{name} must be an array (n_layer={self.n_layer}, n, kv_dim={self.kv_dim}), "
-                                           f"got {shape}")
+                raise InvalidArgumentError(f"{name} must be an array (n_layer={self.n_layer}, n, "
+                                           f"kv_dim={self.kv_dim}), got {shape}")
             if a.dtype != self.dtype:
                 raise InvalidArgumentError(f"{name} has dtype {a.dtype}, this cache holds {self.dtype}")
         if k.shape != v.shape:
