@@ -176,3 +176,44 @@ def test_gather_into_engine_cache_and_scatter_back():
     np.testing.assert_array_equal(seq.read(20, 23)[1], v2)
     with pytest.raises(InvalidArgumentError, match="does not match"):
         seq.gather_into(ContiguousKVCache(N_LAYER, N_CTX, KV_DIM, "f32"))
+
+
+def test_random_operations_match_a_plain_reference():
+    """Writes, truncations, forks, shrinks and releases on many sequences of one small pool keep every
+    sequence equal to a plain array model of it, and the pool's page count consistent."""
+    rng = np.random.default_rng(7)
+    pool = PagePool(N_LAYER, KV_DIM, "f32", page_size=4, max_pages=64)
+    seqs = [pool.new_sequence()]
+    refs = [(np.zeros((N_LAYER, 0, KV_DIM), np.float32),) * 2]
+    for step in range(400):
+        i = int(rng.integers(len(seqs)))
+        s, (rk, rv) = seqs[i], refs[i]
+        op = rng.choice(["write", "write", "truncate", "fork", "shrink", "release"])
+        if op == "write":
+            pos0 = int(rng.integers(0, s.n_past + 1))
+            k, v = rows(int(rng.integers(1, 9)), step, np.float32)
+            try:
+                s.write(k, v, pos0)
+            except ContextOverflowError:
+                assert (s.read()[0] == rk).all()        # a refused write changes nothing
+                continue
+            refs[i] = (np.concatenate([rk[:, :pos0], k], 1), np.concatenate([rv[:, :pos0], v], 1))
+        elif op == "truncate":
+            n = int(rng.integers(0, s.n_past + 1))
+            s.truncate(n)
+            refs[i] = (rk[:, :n], rv[:, :n])
+        elif op == "fork" and len(seqs) < 8:
+            seqs.append(s.fork())
+            refs.append((rk.copy(), rv.copy()))
+        elif op == "shrink":
+            s.shrink_to_fit()
+        elif op == "release":
+            s.release()
+            refs[i] = (rk[:, :0], rv[:, :0])
+        for s2, (k2, v2) in zip(seqs, refs):
+            got_k, got_v = s2.read()
+            np.testing.assert_array_equal(got_k, k2)
+            np.testing.assert_array_equal(got_v, v2)
+        held = {pid for s2 in seqs for pid in s2.block_table}
+        assert pool.n_in_use == len(held)
+        assert all(pool.refcount(p) == sum(s2.block_table.count(p) for s2 in seqs) for p in held)

@@ -188,3 +188,31 @@ def test_shared_1000_token_system_prompt_prefills_only_the_suffix(engine_with_ca
     assert e.last_prefix_reused == SYSTEM_PROMPT_TOKENS + shared_turn[1]
     assert e.prefix_cache.stats.hits == hits + 1
     assert e.prefix_cache.match(system) == SYSTEM_PROMPT_TOKENS
+
+
+def test_random_prompts_restore_the_longest_inserted_prefix():
+    """Against brute force: with no eviction, restore() gives the longest common prefix with any
+    inserted prompt, and the rows are exactly that prefix's."""
+    rng = np.random.default_rng(3)
+    pc = PrefixKvCache()
+    inserted = []
+    for _ in range(60):
+        base = inserted[int(rng.integers(len(inserted)))] if inserted and rng.random() < 0.7 else []
+        cut = int(rng.integers(0, len(base) + 1))
+        prompt = list(base[:cut]) + rng.integers(0, 4, int(rng.integers(1, 12))).tolist()
+        if rng.random() < 0.5:
+            pc.insert(prompt, filled(prompt))
+            inserted.append(prompt)
+        want = max((_common(prompt, p) for p in inserted), default=0)
+        assert pc.match(prompt) == want
+        dest = filled([])
+        assert pc.restore(prompt, dest) == want
+        assert_holds(dest, prompt[:want])
+    assert len(pc) <= sum(len(p) for p in inserted)
+
+
+def _common(a, b):
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
