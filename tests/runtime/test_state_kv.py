@@ -217,3 +217,34 @@ def test_random_operations_match_a_plain_reference():
         held = {pid for s2 in seqs for pid in s2.block_table}
         assert pool.n_in_use == len(held)
         assert all(pool.refcount(p) == sum(s2.block_table.count(p) for s2 in seqs) for p in held)
+
+
+def test_two_conversations_take_turns_on_one_engine_through_a_page_pool(smollm2):
+    """A scheduler's pattern: each conversation's K/V lives in pages between its turns and is copied
+    into the engine's contiguous cache for its turn; the result equals an uninterrupted run."""
+    from oxillama.runtime import KVState
+    e = smollm2
+    prompts = ["The three primary colours are", "A good breakfast contains"]
+    reference = []
+    for p in prompts:
+        e.reset()
+        e.generate(p, max_tokens=6, temperature=0)
+        reference.append(e.tokens)
+    pool = PagePool.for_cache(e.kv)
+    stored = {}
+    for turn in range(2):
+        for c, p in enumerate(prompts):
+            if turn == 0:
+                e.reset()
+                e.generate(p, max_tokens=3, temperature=0)
+            else:
+                seq, tokens, pending = stored[c]
+                e.kv_restore(KVState(np.array(tokens, np.int32), *seq.read(), pending=pending))
+                e.generate(None, max_tokens=3, temperature=0)
+            seq = stored[c][0] if c in stored else pool.new_sequence()
+            seq.scatter_from(e.kv, start=0 if c not in stored else None)
+            stored[c] = (seq, e.tokens[:e.n_past], e.tokens[-1])
+    for c in range(2):
+        seq, tokens, pending = stored[c]
+        assert tokens + [pending] == reference[c]
+    assert pool.n_in_use == sum(len(s.block_table) for s, _, _ in stored.values())
