@@ -403,7 +403,11 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
                 if (L->post_ffn_norm) norm_row(kt, m, ti, L->post_ffn_norm, NULL, ti, n_embd);
                 kt->ops.add(x + i * n_embd, ti, n_embd);
             }
-            OXL_BARRIER();
+            /* the next layer starts with this thread's own tokens again (norm, quantize), so only the
+             * final norm, which splits rows differently, needs everyone's residual first */
+            if (il == m->n_layer - 1) {
+                OXL_BARRIER();
+            }
         }
 
         /* final norm of the rows that need logits (all rows if hidden states are wanted) */

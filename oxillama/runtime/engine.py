@@ -24,7 +24,10 @@ from oxillama.runtime.snapshot import KVState
 
 log = logging.getLogger("oxillama.engine")
 
-DEFAULT_MAX_CTX = 4096   # n_ctx=0 means the trained context, capped here to keep the KV cache modest
+DEFAULT_MAX_CTX = 4096
+# generate() keywords that do not describe the sampler: continuing with only these keeps its state
+_NON_SAMPLING_KEYS = frozenset({"max_tokens", "max_new_tokens", "n_predict", "stop", "stop_strings", "logprobs",
+                                "stopping_criteria"})   # n_ctx=0 means the trained context, capped here to keep the KV cache modest
 
 
 class InferenceEngine:
@@ -64,6 +67,9 @@ class InferenceEngine:
         self._pending: int | None = None      # last sampled token, not yet run through the model
         self._has_logits = False
         self._sampler = None
+        self._matcher = None                  # grammar state of the session, if constrained
+        self._masked = None                   # logits copy for grammar masking, made on first need
+        self.last_completion = None
         self._tokenizer = tokenizer
         # session reuse: generate() keeps the cached prefix a new prompt shares with the session
         # (reuse_prefix) and restores longer ones from prefix_cache; n_tokens_run counts the tokens
@@ -138,6 +144,7 @@ class InferenceEngine:
         self._pending = None
         self._has_logits = False
         self._sampler = None
+        self._matcher = None
         self.kv.clear()
 
     def truncate(self, n: int) -> None:
@@ -153,11 +160,12 @@ class InferenceEngine:
 
     # ---- session state: prefix reuse, KV state, snapshots ----
 
-    def _prefill(self, ids: np.ndarray) -> None:
+    def _prefill(self, ids) -> None:
         """Make the cache hold the prompt ids with the last position's logits, running as few tokens
         as possible: the prefix already in this session's cache is kept (as llama-cpp-python does),
         a longer one is restored from prefix_cache, and only the rest is run. The last prompt token
         is always run, since its logits are what the first sampled token needs."""
+        ids = self._check_tokens(ids)
         n = len(ids)
         keep = 0
         if self.reuse_prefix and self._tokens:
@@ -225,7 +233,9 @@ class InferenceEngine:
             arch=c.arch, fingerprint=self.fingerprint(), n_ctx=self.n_ctx, n_layer=c.n_layer,
             kv_dim=self.kv.kv_dim, n_vocab=self.n_vocab, kv_type=self.kv.kv_type, kv=self.kv_snapshot(),
             seed=self.seed, sampler=None if self._sampler is None else _snap.sampler_record(self._sampler),
-            grammar=None)   # grammar-constrained generation is not wired into the engine yet
+            grammar=None if self._matcher is None else _snap.grammar_record(self._matcher))
+        if self._sampler is not None and self._sampler.logits_processors:
+            log.warning("snapshot: the sampler's logits_processors (Python callables) are not saved")
         return _snap.encode(snap)
 
     def save(self, path: str | os.PathLike) -> None:
@@ -272,13 +282,13 @@ class InferenceEngine:
         kv = snap.kv
         if kv.n_past + (kv.pending is not None) > self.n_ctx:
             raise SnapshotError(f"snapshot holds {kv.n_past} tokens (+ pending), more than n_ctx={self.n_ctx}")
-        if snap.grammar is not None:
-            raise SnapshotError("snapshot carries grammar state, but this engine has no grammar support yet")
         sampler = _snap.build_sampler(snap.sampler) if snap.sampler is not None else None
+        matcher = _snap.build_matcher(snap.grammar, self.tokenizer) if snap.grammar is not None else None
         if kv.k.dtype != self.kv.dtype:   # resumed with another kv_type
             kv = KVState(kv.tokens, kv.k.astype(self.kv.dtype), kv.v.astype(self.kv.dtype), kv.pending, kv.logits)
         self.kv_restore(kv)
         self._sampler = sampler
+        self._matcher = matcher
 
     # ---- text ----
 
@@ -338,57 +348,84 @@ class InferenceEngine:
 
     # ---- generation ----
 
-    def _new_sampler(self, kwargs: dict, seed: int | None):
-        from oxillama.sampling import Sampler, resolve_generate_kwargs
-        config, rest = resolve_generate_kwargs(**kwargs)
-        return Sampler(config, seed=self.seed if seed is None else seed), rest
+    def generate(self, prompt: str | list[int] | None, *, stream: bool = False,
+                 callback: Callable[[str], None] | None = None, seed: int | None = None, grammar=None,
+                 response_format: dict | None = None, **kwargs):
+        """Generate a completion of `prompt`: a Completion (a str with .tokens, .finish_reason and
+        .logprobs), or with stream=True an iterator of text pieces that stops cleanly on `break`.
 
-    def generate(self, prompt: str | list[int] | None, *, max_tokens: int | None = None, stop=(), stream: bool = False,
-                 callback: Callable[[str], None] | None = None, seed: int | None = None, **sampling):
-        """Generate a completion of prompt; the text, or with stream=True an iterator of text pieces.
+        prompt: text (tokenized with the model's BOS and special tokens parsed, as llama-cpp-python
+        does), a list of token ids, or None to continue the current session exactly where the last
+        call stopped (same KV cache, tokens, sampler RNG state and grammar state).
 
-        prompt: text (tokenized with the model's BOS and special tokens parsed, like llama-cpp-python),
-        a list of token ids, or None to continue the current session where the last call stopped
-        (same KV cache, tokens and sampler with its RNG state). Sampling keywords (temperature,
-        top_k, top_p, min_p, repeat_penalty, ... or sampler=SamplerConfig) follow oxillama.sampling;
-        temperature=0 is greedy. Generation ends at an end-of-generation token, a stop string, or
-        max_tokens.
+        Keywords, in llama.cpp / llama-cpp-python or Hugging Face spelling (conflicting aliases
+        raise): max_tokens/max_new_tokens (default 256), temperature/temp (0: greedy), top_k, top_p,
+        min_p, repeat_penalty/repetition_penalty, do_sample, ... (see oxillama.sampling.SamplerConfig,
+        or pass sampler=SamplerConfig(...)), stop/stop_strings, logprobs=N (top-N log-probabilities
+        of every generated token), logits_processor, stopping_criteria, seed. grammar= a Grammar, or
+        response_format={"type": "json_object", "schema": {...}} (also OpenAI's json_schema shape),
+        constrains the output. Generation ends at an end-of-generation token, a stop string, a
+        stopping criterion, the end of the grammar, or max_tokens.
         """
-        if "max_new_tokens" in sampling:
-            if max_tokens is not None:
-                raise InvalidArgumentError("give max_tokens or max_new_tokens, not both")
-            max_tokens = sampling.pop("max_new_tokens")
-        if "stop_strings" in sampling:
-            if stop:
-                raise InvalidArgumentError("give stop or stop_strings, not both")
-            stop = sampling.pop("stop_strings")
-        max_tokens = 256 if max_tokens is None else int(max_tokens)
-        if max_tokens < 0:
-            raise InvalidArgumentError(f"max_tokens must be >= 0, got {max_tokens}")
-        stops = [stop] if isinstance(stop, str) else [s for s in (stop or ()) if s]
-        if prompt is None:
+        from oxillama.sampling import Sampler, StoppingCriteriaList, StopStrings, resolve_generate_kwargs
+
+        continuing = prompt is None
+        config, other = resolve_generate_kwargs(**kwargs)
+        max_tokens = other.pop("max_tokens", 256)
+        stops = other.pop("stop", [])
+        n_logprobs = other.pop("logprobs", None)
+        processors = other.pop("logits_processor", None)
+        criteria = other.pop("stopping_criteria", None)
+        if other:
+            raise InvalidArgumentError(f"unknown generate() argument(s): {', '.join(sorted(other))}")
+        if n_logprobs is not None and (isinstance(n_logprobs, bool) or not isinstance(n_logprobs, int)
+                                       or n_logprobs < 0):
+            raise InvalidArgumentError(f"logprobs must be an int >= 0, got {n_logprobs!r}")
+        criteria = StoppingCriteriaList(criteria if isinstance(criteria, (list, tuple)) else
+                                        [criteria] if criteria is not None else [])
+        if grammar is not None and response_format is not None:
+            raise InvalidArgumentError("give grammar or response_format, not both")
+        if response_format is not None:
+            from oxillama.grammar import grammar_from_response_format
+            grammar = grammar_from_response_format(response_format)
+
+        if continuing:
             if not self.tokens:
                 raise InvalidArgumentError("generate(None) continues a session, but there is none: give a prompt")
-            if self._sampler is None or sampling:
-                self._sampler, _ = self._new_sampler(sampling, seed)
+            sampler_changed = seed is not None or processors is not None or any(
+                k not in _NON_SAMPLING_KEYS for k in kwargs)
+            if self._sampler is None or sampler_changed:
+                self._sampler = Sampler(config, seed=self._seed_for(seed), logits_processors=processors)
+            if grammar is not None:
+                self._matcher = self._new_matcher(grammar)
         else:
             ids = self._encode_prompt(prompt)
-            if len(ids) + max_tokens > self.n_ctx:
-                raise ContextOverflowError(f"prompt of {len(ids)} tokens + max_tokens={max_tokens} exceed "
-                                           f"n_ctx={self.n_ctx}")
-            self._sampler, _ = self._new_sampler(sampling, seed)
-            self._prefill(self._check_tokens(ids))
-        if len(self.tokens) + max_tokens > self.n_ctx + 1:
-            raise ContextOverflowError(f"{len(self.tokens)} tokens + max_tokens={max_tokens} exceed n_ctx={self.n_ctx}")
-        pieces = self._generate_iter(max_tokens, stops, callback)
+            if len(ids) >= self.n_ctx:
+                raise ContextOverflowError(f"the prompt has {len(ids)} tokens; n_ctx={self.n_ctx}")
+            self._sampler = Sampler(config, seed=self._seed_for(seed), logits_processors=processors)
+            self._matcher = self._new_matcher(grammar) if grammar is not None else None
+            self._prefill(ids)
+        room = self.n_ctx - len(self.tokens) + (1 if self._pending is None else 0)
+        if max_tokens is None:              # until the context is full
+            max_tokens = room
+        elif max_tokens > room:
+            raise ContextOverflowError(f"{len(self.tokens)} tokens + max_tokens={max_tokens} exceed "
+                                       f"n_ctx={self.n_ctx}")
+        self.last_completion = None
+        pieces = self._generate_iter(max_tokens, StopStrings(stops), criteria, n_logprobs, callback)
         if stream:
             return pieces
-        return "".join(pieces)
+        text = "".join(pieces)
+        return self.last_completion.with_text(text)
 
-    def reset_keep_sampler(self) -> None:
-        sampler = self._sampler
-        self.reset()
-        self._sampler = sampler
+    def _seed_for(self, seed: int | None) -> int | None:
+        return self.seed if seed is None else seed
+
+    def _new_matcher(self, grammar):
+        from oxillama.grammar import Grammar, GrammarMatcher
+        if not isinstance(grammar, Grammar):
+            raise InvalidArgumentError(f"grammar must be an oxillama.Grammar, got {type(grammar).__name__}")
+        return GrammarMatcher.from_tokenizer(grammar, self.tokenizer)
 
     def _encode_prompt(self, prompt) -> list[int]:
         if isinstance(prompt, str):
@@ -399,43 +436,67 @@ class InferenceEngine:
             raise InvalidArgumentError("the prompt is empty (no tokens)")
         return ids
 
-    def _generate_iter(self, max_tokens: int, stops: list[str], callback) -> Iterator[str]:
+    def _sample(self, history: list[int]) -> int:
+        """Sample the next token; under a grammar, check the sampled token first and mask the whole
+        vocabulary only when it is rejected."""
+        token = int(self._sampler.sample(self._logits, history))
+        m = self._matcher
+        if m is None or m.is_token_allowed(token):
+            return token
+        masked = self._masked
+        if masked is None:
+            masked = self._masked = np.empty_like(self._logits)
+        masked[:] = self._logits
+        m.apply_to_logits(masked)
+        return int(self._sampler.sample(masked, history))
+
+    def _generate_iter(self, max_tokens: int, stops, criteria, n_logprobs, callback) -> Iterator[str]:
+        from oxillama.sampling import top_logprobs
         tok = self.tokenizer
         detok = tok.detokenizer()
         eog = tok.eog_ids
-        hold = max((len(s) for s in stops), default=1) - 1   # text kept back while it may start a stop string
-        text = ""            # produced but not yet emitted
-        sampler = self._sampler
-        for _ in range(max_tokens):
-            if self._pending is not None:     # run the last sampled token to get the next logits
-                self._one[0] = self._pending
-                self._pending = None
-                self._run(self._one)
-            token = int(sampler.sample(self._logits, self._tokens))
-            self._pending = token
-            if token in eog:
-                break
-            text += detok.add(token)
-            if stops:
-                cut = _find_stop(text, stops)
-                if cut is not None:
-                    text = text[:cut]
-                    if text:
-                        yield from _emit(text, callback)
+        generated: list[int] = []
+        logprobs: list[dict[int, float]] | None = [] if n_logprobs is not None else None
+        finish = "length"
+        try:
+            for _ in range(max_tokens):
+                if self._pending is not None:     # run the last sampled token to get the next logits
+                    self._one[0] = self._pending
+                    self._pending = None
+                    self._run(self._one)
+                token = self._sample(self._tokens)
+                self._pending = token
+                generated.append(token)
+                if logprobs is not None:
+                    ids, lps = top_logprobs(self._logits, n_logprobs)
+                    entry = {int(i): float(v) for i, v in zip(ids, lps)}
+                    if token not in entry:
+                        from oxillama.sampling import token_logprobs
+                        entry[token] = float(token_logprobs(self._logits, [token])[0])
+                    logprobs.append(entry)
+                if self._matcher is not None:
+                    self._matcher.accept_token(token)
+                if token in eog:
+                    finish = "stop"
+                    break
+                text, stopped = stops.feed(detok.add(token))
+                if text:
+                    yield from _emit(text, callback)
+                if stopped:
+                    finish = "stop"
                     return
-                if len(text) > hold:
-                    out, text = text[:len(text) - hold], text[len(text) - hold:]
-                    yield from _emit(out, callback)
-            elif text:
+                if criteria and criteria(self.tokens, self._logits):
+                    finish = "stop"
+                    break
+                if self._matcher is not None and self._matcher.is_finished:
+                    finish = "stop"
+                    break
+            text, stopped = stops.feed(detok.flush())
+            text += "" if stopped else stops.flush()
+            if text:
                 yield from _emit(text, callback)
-                text = ""
-        text += detok.flush()
-        if stops:
-            cut = _find_stop(text, stops)
-            if cut is not None:
-                text = text[:cut]
-        if text:
-            yield from _emit(text, callback)
+        finally:
+            self.last_completion = Completion("", tokens=generated, finish_reason=finish, logprobs=logprobs)
 
 
 def _common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:
@@ -450,9 +511,23 @@ def _check_fingerprint(theirs: dict, ours: dict) -> None:
                             f"or different contents)")
 
 
-def _find_stop(text: str, stops: list[str]) -> int | None:
-    cuts = [i for i in (text.find(s) for s in stops) if i >= 0]
-    return min(cuts) if cuts else None
+class Completion(str):
+    """The generated text, with the generated token ids, why generation ended ("stop" or
+    "length") and, when asked for, the top-N log-probabilities of every generated token."""
+
+    tokens: list[int]
+    finish_reason: str
+    logprobs: list[dict[int, float]] | None
+
+    def __new__(cls, text: str, *, tokens=(), finish_reason: str = "stop", logprobs=None):
+        obj = super().__new__(cls, text)
+        obj.tokens = list(tokens)
+        obj.finish_reason = finish_reason
+        obj.logprobs = logprobs
+        return obj
+
+    def with_text(self, text: str) -> "Completion":
+        return Completion(text, tokens=self.tokens, finish_reason=self.finish_reason, logprobs=self.logprobs)
 
 
 def _emit(piece: str, callback) -> Iterator[str]:

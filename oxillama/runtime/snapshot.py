@@ -19,7 +19,7 @@ Layout:
       seed         int | nil      the engine's default seed
       sampler      map | nil      {"config": SamplerConfig.to_dict(), "state": Sampler.get_state()}
                                   (the RNG stream and mirostat's mu)
-      grammar      map | nil      {"source": grammar text, "state": GrammarMatcher.get_state()}
+      grammar      map | nil      {"source": GBNF text, "root": rule name, "state": GrammarMatcher.get_state()}
 
 Loading trusts nothing: every length is bounded by the blob's size before msgpack allocates,
 extension types and non-str map keys are refused, every field's type, range and shape is checked,
@@ -309,8 +309,9 @@ def _validate(d, n_body: int) -> Snapshot:
     grammar = d["grammar"]
     if grammar is not None:
         grammar = typed("grammar", dict, "a map or nil")
-        if set(grammar) != {"source", "state"} or not isinstance(grammar["source"], str):
-            raise SnapshotError("snapshot grammar must be a map of source (str) and state")
+        if set(grammar) != {"source", "root", "state"} or not isinstance(grammar["source"], str) \
+                or not isinstance(grammar["root"], str) or not isinstance(grammar["state"], dict):
+            raise SnapshotError("snapshot grammar must be a map of source (str), root (str) and state (map)")
     kv = KVState(tokens=tokens, k=arrays[0], v=arrays[1], pending=pending, logits=logits)
     return Snapshot(arch=arch, fingerprint=fp, n_ctx=n_ctx, n_layer=n_layer, kv_dim=kv_dim, n_vocab=n_vocab,
                     kv_type=kv_type, kv=kv, seed=seed, sampler=sampler, grammar=grammar)
@@ -318,6 +319,22 @@ def _validate(d, n_body: int) -> Snapshot:
 
 def _tuple(types) -> tuple:
     return types if isinstance(types, tuple) else (types,)
+
+
+def grammar_record(matcher) -> dict:
+    return {"source": matcher.grammar.text, "root": matcher.grammar.root, "state": matcher.get_state()}
+
+
+def build_matcher(record: dict, tokenizer):
+    """A GrammarMatcher from grammar_record() over tokenizer's vocabulary; SnapshotError if invalid."""
+    from oxillama.errors import GrammarError
+    from oxillama.grammar import Grammar, GrammarMatcher
+    try:
+        matcher = GrammarMatcher.from_tokenizer(Grammar(record["source"], record["root"]), tokenizer)
+        matcher.set_state(record["state"])
+    except (GrammarError, TypeError, ValueError, KeyError, RecursionError) as e:
+        raise SnapshotError(f"snapshot grammar state is invalid: {e}") from None
+    return matcher
 
 
 def sampler_record(sampler) -> dict:

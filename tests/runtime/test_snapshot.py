@@ -13,6 +13,8 @@ from oxillama.runtime import snapshot as snap
 PROMPT = "Once upon a time, in a land far away,"
 SAMPLING = dict(temperature=0.9, top_k=40, top_p=0.95, repeat_penalty=1.1)
 SEED = 1234
+# letters, spaces and a few marks: a story fits, digits, newlines and quotes do not
+GRAMMAR = 'root ::= [a-zA-Z ,.]+'
 # the model's own per-token KV bytes, plus headers: the blob must not carry much beyond the KV rows
 MAX_OVERHEAD_BYTES = 64 * 1024
 
@@ -22,25 +24,34 @@ def _package_root() -> str:
 
 
 def test_resume_in_a_new_process_continues_token_for_token(smollm2, smollm2_path, tmp_path, python_runner):
+    """40 sampled tokens in one go equal 20, a snapshot, a new process, and 20 more: without and with
+    a grammar (whose matcher state travels in the snapshot)."""
+    from oxillama.grammar import Grammar
     e = smollm2
-    e.reset()
     n_prompt = len(e.tokenize(PROMPT))
-    e.generate(PROMPT, max_tokens=40, seed=SEED, **SAMPLING)
-    full = e.tokens
-    assert len(full) == n_prompt + 40, "the reference run stopped early; pick another prompt"
-
-    e.reset()
-    e.generate(PROMPT, max_tokens=20, seed=SEED, **SAMPLING)
-    assert e.tokens == full[:n_prompt + 20]
-    path = tmp_path / "session.oxs"
-    e.save(path)
+    variants = {"plain": {}, "grammar": {"grammar": Grammar.from_string(GRAMMAR)}}
+    full, paths = {}, {}
+    for name, extra in variants.items():
+        e.reset()
+        e.generate(PROMPT, max_tokens=40, seed=SEED, **SAMPLING, **extra)
+        full[name] = e.tokens
+        assert len(full[name]) == n_prompt + 40, f"{name}: the reference run stopped early; pick another prompt"
+        e.reset()
+        e.generate(PROMPT, max_tokens=20, seed=SEED, **SAMPLING, **extra)
+        assert e.tokens == full[name][:n_prompt + 20]
+        paths[name] = str(tmp_path / f"{name}.oxs")
+        e.save(paths[name])
+    assert full["plain"] != full["grammar"]       # the grammar did constrain the run
 
     code = f"""
 import json
 from oxillama.runtime import InferenceEngine
-e = InferenceEngine.resume({str(path)!r}, {smollm2_path!r}, n_threads={e.n_threads})
-e.generate(None, max_tokens=20)
-print(json.dumps(e.tokens))
+out = {{}}
+for name, path in {paths!r}.items():
+    with InferenceEngine.resume(path, {smollm2_path!r}, n_threads={e.n_threads}) as r:
+        r.generate(None, max_tokens=20)
+        out[name] = r.tokens
+print(json.dumps(out))
 """
     env = dict(os.environ, PYTHONPATH=_package_root() + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = python_runner(code, env=env, timeout=600)

@@ -120,7 +120,10 @@ def crafted_cases(blob: bytes) -> dict:
         "bytes map key": resign(msgpack.packb({**d, b"arch": "llama"}, use_bin_type=True)),
         "invalid utf-8 string": resign(b"\x81\xa3\xff\xfe\xfd\x01"),
         "deeply nested grammar state": edited(blob, grammar={"source": "root ::= x", "state": nested(200)}),
-        "grammar without support": edited(blob, grammar={"source": "root ::= \"a\"", "state": {"stack": [1]}}),
+        "grammar state of another shape": edited(blob, grammar={"source": "root ::= \"a\"", "root": "root",
+                                                                "state": {"stack": [1]}}),
+        "grammar source invalid": edited(blob, grammar={"source": "root ::= (", "root": "root", "state": {}}),
+        "grammar root missing": edited(blob, grammar={"source": "root ::= \"a\"", "root": "nope", "state": {}}),
         "grammar wrong shape": edited(blob, grammar={"state": 1}),
         "array32 claiming 4G elements": resign(b"\xdd\xff\xff\xff\xff"),
         "bin32 claiming 4 GB": resign(b"\xc6\xff\xff\xff\xff" + b"\x00" * 8),
@@ -143,7 +146,8 @@ EXPECTED = {
     "another vocabulary": "does not match the model", "sampler config unknown key": "temprature",
     "sampler rng state not hex": "RNG", "extension type": "extension type 5", "timestamp extension": "Timestamp",
     "integer map key": "map key", "bytes map key": "map key", "invalid utf-8 string": "utf-8",
-    "deeply nested grammar state": "nested", "grammar without support": "grammar",
+    "deeply nested grammar state": "nested", "grammar state of another shape": "grammar",
+    "grammar source invalid": "grammar", "grammar root missing": "grammar",
     "array32 claiming 4G elements": "exceeds", "map32 claiming 4G entries": "exceeds",
 }
 

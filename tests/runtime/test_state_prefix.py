@@ -144,12 +144,12 @@ def test_session_prefix_reuse_gives_the_same_tokens(smollm2):
     smollm2.generate(first, max_tokens=4, temperature=0)
     shared = next(i for i, (a, b) in enumerate(zip(first, second)) if a != b)
     before = smollm2.n_tokens_run
-    reused_text = smollm2.generate(second, max_tokens=12, temperature=0)
+    reused_text = smollm2.generate(second, max_tokens=6, temperature=0)
     assert smollm2.last_prefix_reused == shared
-    assert smollm2.n_tokens_run - before == len(second) - shared + 11   # suffix + 11 decoded tokens
+    assert smollm2.n_tokens_run - before == len(second) - shared + 5    # suffix + 5 decoded tokens
     reused_tokens = smollm2.tokens
     smollm2.reset()
-    assert smollm2.generate(second, max_tokens=12, temperature=0) == reused_text
+    assert smollm2.generate(second, max_tokens=6, temperature=0) == reused_text
     assert smollm2.tokens == reused_tokens
     # the same prompt again: everything but its last token is kept
     before = smollm2.n_tokens_run
