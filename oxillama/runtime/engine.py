@@ -14,10 +14,13 @@ import numpy as np
 
 from oxillama import _core
 from oxillama._system import default_threads
-from oxillama.errors import ContextOverflowError, InvalidArgumentError
+from oxillama.errors import ContextOverflowError, InvalidArgumentError, SnapshotError
 from oxillama.gguf import GGUFFile
 from oxillama.models import architecture_for
+from oxillama.runtime import snapshot as _snap
 from oxillama.runtime.kv_cache import ContiguousKVCache
+from oxillama.runtime.prefix_cache import PrefixKvCache
+from oxillama.runtime.snapshot import KVState
 
 log = logging.getLogger("oxillama.engine")
 
@@ -35,7 +38,8 @@ class InferenceEngine:
     """
 
     def __init__(self, gguf: GGUFFile, *, n_ctx: int = 0, n_threads: int | None = None, n_batch: int = 512,
-                 seed: int | None = None, kv_type: str = "f16", tokenizer=None):
+                 seed: int | None = None, kv_type: str = "f16", tokenizer=None,
+                 prefix_cache: PrefixKvCache | None = None):
         self.gguf = gguf
         self.arch = architecture_for(gguf)
         self.config = self.arch.config
@@ -69,16 +73,26 @@ class InferenceEngine:
         self._masked = None                   # logits copy for grammar masking, made on first need
         self.last_completion = None
         self._tokenizer = tokenizer
+        # session reuse: generate() keeps the cached prefix a new prompt shares with the session
+        # (reuse_prefix) and restores longer ones from prefix_cache; n_tokens_run counts the tokens
+        # actually run through the model, so the saving can be measured
+        self.reuse_prefix = True
+        self.prefix_cache = prefix_cache
+        self.n_tokens_run = 0
+        self.last_prefix_reused = 0     # prompt tokens the last generate() did not have to run
+        self._fingerprint: dict | None = None
         log.info("loaded %s: %d layers, n_embd %d, vocab %d, n_ctx %d, %d threads, KV %.1f MB", c.arch,
                  c.n_layer, c.n_embd, c.n_vocab, n_ctx, self.n_threads, self.kv.memory_bytes() / 1e6)
 
     @classmethod
     def from_gguf(cls, path: str | os.PathLike, *, n_ctx: int = 0, n_threads: int | None = None,
-                  n_batch: int = 512, seed: int | None = None, kv_type: str = "f16") -> "InferenceEngine":
+                  n_batch: int = 512, seed: int | None = None, kv_type: str = "f16",
+                  prefix_cache: PrefixKvCache | None = None) -> "InferenceEngine":
         """Load a GGUF file (weights stay memory-mapped)."""
         gguf = GGUFFile(path)
         try:
-            return cls(gguf, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, seed=seed, kv_type=kv_type)
+            return cls(gguf, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, seed=seed, kv_type=kv_type,
+                       prefix_cache=prefix_cache)
         except BaseException:
             gguf.close()
             raise
@@ -146,6 +160,138 @@ class InferenceEngine:
             self._has_logits = False
         # n == len(tokens) with a pending token: nothing to drop
 
+    # ---- session state: prefix reuse, KV state, snapshots ----
+
+    def _prefill(self, ids) -> None:
+        """Make the cache hold the prompt ids with the last position's logits, running as few tokens
+        as possible: the prefix already in this session's cache is kept (as llama-cpp-python does),
+        a longer one is restored from prefix_cache, and only the rest is run. The last prompt token
+        is always run, since its logits are what the first sampled token needs."""
+        ids = self._check_tokens(ids)
+        n = len(ids)
+        keep = 0
+        if self.reuse_prefix and self._tokens:
+            keep = min(_common_prefix_len(np.asarray(self._tokens, dtype=np.int32), ids), n - 1)
+        self._pending = None
+        self._has_logits = False
+        del self._tokens[keep:]
+        self.kv.truncate(keep)
+        if self.prefix_cache is not None and keep < n - 1:
+            got = self.prefix_cache.restore(ids[:n - 1], self.kv, start=keep)
+            self._tokens.extend(int(t) for t in ids[keep:got])
+            keep = got
+        self.last_prefix_reused = keep
+        if keep:
+            log.debug("prompt of %d tokens: %d reused from the cache, %d to run", n, keep, n - keep)
+        self._run(ids[keep:])
+        if self.prefix_cache is not None:
+            self.prefix_cache.insert(ids, self.kv)
+
+    def kv_snapshot(self) -> KVState:
+        """A copy of the session's cache: tokens, K/V of positions [0, n_past), the pending token,
+        and the last logits when no pending token will produce new ones."""
+        k, v = self.kv.read(0, self.n_past)
+        logits = self._logits.copy() if self._has_logits and self._pending is None else None
+        return KVState(np.array(self._tokens, dtype=np.int32), k, v, self._pending, logits)
+
+    def kv_restore(self, state: KVState) -> None:
+        """Replace the session's cache with a kv_snapshot() (of an engine on the same model).
+        The sampler is left as it is."""
+        if not isinstance(state, KVState):
+            raise InvalidArgumentError(f"kv_restore takes a KVState from kv_snapshot(), got {type(state).__name__}")
+        tokens = self._check_tokens(state.tokens)
+        n = len(tokens)
+        for name, a in (("k", state.k), ("v", state.v)):
+            if not isinstance(a, np.ndarray) or a.shape != (self.config.n_layer, n, self.kv.kv_dim):
+                raise InvalidArgumentError(f"KV state {name} has shape {getattr(a, 'shape', None)}, expected "
+                                           f"{(self.config.n_layer, n, self.kv.kv_dim)} for {n} tokens")
+        pending = state.pending
+        if pending is not None:
+            pending = int(self._check_tokens([pending])[0])
+        if n + (pending is not None) > self.n_ctx:
+            raise ContextOverflowError(f"KV state of {n} tokens (+ pending) exceeds n_ctx={self.n_ctx}")
+        logits = state.logits
+        if logits is not None and (not isinstance(logits, np.ndarray) or logits.shape != (self.n_vocab,)):
+            raise InvalidArgumentError(f"KV state logits must be an array of shape ({self.n_vocab},)")
+        self.kv.truncate(0)
+        self.kv.write(state.k, state.v, 0)
+        self._tokens = [int(t) for t in tokens]
+        self._pending = pending
+        self._has_logits = logits is not None
+        if logits is not None:
+            self._logits[:] = logits
+
+    def fingerprint(self) -> dict:
+        """The model file's fingerprint (size, sha256 of its first and last few MB)."""
+        if self._fingerprint is None:
+            self._fingerprint = _snap.model_fingerprint(self.gguf.path)
+        return self._fingerprint
+
+    def snapshot(self) -> bytes:
+        """The session as bytes: tokens (with the pending one), K/V of [0, n_past), the sampler with
+        its RNG state and mirostat mu, and the grammar state. See oxillama.runtime.snapshot."""
+        c = self.config
+        snap = _snap.Snapshot(
+            arch=c.arch, fingerprint=self.fingerprint(), n_ctx=self.n_ctx, n_layer=c.n_layer,
+            kv_dim=self.kv.kv_dim, n_vocab=self.n_vocab, kv_type=self.kv.kv_type, kv=self.kv_snapshot(),
+            seed=self.seed, sampler=None if self._sampler is None else _snap.sampler_record(self._sampler),
+            grammar=None if self._matcher is None else _snap.grammar_record(self._matcher))
+        if self._sampler is not None and self._sampler.logits_processors:
+            log.warning("snapshot: the sampler's logits_processors (Python callables) are not saved")
+        return _snap.encode(snap)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write snapshot() to path atomically (a temporary file, then a rename)."""
+        _snap.write_atomic(path, self.snapshot())
+
+    def load_snapshot(self, blob_or_path) -> None:
+        """Replace this session with a snapshot (bytes or a path) taken on the same model."""
+        snap = _snap.decode(_snap.read_blob(blob_or_path))
+        _check_fingerprint(snap.fingerprint, self.fingerprint())
+        self._restore_session(snap)
+
+    @classmethod
+    def resume(cls, blob_or_path, model_path: str | os.PathLike, **engine_kwargs) -> "InferenceEngine":
+        """A new engine on model_path continuing the session of a snapshot (bytes or a path).
+
+        n_ctx, kv_type and seed default to the snapshot's; other keywords go to from_gguf(). The blob
+        is validated and the model's fingerprint compared before the model is loaded.
+        """
+        snap = _snap.decode(_snap.read_blob(blob_or_path))
+        try:
+            fp = _snap.model_fingerprint(model_path)
+        except OSError as e:
+            raise InvalidArgumentError(f"cannot read model {os.fspath(model_path)}: {e.strerror or e}") from e
+        _check_fingerprint(snap.fingerprint, fp)
+        engine_kwargs.setdefault("n_ctx", snap.n_ctx)
+        engine_kwargs.setdefault("kv_type", snap.kv_type)
+        engine_kwargs.setdefault("seed", snap.seed)
+        engine = cls.from_gguf(model_path, **engine_kwargs)
+        try:
+            engine._fingerprint = fp
+            engine._restore_session(snap)
+        except BaseException:
+            engine.close()
+            raise
+        return engine
+
+    def _restore_session(self, snap: "_snap.Snapshot") -> None:
+        c = self.config
+        theirs = (snap.arch, snap.n_layer, snap.kv_dim, snap.n_vocab)
+        ours = (c.arch, c.n_layer, self.kv.kv_dim, self.n_vocab)
+        if theirs != ours:
+            raise SnapshotError(f"snapshot (arch, n_layer, kv_dim, n_vocab) = {theirs} does not match the model {ours}")
+        kv = snap.kv
+        if kv.n_past + (kv.pending is not None) > self.n_ctx:
+            raise SnapshotError(f"snapshot holds {kv.n_past} tokens (+ pending), more than n_ctx={self.n_ctx}")
+        sampler = _snap.build_sampler(snap.sampler) if snap.sampler is not None else None
+        matcher = _snap.build_matcher(snap.grammar, self.tokenizer) if snap.grammar is not None else None
+        if kv.k.dtype != self.kv.dtype:   # resumed with another kv_type
+            kv = KVState(kv.tokens, kv.k.astype(self.kv.dtype), kv.v.astype(self.kv.dtype), kv.pending, kv.logits)
+        self.kv_restore(kv)
+        self._sampler = sampler
+        self._matcher = matcher
+
     # ---- text ----
 
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
@@ -186,6 +332,7 @@ class InferenceEngine:
             self._hist[len(self._tokens):len(self._tokens) + m] = chunk
             self._tokens.extend(int(t) for t in chunk)
             self.kv.n_past = len(self._tokens)
+            self.n_tokens_run += m
         if all_logits and n:
             self._logits[:] = out[-1]
         self._has_logits = n > 0 or self._has_logits
@@ -297,13 +444,6 @@ class InferenceEngine:
             raise InvalidArgumentError(f"grammar must be an oxillama.Grammar, got {type(grammar).__name__}")
         return GrammarMatcher.from_tokenizer(grammar, self.tokenizer)
 
-    def _prefill(self, ids: list[int]) -> None:
-        """Start a new session from ids (the hook prompt-prefix reuse plugs into)."""
-        sampler, matcher = self._sampler, self._matcher
-        self.reset()
-        self._sampler, self._matcher = sampler, matcher
-        self._run(self._check_tokens(ids))
-
     def _encode_prompt(self, prompt) -> list[int]:
         if isinstance(prompt, str):
             ids = self.tokenize(prompt, add_special=True, parse_special=True)
@@ -374,6 +514,18 @@ class InferenceEngine:
                 yield from _emit(text, callback)
         finally:
             self.last_completion = Completion("", tokens=generated, finish_reason=finish, logprobs=logprobs)
+
+
+def _common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:
+    m = min(len(a), len(b))
+    diff = np.flatnonzero(a[:m] != b[:m])
+    return int(diff[0]) if diff.size else m
+
+
+def _check_fingerprint(theirs: dict, ours: dict) -> None:
+    if theirs != ours:
+        raise SnapshotError(f"snapshot was taken on another model file (size {theirs['size']} vs {ours['size']}, "
+                            f"or different contents)")
 
 
 class Completion(str):
