@@ -179,6 +179,7 @@ class InferenceEngine:
         if self.prefix_cache is not None and keep < n - 1:
             got = self.prefix_cache.restore(ids[:n - 1], self.kv, start=keep)
             self._tokens.extend(int(t) for t in ids[keep:got])
+            self._hist[keep:got] = ids[keep:got]
             keep = got
         self.last_prefix_reused = keep
         if keep:
@@ -216,6 +217,7 @@ class InferenceEngine:
         self.kv.truncate(0)
         self.kv.write(state.k, state.v, 0)
         self._tokens = [int(t) for t in tokens]
+        self._hist[:n] = tokens
         self._pending = pending
         self._has_logits = logits is not None
         if logits is not None:
