@@ -88,8 +88,10 @@ class InferenceEngine:
     def from_gguf(cls, path: str | os.PathLike, *, n_ctx: int = 0, n_threads: int | None = None,
                   n_batch: int = 512, seed: int | None = None, kv_type: str = "f16",
                   prefix_cache: PrefixKvCache | None = None) -> "InferenceEngine":
-        """Load a GGUF file (weights stay memory-mapped)."""
-        gguf = GGUFFile(path)
+        """Load a GGUF file (weights stay memory-mapped); a known model name (see `oxillama pull`)
+        is fetched into the cache on first use."""
+        from oxillama.hub import resolve_model
+        gguf = GGUFFile(resolve_model(path))
         try:
             return cls(gguf, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, seed=seed, kv_type=kv_type,
                        prefix_cache=prefix_cache)
@@ -259,7 +261,9 @@ class InferenceEngine:
         n_ctx, kv_type and seed default to the snapshot's; other keywords go to from_gguf(). The blob
         is validated and the model's fingerprint compared before the model is loaded.
         """
+        from oxillama.hub import resolve_model
         snap = _snap.decode(_snap.read_blob(blob_or_path))
+        model_path = resolve_model(model_path)
         try:
             fp = _snap.model_fingerprint(model_path)
         except OSError as e:
