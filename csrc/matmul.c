@@ -68,6 +68,10 @@ static int check_args(const oxl_kernel_table *k, int type, int64_t rows, int64_t
     return OXL_OK;
 }
 
+/* Chunks per thread in the products' dynamic schedule: a thread that is slowed down (another
+ * process on its core, a slower core) takes fewer chunks instead of holding up the others. */
+#define CHUNKS_PER_THREAD 4
+
 static int clamp_threads(int n_threads, int64_t work_units) {
     if (n_threads < 1) n_threads = 1;
     if (work_units < n_threads) n_threads = (int)OXL_MAX(work_units, 1);
@@ -85,9 +89,13 @@ int oxl_matvec(const oxl_kernel_table *k, int type, const void *W, int64_t rows,
 #if OXL_HAVE_OPENMP
 #pragma omp parallel num_threads(nth)
     {
-        int64_t b, e;
-        oxl_split_range(rows, omp_get_num_threads(), omp_get_thread_num(), 8, &b, &e);
-        oxl_gemv_range(k, type, W, cols, xq, y, b, e);
+        const int n_chunks = omp_get_num_threads() * CHUNKS_PER_THREAD;
+#pragma omp for schedule(dynamic, 1) nowait
+        for (int c = 0; c < n_chunks; c++) {
+            int64_t b, e;
+            oxl_split_range(rows, n_chunks, c, 8, &b, &e);
+            oxl_gemv_range(k, type, W, cols, xq, y, b, e);
+        }
     }
 #else
     (void)nth;
@@ -115,9 +123,13 @@ int oxl_matmul(const oxl_kernel_table *k, int type, const void *W, int64_t rows,
             oxl_quantize_act(k, type, X + jb * cols, cols, je - jb, (char *)scratch + jb * xrow);
         }
 #pragma omp barrier
-        int64_t b, e;
-        oxl_split_range(rows, nt, it, GEMM_ROW_TILE, &b, &e);
-        oxl_gemm_range(k, type, W, cols, xq, n, Y, rows, b, e);
+        const int n_chunks = nt * CHUNKS_PER_THREAD;
+#pragma omp for schedule(dynamic, 1) nowait
+        for (int c = 0; c < n_chunks; c++) {
+            int64_t b, e;
+            oxl_split_range(rows, n_chunks, c, GEMM_ROW_TILE, &b, &e);
+            oxl_gemm_range(k, type, W, cols, xq, n, Y, rows, b, e);
+        }
     }
 #else
     (void)nth;

@@ -1,6 +1,10 @@
 /* Matrix-vector and matrix-matrix products of a quantized weight matrix with float activations.
  * W is `rows` rows of `cols` values of `type`, row-major, each row oxl_row_size(type, cols) bytes.
- * Activations are quantized once to the type's vec_dot_type, then every output row is one vec_dot. */
+ * Activations are quantized once to the type's vec_dot_type. Where the type has a gemm_tile kernel,
+ * products run in tiles of OXL_GEMM_TILE_ROWS weight rows x several activation rows, so each weight
+ * block is decoded once per few activation rows and each activation block is reused across the
+ * tile's weight rows (matvec uses the same tile with one activation row); otherwise every output
+ * is one vec_dot. */
 #ifndef OXL_MATMUL_H
 #define OXL_MATMUL_H
 
@@ -12,11 +16,12 @@ int64_t oxl_act_size(const oxl_kernel_table *k, int type, int64_t cols, int64_t 
 /* Quantize n rows of activations (stride cols) into xq. Not threaded. */
 void oxl_quantize_act(const oxl_kernel_table *k, int type, const float *x, int64_t cols, int64_t n, void *xq);
 
-/* y[r] = dot(W[r], xq) for r in [r0, r1). xq from oxl_quantize_act (or x itself for float types). */
+/* y[r] = dot(W[r], xq) for r in [r0, r1). xq from oxl_quantize_act (or x itself for float types).
+ * No threading inside: callers split [0, rows) themselves (oxl_matvec, the fused forward pass). */
 void oxl_gemv_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
                     float *y, int64_t r0, int64_t r1);
 
-/* Y[j, r] = dot(W[r], Xq[j]) for r in [r0, r1), j in [0, n); Y row stride ldy. */
+/* Y[j, r] = dot(W[r], Xq[j]) for r in [r0, r1), j in [0, n); Y row stride ldy. No threading inside. */
 void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
                     int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1);
 

@@ -21,6 +21,8 @@ _LAZY = {
     "Sampler": "oxillama.sampling",
     "SamplerConfig": "oxillama.sampling",
     "Grammar": "oxillama.grammar",
+    "GrammarMatcher": "oxillama.grammar",
+    "Completion": "oxillama.runtime.engine",
     "GGUFFile": "oxillama.gguf",
     "GGUFWriter": "oxillama.gguf",
     "QMatrix": "oxillama.quant",

@@ -33,10 +33,17 @@ int64_t oxl_samp_pick(const float *w, int64_t n, double target);
 
 /* The k largest of x[0..n) that are > -inf, written in descending order of value (ties: lower
  * index first) to out_idx (positions in x) and out_val, each with room for k. Returns how many
- * were written (<= k). O(n + r log k) for r heap replacements: no sort of the vocabulary. */
+ * were written (<= k). A heap over the row (small k), or over the entries above a threshold
+ * taken from a sample of the row (larger k; exact either way). No sort of the vocabulary. */
 int64_t oxl_samp_top_k(const float *x, int64_t n, int64_t k, int32_t *out_idx, float *out_val);
 
 /* Positions i with x[i] >= threshold, in increasing order, into out_idx (room for n). Returns the count. */
 int64_t oxl_samp_filter_ge(const float *x, int64_t n, float threshold, int32_t *out_idx);
+
+/* Top-p on non-negative weights w[0..n) (e.g. exp(x - max) from oxl_samp_exp_sum, never NaN):
+ * the positions of the smallest set of largest weights whose sum reaches p * sum(w), ties at the
+ * cut taken in increasing position order, written to out_idx (room for n) in increasing
+ * position order. Returns the count. scratch: 4096 doubles. O(n), no sort. */
+int64_t oxl_samp_top_p(const float *w, int64_t n, double p, int32_t *out_idx, double *scratch);
 
 #endif

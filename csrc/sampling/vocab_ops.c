@@ -211,8 +211,40 @@ OXL_SAMP_NOTRAP OXL_INLINE float oxl_samp_block_max64(const float *x) {
     return m;
 }
 
+/* Entries x[i] >= t (i increasing) into g_idx/g_val, at most cap of them; returns the count, or
+ * -1 once more than cap qualify. Blocks of 64 whose max is below t are skipped. */
 OXL_SAMP_CLONES OXL_SAMP_NOTRAP
-int64_t oxl_samp_top_k(const float *x, int64_t n, int64_t k, int32_t *out_idx, float *out_val) {
+static int64_t oxl_samp_gather_ge(const float *x, int64_t n, float t, int32_t *g_idx, float *g_val, int64_t cap) {
+    if (g_idx == NULL || g_val == NULL) {
+        return -1;
+    }
+    int64_t m = 0, i = 0;
+    for (; i + 64 <= n; i += 64) {
+        if (oxl_samp_block_max64(x + i) >= t) {
+            for (int64_t j = i; j < i + 64; j++) {
+                if (x[j] >= t) {
+                    if (m == cap) return -1;
+                    g_idx[m] = (int32_t)j;
+                    g_val[m++] = x[j];
+                }
+            }
+        }
+    }
+    for (; i < n; i++) {
+        if (x[i] >= t) {
+            if (m == cap) return -1;
+            g_idx[m] = (int32_t)i;
+            g_val[m++] = x[i];
+        }
+    }
+    return m;
+}
+
+/* The heap selection itself over x[0..n); src_idx maps positions to the indices reported (NULL:
+ * the positions themselves). src_idx must be increasing, so "lower index wins ties" holds. */
+OXL_SAMP_CLONES OXL_SAMP_NOTRAP
+static int64_t oxl_heap_top_k(const float *x, const int32_t *src_idx, int64_t n, int64_t k, int32_t *out_idx,
+                              float *out_val) {
     if (k <= 0 || n <= 0) {
         return 0;
     }
@@ -225,7 +257,7 @@ int64_t oxl_samp_top_k(const float *x, int64_t n, int64_t k, int32_t *out_idx, f
             /* sift up */
             int64_t pos = size++;
             hv[pos] = x[i];
-            hi[pos] = (int32_t)i;
+            hi[pos] = src_idx ? src_idx[i] : (int32_t)i;
             while (pos > 0) {
                 int64_t parent = (pos - 1) / 2;
                 if (!oxl_weaker(hv[pos], hi[pos], hv[parent], hi[parent])) break;
@@ -241,7 +273,7 @@ int64_t oxl_samp_top_k(const float *x, int64_t n, int64_t k, int32_t *out_idx, f
     float floor_v = size == k ? hv[0] : -INFINITY;
     for (; i < n && (i & 63); i++) {
         if (x[i] > floor_v) {
-            oxl_heap_replace(hv, hi, size, x[i], (int32_t)i);
+            oxl_heap_replace(hv, hi, size, x[i], src_idx ? src_idx[i] : (int32_t)i);
             floor_v = hv[0];
         }
     }
@@ -249,7 +281,7 @@ int64_t oxl_samp_top_k(const float *x, int64_t n, int64_t k, int32_t *out_idx, f
         if (oxl_samp_block_max64(x + i) > floor_v) {
             for (int64_t j = i; j < i + 64; j++) {
                 if (x[j] > floor_v) {
-                    oxl_heap_replace(hv, hi, size, x[j], (int32_t)j);
+                    oxl_heap_replace(hv, hi, size, x[j], src_idx ? src_idx[j] : (int32_t)j);
                     floor_v = hv[0];
                 }
             }
@@ -257,7 +289,7 @@ int64_t oxl_samp_top_k(const float *x, int64_t n, int64_t k, int32_t *out_idx, f
     }
     for (; i < n; i++) {
         if (x[i] > floor_v) {
-            oxl_heap_replace(hv, hi, size, x[i], (int32_t)i);
+            oxl_heap_replace(hv, hi, size, x[i], src_idx ? src_idx[i] : (int32_t)i);
             floor_v = hv[0];
         }
     }
@@ -270,11 +302,109 @@ int64_t oxl_samp_top_k(const float *x, int64_t n, int64_t k, int32_t *out_idx, f
     return size;
 }
 
+/* Large rows: most entries cannot make the top k. A spread sample of OXL_TOPK_SAMPLE values gives
+ * a threshold t that, with a safety margin, at least k entries reach; one vectorized pass gathers
+ * the entries >= t (in index order) and the heap runs on those only. The result is exact either
+ * way: if fewer than k entries reach t, or more than the gather buffer holds, the heap runs on
+ * the whole row. */
+#define OXL_TOPK_SAMPLE 4096
+#define OXL_TOPK_GATHER 65536
+
+int64_t oxl_samp_top_k(const float *x, int64_t n, int64_t k, int32_t *out_idx, float *out_val) {
+    if (k <= 0 || n <= 0) {
+        return 0;
+    }
+    /* small k: the heap alone is faster than sampling (its floor rises after a few blocks) */
+    if (n < 2 * OXL_TOPK_SAMPLE || k <= 64 || k > OXL_TOPK_GATHER / 8) {
+        return oxl_heap_top_k(x, NULL, n, k, out_idx, out_val);
+    }
+    /* 256 evenly spaced runs of 16 consecutive values: one cache line each, not 4096 misses */
+    float sample[OXL_TOPK_SAMPLE];
+    const int64_t stride = n / (OXL_TOPK_SAMPLE / 16);
+    for (int64_t s = 0; s < OXL_TOPK_SAMPLE / 16; s++) {
+        memcpy(sample + 16 * s, x + s * stride, 16 * sizeof(float));
+    }
+    /* expected count above the sample's r-th largest is r * stride; take twice what k needs */
+    const int64_t r = OXL_MIN(OXL_TOPK_SAMPLE, 2 * (k * OXL_TOPK_SAMPLE / n) + 8);
+    int32_t s_idx[OXL_TOPK_SAMPLE];
+    float s_val[OXL_TOPK_SAMPLE];
+    const int64_t got = oxl_heap_top_k(sample, NULL, OXL_TOPK_SAMPLE, r, s_idx, s_val);
+    if (got < r) {
+        return oxl_heap_top_k(x, NULL, n, k, out_idx, out_val);
+    }
+    const float t = s_val[r - 1];
+    float *g_val = malloc(sizeof(float) * OXL_TOPK_GATHER);
+    int32_t *g_idx = malloc(sizeof(int32_t) * OXL_TOPK_GATHER);
+    int64_t m = oxl_samp_gather_ge(x, n, t, g_idx, g_val, OXL_TOPK_GATHER);
+    int64_t out;
+    if (g_val == NULL || g_idx == NULL || m < k) {
+        out = oxl_heap_top_k(x, NULL, n, k, out_idx, out_val);
+    } else {
+        out = oxl_heap_top_k(g_val, g_idx, m, k, out_idx, out_val);
+    }
+    free(g_val);
+    free(g_idx);
+    return out;
+}
+
 int64_t oxl_samp_filter_ge(const float *x, int64_t n, float threshold, int32_t *out_idx) {
     int64_t m = 0;
     for (int64_t i = 0; i < n; i++) {
         out_idx[m] = (int32_t)i;
         m += x[i] >= threshold;
+    }
+    return m;
+}
+
+/* Radix select on the bits of the non-negative float weights (whose bit patterns order like the
+ * values): three histogram levels of 12, 12 and 8 bits find the exact weight at which the
+ * descending running mass reaches target; only the first level touches every weight's bucket. */
+static int64_t oxl_top_p_level(const uint32_t *key, int64_t n, int shift, uint32_t prefix, int prefix_shift,
+                               int nbuckets, double *hist, double target_left, double *mass_above) {
+    memset(hist, 0, sizeof(double) * (size_t)nbuckets);
+    const uint32_t mask = (uint32_t)nbuckets - 1;
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t k = key[i];
+        if (prefix_shift >= 32 || (k >> prefix_shift) == prefix) {
+            hist[(k >> shift) & mask] += oxl_fp32_from_bits(k);
+        }
+    }
+    double run = 0.0;
+    for (int b = nbuckets - 1; b >= 0; b--) {
+        if (run + hist[b] >= target_left) {
+            *mass_above = run;
+            return b;
+        }
+        run += hist[b];
+    }
+    *mass_above = run;
+    return 0;
+}
+
+int64_t oxl_samp_top_p(const float *w, int64_t n, double p, int32_t *out_idx, double *scratch) {
+    const uint32_t *key = (const uint32_t *)(const void *)w;
+    /* total mass, in double, so the cut does not inherit exp_sum's float lanes */
+    double total = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        total += w[i];
+    }
+    double target = p * total, above1, above2, above3;
+    const uint32_t b1 = (uint32_t)oxl_top_p_level(key, n, 20, 0, 32, 4096, scratch, target, &above1);
+    const uint32_t b2 = (uint32_t)oxl_top_p_level(key, n, 8, b1, 20, 4096, scratch, target - above1, &above2);
+    const uint32_t pre2 = (b1 << 12) | b2;
+    const uint32_t b3 = (uint32_t)oxl_top_p_level(key, n, 0, pre2, 8, 256, scratch, target - above1 - above2,
+                                                  &above3);
+    const uint32_t cut = (pre2 << 8) | b3;
+    /* every weight above the cut, then tied weights in id order until the mass reaches target */
+    double run = above1 + above2 + above3;
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (key[i] > cut) {
+            out_idx[m++] = (int32_t)i;
+        } else if (key[i] == cut && run < target && w[i] > 0.0f) {
+            out_idx[m++] = (int32_t)i;
+            run += w[i];
+        }
     }
     return m;
 }

@@ -271,21 +271,25 @@ void dequantize_row_q2_K(const void *OXL_RESTRICT vx, float *OXL_RESTRICT y, int
     }
 }
 
-/* Value v (0..255) of a Q2_K/Q3_K block's 2-bit field: byte (v/128)*32 + v%32, shift 2*((v/32)%4). */
-OXL_INLINE int low2_k(const uint8_t *qs, int v) {
-    return (qs[(v / 128) * 32 + v % 32] >> (2 * ((v / 32) % 4))) & 3;
+/* The 256 2-bit fields of a Q2_K/Q3_K block: value v is byte (v/128)*32 + v%32, bits 2*((v/32)%4). */
+static void unpack_2bit_k(const uint8_t *qs, int8_t *q) {
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < 32; l++) q[128 * h + 32 * k + l] = (int8_t)((qs[32 * h + l] >> (2 * k)) & 3);
 }
 
 void vec_dot_q2_K_q8_K_scalar(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
     const block_q2_K *x = (const block_q2_K *)vx;
     const block_q8_K *y = (const block_q8_K *)vy;
     const int nb = n / QK_K;
+    int8_t q[QK_K];
     float sum = 0;
     for (int i = 0; i < nb; i++) {
+        unpack_2bit_k(x[i].qs, q);
         int sum_q = 0, sum_m = 0;
         for (int g = 0; g < QK_K / 16; g++) {
             int dot = 0;
-            for (int l = 0; l < 16; l++) dot += low2_k(x[i].qs, 16 * g + l) * y[i].qs[16 * g + l];
+            for (int l = 0; l < 16; l++) dot += q[16 * g + l] * y[i].qs[16 * g + l];
             sum_q += (x[i].scales[g] & 0xF) * dot;
             sum_m += (x[i].scales[g] >> 4) * y[i].bsums[g];
         }
@@ -349,17 +353,21 @@ void quantize_row_q3_K_ref(const float *OXL_RESTRICT x, void *OXL_RESTRICT vy, i
     }
 }
 
+/* the 256 values of a Q3_K block, q - 4 in [-4, 3] */
+static void q3_k_values(const block_q3_K *b, int8_t *q) {
+    unpack_2bit_k(b->qs, q);
+    for (int v = 0; v < QK_K; v++) q[v] = (int8_t)(q[v] - ((b->hmask[v % 32] >> (v / 32)) & 1 ? 0 : 4));
+}
+
 void dequantize_row_q3_K(const void *OXL_RESTRICT vx, float *OXL_RESTRICT y, int64_t n) {
     const block_q3_K *x = (const block_q3_K *)vx;
     const int64_t nb = n / QK_K;
     for (int64_t i = 0; i < nb; i++) {
         const float d = oxl_fp16_to_fp32(x[i].d);
-        int8_t sc[16];
+        int8_t sc[16], q[QK_K];
         oxl_unpack_scales_q3k(x[i].scales, sc);
-        for (int v = 0; v < QK_K; v++) {
-            const int q = low2_k(x[i].qs, v) - ((x[i].hmask[v % 32] >> (v / 32)) & 1 ? 0 : 4);
-            y[i * QK_K + v] = d * sc[v / 16] * q;
-        }
+        q3_k_values(&x[i], q);
+        for (int v = 0; v < QK_K; v++) y[i * QK_K + v] = d * sc[v / 16] * q[v];
     }
 }
 
@@ -369,16 +377,13 @@ void vec_dot_q3_K_q8_K_scalar(int n, float *OXL_RESTRICT s, const void *OXL_REST
     const int nb = n / QK_K;
     float sum = 0;
     for (int i = 0; i < nb; i++) {
-        int8_t sc[16];
+        int8_t sc[16], q[QK_K];
         oxl_unpack_scales_q3k(x[i].scales, sc);
+        q3_k_values(&x[i], q);
         int sumi = 0;
         for (int g = 0; g < QK_K / 16; g++) {
             int dot = 0;
-            for (int l = 0; l < 16; l++) {
-                const int v = 16 * g + l;
-                const int q = low2_k(x[i].qs, v) - ((x[i].hmask[v % 32] >> (v / 32)) & 1 ? 0 : 4);
-                dot += q * y[i].qs[v];
-            }
+            for (int l = 0; l < 16; l++) dot += q[16 * g + l] * y[i].qs[16 * g + l];
             sumi += sc[g] * dot;
         }
         sum += oxl_fp16_to_fp32(x[i].d) * y[i].d * sumi;
@@ -602,21 +607,28 @@ void quantize_row_q6_K_ref(const float *OXL_RESTRICT x, void *OXL_RESTRICT vy, i
     }
 }
 
-/* the 6-bit value v (0..255) of a Q6_K block, 0..63 */
-OXL_INLINE int q6_k_value(const block_q6_K *b, int v) {
-    const int h = v / 128, k = (v % 128) / 32, l = v % 32;
-    const int lo = (b->ql[64 * h + l + 32 * (k % 2)] >> (4 * (k / 2))) & 0xF;
-    const int hi = (b->qh[32 * h + l] >> (2 * k)) & 3;
-    return lo | (hi << 4);
+/* the 256 values of a Q6_K block, q - 32 in [-32, 31] */
+static void q6_k_values(const block_q6_K *b, int8_t *q) {
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+        for (int l = 0; l < 32; l++) {
+            q[128 * h + l] = (int8_t)(((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32);
+            q[128 * h + l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+            q[128 * h + l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+            q[128 * h + l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+        }
+    }
 }
 
 void dequantize_row_q6_K(const void *OXL_RESTRICT vx, float *OXL_RESTRICT y, int64_t n) {
     const block_q6_K *x = (const block_q6_K *)vx;
     const int64_t nb = n / QK_K;
+    int8_t q[QK_K];
     for (int64_t i = 0; i < nb; i++) {
         const float d = oxl_fp16_to_fp32(x[i].d);
+        q6_k_values(&x[i], q);
         /* ggml evaluates d * sc * q left to right: keep that order for bit-exact output */
-        for (int v = 0; v < QK_K; v++) y[i * QK_K + v] = d * x[i].scales[v / 16] * (q6_k_value(&x[i], v) - 32);
+        for (int v = 0; v < QK_K; v++) y[i * QK_K + v] = d * x[i].scales[v / 16] * q[v];
     }
 }
 
@@ -624,12 +636,14 @@ void vec_dot_q6_K_q8_K_scalar(int n, float *OXL_RESTRICT s, const void *OXL_REST
     const block_q6_K *x = (const block_q6_K *)vx;
     const block_q8_K *y = (const block_q8_K *)vy;
     const int nb = n / QK_K;
+    int8_t q[QK_K];
     float sum = 0;
     for (int i = 0; i < nb; i++) {
+        q6_k_values(&x[i], q);
         int sumi = 0;
         for (int g = 0; g < QK_K / 16; g++) {
             int dot = 0;
-            for (int l = 0; l < 16; l++) dot += (q6_k_value(&x[i], 16 * g + l) - 32) * y[i].qs[16 * g + l];
+            for (int l = 0; l < 16; l++) dot += q[16 * g + l] * y[i].qs[16 * g + l];
             sumi += x[i].scales[g] * dot;
         }
         sum += oxl_fp16_to_fp32(x[i].d) * y[i].d * sumi;

@@ -2,9 +2,14 @@
 
 The reference block: RMSNorm, RoPE on adjacent pairs (the GGUF converter permutes Q/K for it),
 grouped-query attention, SwiGLU. Llama 3's RoPE scaling arrives as the `rope_freqs` tensor.
+Mistral (converted as llama) may carry `attention.sliding_window`: every layer then attends to
+that many positions, itself included, as transformers' Mistral does.
 """
 from oxillama.models.base import Architecture
 
 
 class Llama(Architecture):
     arch_names = ("llama", "mistral")
+
+    def sliding_window(self, il: int) -> int:
+        return int(self.hp("attention.sliding_window", 0) or 0)

@@ -1,5 +1,18 @@
-"""The runtime: the inference engine and its session state (KV caches)."""
-from oxillama.runtime.engine import InferenceEngine
-from oxillama.runtime.kv_cache import ContiguousKVCache
+"""The runtime: the inference engine and its session state.
 
-__all__ = ["ContiguousKVCache", "InferenceEngine"]
+    engine = InferenceEngine.from_gguf(path, prefix_cache=PrefixKvCache())  # prompts share cached prefixes
+    engine.generate(prompt, max_tokens=20, seed=1)
+    engine.save("session.oxs")                     # atomic msgpack snapshot of the whole session
+    engine = InferenceEngine.resume("session.oxs", path)
+    engine.generate(None, max_tokens=20)           # continues exactly where the saved one stopped
+
+KV caches share one interface (kv_cache.KVCache): ContiguousKVCache is what the C forward reads;
+PagePool / PagedKVCache store many sequences in 16-token pages.
+"""
+from oxillama.runtime.engine import InferenceEngine
+from oxillama.runtime.kv_cache import ContiguousKVCache, KVCache
+from oxillama.runtime.paged_kv import PagePool, PagedKVCache
+from oxillama.runtime.prefix_cache import PrefixKvCache
+from oxillama.runtime.snapshot import KVState
+
+__all__ = ["ContiguousKVCache", "InferenceEngine", "KVCache", "KVState", "PagePool", "PagedKVCache", "PrefixKvCache"]

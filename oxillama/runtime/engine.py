@@ -14,14 +14,20 @@ import numpy as np
 
 from oxillama import _core
 from oxillama._system import default_threads
-from oxillama.errors import ContextOverflowError, InvalidArgumentError
+from oxillama.errors import ContextOverflowError, InvalidArgumentError, SnapshotError
 from oxillama.gguf import GGUFFile
 from oxillama.models import architecture_for
+from oxillama.runtime import snapshot as _snap
 from oxillama.runtime.kv_cache import ContiguousKVCache
+from oxillama.runtime.prefix_cache import PrefixKvCache
+from oxillama.runtime.snapshot import KVState
 
 log = logging.getLogger("oxillama.engine")
 
-DEFAULT_MAX_CTX = 4096   # n_ctx=0 means the trained context, capped here to keep the KV cache modest
+DEFAULT_MAX_CTX = 4096
+# generate() keywords that do not describe the sampler: continuing with only these keeps its state
+_NON_SAMPLING_KEYS = frozenset({"max_tokens", "max_new_tokens", "n_predict", "stop", "stop_strings", "logprobs",
+                                "stopping_criteria"})   # n_ctx=0 means the trained context, capped here to keep the KV cache modest
 
 
 class InferenceEngine:
@@ -32,7 +38,8 @@ class InferenceEngine:
     """
 
     def __init__(self, gguf: GGUFFile, *, n_ctx: int = 0, n_threads: int | None = None, n_batch: int = 512,
-                 seed: int | None = None, kv_type: str = "f16", tokenizer=None):
+                 seed: int | None = None, kv_type: str = "f16", tokenizer=None,
+                 prefix_cache: PrefixKvCache | None = None):
         self.gguf = gguf
         self.arch = architecture_for(gguf)
         self.config = self.arch.config
@@ -56,21 +63,38 @@ class InferenceEngine:
         self._logits = np.zeros(c.n_vocab, dtype=np.float32)   # last position's logits, reused
         self._tok_buf = np.zeros(self.n_batch, dtype=np.int32)
         self._one = np.zeros(1, dtype=np.int32)
+        self._hist = np.zeros(n_ctx + 1, dtype=np.int32)   # the cached tokens, for the sampler's penalties
+        self._dry_breakers: dict[tuple, list] = {}
         self._tokens: list[int] = []          # tokens whose K/V are in the cache
         self._pending: int | None = None      # last sampled token, not yet run through the model
         self._has_logits = False
         self._sampler = None
+        self._matcher = None                  # grammar state of the session, if constrained
+        self._masked = None                   # logits copy for grammar masking, made on first need
+        self.last_completion = None
         self._tokenizer = tokenizer
+        # session reuse: generate() keeps the cached prefix a new prompt shares with the session
+        # (reuse_prefix) and restores longer ones from prefix_cache; n_tokens_run counts the tokens
+        # actually run through the model, so the saving can be measured
+        self.reuse_prefix = True
+        self.prefix_cache = prefix_cache
+        self.n_tokens_run = 0
+        self.last_prefix_reused = 0     # prompt tokens the last generate() did not have to run
+        self._fingerprint: dict | None = None
         log.info("loaded %s: %d layers, n_embd %d, vocab %d, n_ctx %d, %d threads, KV %.1f MB", c.arch,
                  c.n_layer, c.n_embd, c.n_vocab, n_ctx, self.n_threads, self.kv.memory_bytes() / 1e6)
 
     @classmethod
     def from_gguf(cls, path: str | os.PathLike, *, n_ctx: int = 0, n_threads: int | None = None,
-                  n_batch: int = 512, seed: int | None = None, kv_type: str = "f16") -> "InferenceEngine":
-        """Load a GGUF file (weights stay memory-mapped)."""
-        gguf = GGUFFile(path)
+                  n_batch: int = 512, seed: int | None = None, kv_type: str = "f16",
+                  prefix_cache: PrefixKvCache | None = None) -> "InferenceEngine":
+        """Load a GGUF file (weights stay memory-mapped); a known model name (see `oxillama pull`)
+        is fetched into the cache on first use."""
+        from oxillama.hub import resolve_model
+        gguf = GGUFFile(resolve_model(path))
         try:
-            return cls(gguf, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, seed=seed, kv_type=kv_type)
+            return cls(gguf, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, seed=seed, kv_type=kv_type,
+                       prefix_cache=prefix_cache)
         except BaseException:
             gguf.close()
             raise
@@ -124,6 +148,7 @@ class InferenceEngine:
         self._pending = None
         self._has_logits = False
         self._sampler = None
+        self._matcher = None
         self.kv.clear()
 
     def truncate(self, n: int) -> None:
@@ -136,6 +161,142 @@ class InferenceEngine:
             self._pending = None
             self._has_logits = False
         # n == len(tokens) with a pending token: nothing to drop
+
+    # ---- session state: prefix reuse, KV state, snapshots ----
+
+    def _prefill(self, ids) -> None:
+        """Make the cache hold the prompt ids with the last position's logits, running as few tokens
+        as possible: the prefix already in this session's cache is kept (as llama-cpp-python does),
+        a longer one is restored from prefix_cache, and only the rest is run. The last prompt token
+        is always run, since its logits are what the first sampled token needs."""
+        ids = self._check_tokens(ids)
+        n = len(ids)
+        keep = 0
+        if self.reuse_prefix and self._tokens:
+            keep = min(_common_prefix_len(np.asarray(self._tokens, dtype=np.int32), ids), n - 1)
+        self._pending = None
+        self._has_logits = False
+        del self._tokens[keep:]
+        self.kv.truncate(keep)
+        if self.prefix_cache is not None and keep < n - 1:
+            got = self.prefix_cache.restore(ids[:n - 1], self.kv, start=keep)
+            self._tokens.extend(int(t) for t in ids[keep:got])
+            self._hist[keep:got] = ids[keep:got]
+            keep = got
+        self.last_prefix_reused = keep
+        if keep:
+            log.debug("prompt of %d tokens: %d reused from the cache, %d to run", n, keep, n - keep)
+        self._run(ids[keep:])
+        if self.prefix_cache is not None:
+            self.prefix_cache.insert(ids, self.kv)
+
+    def kv_snapshot(self) -> KVState:
+        """A copy of the session's cache: tokens, K/V of positions [0, n_past), the pending token,
+        and the last logits when no pending token will produce new ones."""
+        k, v = self.kv.read(0, self.n_past)
+        logits = self._logits.copy() if self._has_logits and self._pending is None else None
+        return KVState(np.array(self._tokens, dtype=np.int32), k, v, self._pending, logits)
+
+    def kv_restore(self, state: KVState) -> None:
+        """Replace the session's cache with a kv_snapshot() (of an engine on the same model).
+        The sampler is left as it is."""
+        if not isinstance(state, KVState):
+            raise InvalidArgumentError(f"kv_restore takes a KVState from kv_snapshot(), got {type(state).__name__}")
+        tokens = self._check_tokens(state.tokens)
+        n = len(tokens)
+        for name, a in (("k", state.k), ("v", state.v)):
+            if not isinstance(a, np.ndarray) or a.shape != (self.config.n_layer, n, self.kv.kv_dim):
+                raise InvalidArgumentError(f"KV state {name} has shape {getattr(a, 'shape', None)}, expected "
+                                           f"{(self.config.n_layer, n, self.kv.kv_dim)} for {n} tokens")
+        pending = state.pending
+        if pending is not None:
+            pending = int(self._check_tokens([pending])[0])
+        if n + (pending is not None) > self.n_ctx:
+            raise ContextOverflowError(f"KV state of {n} tokens (+ pending) exceeds n_ctx={self.n_ctx}")
+        logits = state.logits
+        if logits is not None and (not isinstance(logits, np.ndarray) or logits.shape != (self.n_vocab,)):
+            raise InvalidArgumentError(f"KV state logits must be an array of shape ({self.n_vocab},)")
+        self.kv.truncate(0)
+        self.kv.write(state.k, state.v, 0)
+        self._tokens = [int(t) for t in tokens]
+        self._hist[:n] = tokens
+        self._pending = pending
+        self._has_logits = logits is not None
+        if logits is not None:
+            self._logits[:] = logits
+
+    def fingerprint(self) -> dict:
+        """The model file's fingerprint (size, sha256 of its first and last few MB)."""
+        if self._fingerprint is None:
+            self._fingerprint = _snap.model_fingerprint(self.gguf.path)
+        return self._fingerprint
+
+    def snapshot(self) -> bytes:
+        """The session as bytes: tokens (with the pending one), K/V of [0, n_past), the sampler with
+        its RNG state and mirostat mu, and the grammar state. See oxillama.runtime.snapshot."""
+        c = self.config
+        snap = _snap.Snapshot(
+            arch=c.arch, fingerprint=self.fingerprint(), n_ctx=self.n_ctx, n_layer=c.n_layer,
+            kv_dim=self.kv.kv_dim, n_vocab=self.n_vocab, kv_type=self.kv.kv_type, kv=self.kv_snapshot(),
+            seed=self.seed, sampler=None if self._sampler is None else _snap.sampler_record(self._sampler),
+            grammar=None if self._matcher is None else _snap.grammar_record(self._matcher))
+        if self._sampler is not None and self._sampler.logits_processors:
+            log.warning("snapshot: the sampler's logits_processors (Python callables) are not saved")
+        return _snap.encode(snap)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write snapshot() to path atomically (a temporary file, then a rename)."""
+        _snap.write_atomic(path, self.snapshot())
+
+    def load_snapshot(self, blob_or_path) -> None:
+        """Replace this session with a snapshot (bytes or a path) taken on the same model."""
+        snap = _snap.decode(_snap.read_blob(blob_or_path))
+        _check_fingerprint(snap.fingerprint, self.fingerprint())
+        self._restore_session(snap)
+
+    @classmethod
+    def resume(cls, blob_or_path, model_path: str | os.PathLike, **engine_kwargs) -> "InferenceEngine":
+        """A new engine on model_path continuing the session of a snapshot (bytes or a path).
+
+        n_ctx, kv_type and seed default to the snapshot's; other keywords go to from_gguf(). The blob
+        is validated and the model's fingerprint compared before the model is loaded.
+        """
+        from oxillama.hub import resolve_model
+        snap = _snap.decode(_snap.read_blob(blob_or_path))
+        model_path = resolve_model(model_path)
+        try:
+            fp = _snap.model_fingerprint(model_path)
+        except OSError as e:
+            raise InvalidArgumentError(f"cannot read model {os.fspath(model_path)}: {e.strerror or e}") from e
+        _check_fingerprint(snap.fingerprint, fp)
+        engine_kwargs.setdefault("n_ctx", snap.n_ctx)
+        engine_kwargs.setdefault("kv_type", snap.kv_type)
+        engine_kwargs.setdefault("seed", snap.seed)
+        engine = cls.from_gguf(model_path, **engine_kwargs)
+        try:
+            engine._fingerprint = fp
+            engine._restore_session(snap)
+        except BaseException:
+            engine.close()
+            raise
+        return engine
+
+    def _restore_session(self, snap: "_snap.Snapshot") -> None:
+        c = self.config
+        theirs = (snap.arch, snap.n_layer, snap.kv_dim, snap.n_vocab)
+        ours = (c.arch, c.n_layer, self.kv.kv_dim, self.n_vocab)
+        if theirs != ours:
+            raise SnapshotError(f"snapshot (arch, n_layer, kv_dim, n_vocab) = {theirs} does not match the model {ours}")
+        kv = snap.kv
+        if kv.n_past + (kv.pending is not None) > self.n_ctx:
+            raise SnapshotError(f"snapshot holds {kv.n_past} tokens (+ pending), more than n_ctx={self.n_ctx}")
+        sampler = _snap.build_sampler(snap.sampler) if snap.sampler is not None else None
+        matcher = _snap.build_matcher(snap.grammar, self.tokenizer) if snap.grammar is not None else None
+        if kv.k.dtype != self.kv.dtype:   # resumed with another kv_type
+            kv = KVState(kv.tokens, kv.k.astype(self.kv.dtype), kv.v.astype(self.kv.dtype), kv.pending, kv.logits)
+        self.kv_restore(kv)
+        self._sampler = sampler
+        self._matcher = matcher
 
     # ---- text ----
 
@@ -174,8 +335,10 @@ class InferenceEngine:
                 self._ctx.run(buf, self.n_past, self._logits, False)
             else:
                 self._ctx.run(buf, self.n_past, None, False)
+            self._hist[len(self._tokens):len(self._tokens) + m] = chunk
             self._tokens.extend(int(t) for t in chunk)
             self.kv.n_past = len(self._tokens)
+            self.n_tokens_run += m
         if all_logits and n:
             self._logits[:] = out[-1]
         self._has_logits = n > 0 or self._has_logits
@@ -194,62 +357,103 @@ class InferenceEngine:
 
     # ---- generation ----
 
-    def _new_sampler(self, kwargs: dict, seed: int | None):
-        from oxillama.sampling import Sampler, resolve_generate_kwargs
-        config, rest = resolve_generate_kwargs(**kwargs)
-        return Sampler(config, seed=self.seed if seed is None else seed), rest
+    def generate(self, prompt: str | list[int] | None, *, stream: bool = False,
+                 callback: Callable[[str], None] | None = None, seed: int | None = None, grammar=None,
+                 response_format: dict | None = None, **kwargs):
+        """Generate a completion of `prompt`: a Completion (a str with .tokens, .finish_reason and
+        .logprobs), or with stream=True an iterator of text pieces that stops cleanly on `break`.
 
-    def generate(self, prompt: str | list[int] | None, *, max_tokens: int | None = None, stop=(), stream: bool = False,
-                 callback: Callable[[str], None] | None = None, seed: int | None = None, **sampling):
-        """Generate a completion of prompt; the text, or with stream=True an iterator of text pieces.
+        prompt: text (tokenized with the model's BOS and special tokens parsed, as llama-cpp-python
+        does), a list of token ids, or None to continue the current session exactly where the last
+        call stopped (same KV cache, tokens, sampler RNG state and grammar state).
 
-        prompt: text (tokenized with the model's BOS and special tokens parsed, like llama-cpp-python),
-        a list of token ids, or None to continue the current session where the last call stopped
-        (same KV cache, tokens and sampler with its RNG state). Sampling keywords (temperature,
-        top_k, top_p, min_p, repeat_penalty, ... or sampler=SamplerConfig) follow oxillama.sampling;
-        temperature=0 is greedy. Generation ends at an end-of-generation token, a stop string, or
-        max_tokens.
+        Keywords, in llama.cpp / llama-cpp-python or Hugging Face spelling (conflicting aliases
+        raise): max_tokens/max_new_tokens (default 256), temperature/temp (0: greedy), top_k, top_p,
+        min_p, repeat_penalty/repetition_penalty, do_sample, ... (see oxillama.sampling.SamplerConfig,
+        or pass sampler=SamplerConfig(...)), stop/stop_strings, logprobs=N (top-N log-probabilities
+        of every generated token), logits_processor, stopping_criteria, seed. grammar= a Grammar, or
+        response_format={"type": "json_object", "schema": {...}} (also OpenAI's json_schema shape),
+        constrains the output. Generation ends at an end-of-generation token, a stop string, a
+        stopping criterion, the end of the grammar, or max_tokens.
         """
-        if "max_new_tokens" in sampling:
-            if max_tokens is not None:
-                raise InvalidArgumentError("give max_tokens or max_new_tokens, not both")
-            max_tokens = sampling.pop("max_new_tokens")
-        if "stop_strings" in sampling:
-            if stop:
-                raise InvalidArgumentError("give stop or stop_strings, not both")
-            stop = sampling.pop("stop_strings")
-        max_tokens = 256 if max_tokens is None else int(max_tokens)
-        if max_tokens < 0:
-            raise InvalidArgumentError(f"max_tokens must be >= 0, got {max_tokens}")
-        stops = [stop] if isinstance(stop, str) else [s for s in (stop or ()) if s]
-        num_beams, speculative = sampling.pop("num_beams", 1), sampling.pop("speculative", None)
+        from oxillama.sampling import StoppingCriteriaList, StopStrings, resolve_generate_kwargs
+
+        num_beams, speculative = kwargs.pop("num_beams", 1), kwargs.pop("speculative", None)
+        speculative_k = kwargs.pop("speculative_k", 4)
         if num_beams != 1 or speculative not in (None, False):   # oxillama.runtime.beam / speculative
-            return self._generate_decoding(prompt, max_tokens, stops, stream, callback, seed, num_beams,
-                                           speculative, sampling)
-        if prompt is None:
+            return self._generate_decoding(prompt, stream, callback, seed, grammar, response_format, num_beams,
+                                           speculative, speculative_k, kwargs)
+        continuing = prompt is None
+        config, other = resolve_generate_kwargs(**kwargs)
+        max_tokens = other.pop("max_tokens", 256)
+        stops = other.pop("stop", [])
+        n_logprobs = other.pop("logprobs", None)
+        processors = other.pop("logits_processor", None)
+        criteria = other.pop("stopping_criteria", None)
+        if other:
+            raise InvalidArgumentError(f"unknown generate() argument(s): {', '.join(sorted(other))}")
+        if n_logprobs is not None and (isinstance(n_logprobs, bool) or not isinstance(n_logprobs, int)
+                                       or n_logprobs < 0):
+            raise InvalidArgumentError(f"logprobs must be an int >= 0, got {n_logprobs!r}")
+        criteria = StoppingCriteriaList(criteria if isinstance(criteria, (list, tuple)) else
+                                        [criteria] if criteria is not None else [])
+        if grammar is not None and response_format is not None:
+            raise InvalidArgumentError("give grammar or response_format, not both")
+        if response_format is not None:
+            from oxillama.grammar import grammar_from_response_format
+            grammar = grammar_from_response_format(response_format)
+
+        if continuing:
             if not self.tokens:
                 raise InvalidArgumentError("generate(None) continues a session, but there is none: give a prompt")
-            if self._sampler is None or sampling:
-                self._sampler, _ = self._new_sampler(sampling, seed)
+            sampler_changed = seed is not None or processors is not None or any(
+                k not in _NON_SAMPLING_KEYS for k in kwargs)
+            if self._sampler is None or sampler_changed:
+                self._sampler = self._new_sampler(config, seed, processors)
+            if grammar is not None:
+                self._matcher = self._new_matcher(grammar)
         else:
             ids = self._encode_prompt(prompt)
-            if len(ids) + max_tokens > self.n_ctx:
-                raise ContextOverflowError(f"prompt of {len(ids)} tokens + max_tokens={max_tokens} exceed "
-                                           f"n_ctx={self.n_ctx}")
-            self._sampler, _ = self._new_sampler(sampling, seed)
-            self.reset_keep_sampler()
-            self._run(self._check_tokens(ids))
-        if len(self.tokens) + max_tokens > self.n_ctx + 1:
-            raise ContextOverflowError(f"{len(self.tokens)} tokens + max_tokens={max_tokens} exceed n_ctx={self.n_ctx}")
-        pieces = self._generate_iter(max_tokens, stops, callback)
+            if len(ids) >= self.n_ctx:
+                raise ContextOverflowError(f"the prompt has {len(ids)} tokens; n_ctx={self.n_ctx}")
+            self._sampler = self._new_sampler(config, seed, processors)
+            self._matcher = self._new_matcher(grammar) if grammar is not None else None
+            self._prefill(ids)
+        room = self.n_ctx - len(self.tokens) + (1 if self._pending is None else 0)
+        if max_tokens is None:              # until the context is full
+            max_tokens = room
+        elif max_tokens > room:
+            raise ContextOverflowError(f"{len(self.tokens)} tokens + max_tokens={max_tokens} exceed "
+                                       f"n_ctx={self.n_ctx}")
+        self.last_completion = None
+        pieces = self._generate_iter(max_tokens, StopStrings(stops), criteria, n_logprobs, callback)
         if stream:
             return pieces
-        return "".join(pieces)
+        text = "".join(pieces)
+        return self.last_completion.with_text(text)
 
-    def reset_keep_sampler(self) -> None:
-        sampler = self._sampler
-        self.reset()
-        self._sampler = sampler
+    def _new_sampler(self, config, seed: int | None, processors):
+        from oxillama.sampling import Sampler
+        from oxillama.sampling.penalties import dry_breakers_from_vocab
+        breakers = None
+        if config.dry_multiplier > 0 and config.dry_sequence_breakers:
+            key = tuple(config.dry_sequence_breakers)
+            if key not in self._dry_breakers:   # a scan of the vocabulary: once per model and breaker set
+                texts = [""] * self.n_vocab
+                for tid, data in self.tokenizer.vocab_bytes():
+                    if 0 <= tid < self.n_vocab:
+                        texts[tid] = data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+                self._dry_breakers[key] = dry_breakers_from_vocab(
+                    key, texts, lambda t: self.tokenizer.encode(t, add_special=False))
+            breakers = self._dry_breakers[key]
+        return Sampler(config, seed=self.seed if seed is None else seed, n_vocab=self.n_vocab,
+                       logits_processors=processors, dry_breakers=breakers)
+
+    def _new_matcher(self, grammar):
+        from oxillama.grammar import Grammar, GrammarMatcher
+        if not isinstance(grammar, Grammar):
+            raise InvalidArgumentError(f"grammar must be an oxillama.Grammar, got {type(grammar).__name__}")
+        return GrammarMatcher.from_tokenizer(grammar, self.tokenizer)
 
     def _encode_prompt(self, prompt) -> list[int]:
         if isinstance(prompt, str):
@@ -260,43 +464,67 @@ class InferenceEngine:
             raise InvalidArgumentError("the prompt is empty (no tokens)")
         return ids
 
-    def _generate_iter(self, max_tokens: int, stops: list[str], callback) -> Iterator[str]:
+    def _sample(self, history: np.ndarray) -> int:
+        """Sample the next token; under a grammar, check the sampled token first and mask the whole
+        vocabulary only when it is rejected."""
+        token = int(self._sampler.sample(self._logits, history))
+        m = self._matcher
+        if m is None or m.is_token_allowed(token):
+            return token
+        masked = self._masked
+        if masked is None:
+            masked = self._masked = np.empty_like(self._logits)
+        masked[:] = self._logits
+        m.apply_to_logits(masked)
+        return int(self._sampler.sample(masked, history))
+
+    def _generate_iter(self, max_tokens: int, stops, criteria, n_logprobs, callback) -> Iterator[str]:
+        from oxillama.sampling import top_logprobs
         tok = self.tokenizer
         detok = tok.detokenizer()
         eog = tok.eog_ids
-        hold = max((len(s) for s in stops), default=1) - 1   # text kept back while it may start a stop string
-        text = ""            # produced but not yet emitted
-        sampler = self._sampler
-        for _ in range(max_tokens):
-            if self._pending is not None:     # run the last sampled token to get the next logits
-                self._one[0] = self._pending
-                self._pending = None
-                self._run(self._one)
-            token = int(sampler.sample(self._logits, self._tokens))
-            self._pending = token
-            if token in eog:
-                break
-            text += detok.add(token)
-            if stops:
-                cut = _find_stop(text, stops)
-                if cut is not None:
-                    text = text[:cut]
-                    if text:
-                        yield from _emit(text, callback)
+        generated: list[int] = []
+        logprobs: list[dict[int, float]] | None = [] if n_logprobs is not None else None
+        finish = "length"
+        try:
+            for _ in range(max_tokens):
+                if self._pending is not None:     # run the last sampled token to get the next logits
+                    self._one[0] = self._pending
+                    self._pending = None
+                    self._run(self._one)
+                token = self._sample(self._hist[:len(self._tokens)])
+                self._pending = token
+                generated.append(token)
+                if logprobs is not None:
+                    ids, lps = top_logprobs(self._logits, n_logprobs)
+                    entry = {int(i): float(v) for i, v in zip(ids, lps)}
+                    if token not in entry:
+                        from oxillama.sampling import token_logprobs
+                        entry[token] = float(token_logprobs(self._logits, [token])[0])
+                    logprobs.append(entry)
+                if self._matcher is not None:
+                    self._matcher.accept_token(token)
+                if token in eog:
+                    finish = "stop"
+                    break
+                text, stopped = stops.feed(detok.add(token))
+                if text:
+                    yield from _emit(text, callback)
+                if stopped:
+                    finish = "stop"
                     return
-                if len(text) > hold:
-                    out, text = text[:len(text) - hold], text[len(text) - hold:]
-                    yield from _emit(out, callback)
-            elif text:
+                if criteria and criteria(self.tokens, self._logits):
+                    finish = "stop"
+                    break
+                if self._matcher is not None and self._matcher.is_finished:
+                    finish = "stop"
+                    break
+            text, stopped = stops.feed(detok.flush())
+            text += "" if stopped else stops.flush()
+            if text:
                 yield from _emit(text, callback)
-                text = ""
-        text += detok.flush()
-        if stops:
-            cut = _find_stop(text, stops)
-            if cut is not None:
-                text = text[:cut]
-        if text:
-            yield from _emit(text, callback)
+        finally:
+            self.last_completion = Completion("", tokens=generated, finish_reason=finish, logprobs=logprobs)
 
     # ---- decoding strategies: beam search, speculative decoding, embeddings ----
 
@@ -320,38 +548,91 @@ class InferenceEngine:
         from oxillama.runtime.embeddings import embed_batch
         return embed_batch(self, texts, pooling, normalize)
 
-    def _generate_decoding(self, prompt, max_tokens, stops, stream, callback, seed, num_beams, speculative,
-                           sampling):
+    def _generate_decoding(self, prompt, stream, callback, seed, grammar, response_format, num_beams, speculative,
+                           speculative_k, kwargs):
         """generate(..., num_beams=N) or generate(..., speculative="ngram" | draft engine)."""
+        from oxillama.sampling import resolve_generate_kwargs
+        from oxillama.runtime.speculative import text_pieces
         if isinstance(num_beams, bool) or not isinstance(num_beams, int) or num_beams < 1:
             raise InvalidArgumentError(f"num_beams must be an int >= 1, got {num_beams!r}")
+        if grammar is not None or response_format is not None:
+            raise InvalidArgumentError("grammar/response_format cannot be combined with num_beams or speculative")
+        extra = {k: kwargs.pop(k) for k in ("length_penalty", "early_stopping") if k in kwargs}
+        config, other = resolve_generate_kwargs(**kwargs)
+        max_tokens = other.pop("max_tokens", 256)
+        stops = other.pop("stop", [])
+        stops = [stops] if isinstance(stops, str) else [s for s in (stops or ()) if s]
+        if other:
+            raise InvalidArgumentError(f"generate() argument(s) {', '.join(sorted(other))} are not supported with "
+                                       "num_beams or speculative")
+        if max_tokens is None:
+            max_tokens = self.n_ctx - (0 if prompt is None else len(self._encode_prompt(prompt)))
+        generated: list[int] = []
         if num_beams > 1:
             from oxillama.runtime.beam import BeamSearchConfig
-            from oxillama.runtime.speculative import text_pieces
-            if speculative is not None:
+            if speculative not in (None, False):
                 raise InvalidArgumentError("num_beams > 1 and speculative cannot be combined")
             if prompt is None:
                 raise InvalidArgumentError("beam search needs a prompt (it does not continue a session)")
-            extra = {k: sampling.pop(k) for k in ("length_penalty", "early_stopping") if k in sampling}
-            if sampling:
-                raise InvalidArgumentError(f"beam search is deterministic; sampling options {sorted(sampling)} "
+            bad = {k for k in kwargs if k not in _NON_SAMPLING_KEYS and not (k in ("temperature", "temp")
+                                                                             and kwargs[k] == 0)}
+            if bad:
+                raise InvalidArgumentError(f"beam search is deterministic; sampling options {sorted(bad)} "
                                            "do not apply")
             best = self.beam_generate(prompt, BeamSearchConfig(num_beams, max(max_tokens, 1), **extra))[0]
-            toks = best.tokens[:-1] if best.finished else best.tokens
-            pieces = text_pieces(self.tokenizer, iter(toks[:max_tokens]), stops, callback)
+            generated = (best.tokens[:-1] if best.finished else best.tokens)[:max_tokens]
+            finish = "stop" if best.finished else "length"
+            pieces = text_pieces(self.tokenizer, iter(generated), stops, callback)
         else:
             from oxillama.runtime.speculative import SpeculativeEngine
-            k = sampling.pop("speculative_k", 4)
-            spec = SpeculativeEngine(self, speculative, k=k)
+            if extra:
+                raise InvalidArgumentError(f"{sorted(extra)} apply to beam search only")
+            spec = SpeculativeEngine(self, speculative, k=speculative_k)
             self.last_speculative_stats = spec.stats
-            pieces = spec.generate(prompt, max_tokens=max_tokens, stop=stops, stream=True, callback=callback,
-                                   seed=seed, **sampling)
-        return pieces if stream else "".join(pieces)
+            finish = "length"
+
+            def tokens():
+                for t in spec.generate_tokens(prompt, max_tokens=max_tokens, sampler=config, seed=seed):
+                    generated.append(t)
+                    yield t
+            pieces = text_pieces(self.tokenizer, tokens(), stops, callback)
+        if stream:
+            return pieces
+        text = "".join(pieces)
+        if len(generated) < max_tokens:
+            finish = "stop"
+        return Completion(text, tokens=generated, finish_reason=finish)
 
 
-def _find_stop(text: str, stops: list[str]) -> int | None:
-    cuts = [i for i in (text.find(s) for s in stops) if i >= 0]
-    return min(cuts) if cuts else None
+def _common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:
+    m = min(len(a), len(b))
+    diff = np.flatnonzero(a[:m] != b[:m])
+    return int(diff[0]) if diff.size else m
+
+
+def _check_fingerprint(theirs: dict, ours: dict) -> None:
+    if theirs != ours:
+        raise SnapshotError(f"snapshot was taken on another model file (size {theirs['size']} vs {ours['size']}, "
+                            f"or different contents)")
+
+
+class Completion(str):
+    """The generated text, with the generated token ids, why generation ended ("stop" or
+    "length") and, when asked for, the top-N log-probabilities of every generated token."""
+
+    tokens: list[int]
+    finish_reason: str
+    logprobs: list[dict[int, float]] | None
+
+    def __new__(cls, text: str, *, tokens=(), finish_reason: str = "stop", logprobs=None):
+        obj = super().__new__(cls, text)
+        obj.tokens = list(tokens)
+        obj.finish_reason = finish_reason
+        obj.logprobs = logprobs
+        return obj
+
+    def with_text(self, text: str) -> "Completion":
+        return Completion(text, tokens=self.tokens, finish_reason=self.finish_reason, logprobs=self.logprobs)
 
 
 def _emit(piece: str, callback) -> Iterator[str]:

@@ -1,26 +1,100 @@
-"""KV caches. The contiguous cache keeps, per layer, K and V for positions 0..n_ctx-1 in two
-numpy arrays that the C forward pass writes into directly."""
+"""KV caches behind one interface.
+
+Every cache holds, for each of n_layer layers, K and V rows of kv_dim values for positions
+[0, n_past) of one sequence, in f16 (default) or f32. They all answer the same calls:
+
+    n_past, memory_bytes(), truncate(n), clear(),
+    read(start, stop) -> (k, v)      copies, each (n_layer, stop - start, kv_dim)
+    write(k, v, pos0)                put rows at positions pos0.., then n_past = pos0 + n
+
+so state moves between any two of them with `dst.write(*src.read(0, src.n_past), 0)`.
+
+- ContiguousKVCache: (n_layer, n_ctx, kv_dim) arrays the C forward pass writes into directly; the
+  only layout the forward reads.
+- PagedKVCache (oxillama.runtime.paged_kv): 16-token pages from a shared PagePool, a block table per
+  sequence; the storage for many sequences, copied into an engine's contiguous cache once per switch.
+"""
 from __future__ import annotations
 
 import numpy as np
 
 from oxillama import _core
-from oxillama.errors import InvalidArgumentError
+from oxillama.errors import ContextOverflowError, InvalidArgumentError
 
 KV_DTYPES = {"f16": np.float16, "f32": np.float32}
 
 
-class ContiguousKVCache:
+def kv_dtype(kv_type: str) -> type:
+    if kv_type not in KV_DTYPES:
+        raise InvalidArgumentError(f"kv_type must be one of {', '.join(KV_DTYPES)}, got {kv_type!r}")
+    return KV_DTYPES[kv_type]
+
+
+class KVCache:
+    """The interface every KV cache implements (see the module docstring)."""
+
+    n_layer: int
+    kv_dim: int
+    kv_type: str
+    n_past: int
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(KV_DTYPES[self.kv_type])
+
+    @property
+    def bytes_per_token(self) -> int:
+        """K and V bytes of one position over all layers."""
+        return 2 * self.n_layer * self.kv_dim * self.dtype.itemsize
+
+    def memory_bytes(self) -> int:
+        raise NotImplementedError
+
+    def truncate(self, n: int) -> None:
+        raise NotImplementedError
+
+    def clear(self) -> None:
+        self.truncate(0)
+
+    def read(self, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def write(self, k: np.ndarray, v: np.ndarray, pos0: int = 0) -> None:
+        raise NotImplementedError
+
+    # shared argument checks
+
+    def _range(self, start: int, stop: int | None) -> tuple[int, int]:
+        stop = self.n_past if stop is None else stop
+        if not 0 <= start <= stop <= self.n_past:
+            raise InvalidArgumentError(f"positions [{start}, {stop}) are not within the cached [0, {self.n_past})")
+        return start, stop
+
+    def _check_rows(self, k: np.ndarray, v: np.ndarray, pos0: int) -> int:
+        """Validate K/V rows for write(); their number of positions."""
+        for name, a in (("k", k), ("v", v)):
+            if not isinstance(a, np.ndarray) or a.ndim != 3 or a.shape[0] != self.n_layer or a.shape[2] != self.kv_dim:
+                shape = getattr(a, "shape", type(a).__name__)
+                raise InvalidArgumentError(f"{name} must be an array (n_layer={self.n_layer}, n, "
+                                           f"kv_dim={self.kv_dim}), got {shape}")
+            if a.dtype != self.dtype:
+                raise InvalidArgumentError(f"{name} has dtype {a.dtype}, this cache holds {self.dtype}")
+        if k.shape != v.shape:
+            raise InvalidArgumentError(f"k {k.shape} and v {v.shape} differ in shape")
+        if not 0 <= pos0 <= self.n_past:
+            raise InvalidArgumentError(f"write at position {pos0} would leave a gap after the cached {self.n_past}")
+        return k.shape[1]
+
+
+class ContiguousKVCache(KVCache):
     """K and V of shape (n_layer, n_ctx, kv_dim), f16 (default) or f32; positions [0, n_past) are valid."""
 
     def __init__(self, n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16"):
-        if kv_type not in KV_DTYPES:
-            raise InvalidArgumentError(f"kv_type must be one of {', '.join(KV_DTYPES)}, got {kv_type!r}")
+        dtype = kv_dtype(kv_type)
         if n_ctx < 1:
             raise InvalidArgumentError(f"n_ctx must be >= 1, got {n_ctx}")
         self.kv_type = kv_type
         self.n_layer, self.n_ctx, self.kv_dim = n_layer, n_ctx, kv_dim
-        dtype = KV_DTYPES[kv_type]
         self.k = np.zeros((n_layer, n_ctx, kv_dim), dtype=dtype)
         self.v = np.zeros((n_layer, n_ctx, kv_dim), dtype=dtype)
         self.buffers = _core.KVBuffers(self.k, self.v)
@@ -37,3 +111,19 @@ class ContiguousKVCache:
 
     def memory_bytes(self) -> int:
         return self.k.nbytes + self.v.nbytes
+
+    def read(self, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        start, stop = self._range(start, stop)
+        return self.k[:, start:stop].copy(), self.v[:, start:stop].copy()
+
+    def write(self, k: np.ndarray, v: np.ndarray, pos0: int = 0) -> None:
+        n = self._check_rows(k, v, pos0)
+        if pos0 + n > self.n_ctx:
+            raise ContextOverflowError(f"{n} positions at {pos0} do not fit n_ctx={self.n_ctx}")
+        self.k[:, pos0:pos0 + n] = k
+        self.v[:, pos0:pos0 + n] = v
+        self.n_past = pos0 + n
+
+    def __repr__(self):
+        return (f"ContiguousKVCache(n_layer={self.n_layer}, n_ctx={self.n_ctx}, kv_dim={self.kv_dim}, "
+                f"kv_type={self.kv_type!r}, n_past={self.n_past})")

@@ -284,10 +284,14 @@ class SpeculativeEngine:
         """Yield generated token ids (the end-of-generation token ends it and is not yielded).
         prompt: text, token ids, or None to continue the target's session."""
         t = self.target
-        if sampler is None or not hasattr(sampler, "chain"):
+        if sampler is None or not hasattr(sampler, "chain"):   # none, or a SamplerConfig
+            from oxillama.sampling import resolve_generate_kwargs
             if sampler is not None:
                 sampling["sampler"] = sampler
-            sampler, _ = t._new_sampler(sampling, seed)
+            config, other = resolve_generate_kwargs(**sampling)
+            if other:
+                raise InvalidArgumentError(f"unknown sampling argument(s): {', '.join(sorted(other))}")
+            sampler = t._new_sampler(config, seed, None)
         mode = _decoding_mode(sampler)
         if prompt is None:
             if not t.tokens:
@@ -301,6 +305,7 @@ class SpeculativeEngine:
         if len(seq) + max_tokens > t.n_ctx + 1:
             raise ContextOverflowError(f"{len(seq)} tokens + max_tokens={max_tokens} exceed n_ctx={t.n_ctx}")
         t._sampler = sampler
+        t._matcher = None
         eog = t.tokenizer.eog_ids
         seq = list(seq)
         seq_arr = np.asarray(seq, dtype=np.int32)

@@ -6,6 +6,8 @@ check every length against the buffers they are given, then release the GIL.
 """
 from libc.stdint cimport int32_t, int64_t
 
+import numpy as np
+
 from oxillama.errors import SamplerError
 
 
@@ -19,6 +21,7 @@ cdef extern from "sampling/sampling.h" nogil:
     int64_t oxl_samp_pick(const float *w, int64_t n, double target)
     int64_t oxl_samp_top_k(const float *x, int64_t n, int64_t k, int32_t *out_idx, float *out_val)
     int64_t oxl_samp_filter_ge(const float *x, int64_t n, float threshold, int32_t *out_idx)
+    int64_t oxl_samp_top_p(const float *w, int64_t n, double p, int32_t *out_idx, double *scratch)
 
 
 def copy_check(const float[::1] src, float[::1] dst):
@@ -95,4 +98,21 @@ def filter_ge(const float[::1] x, float threshold, int32_t[::1] out_idx):
     cdef int64_t m
     with nogil:
         m = oxl_samp_filter_ge(&x[0], n, threshold, &out_idx[0])
+    return m
+
+
+def top_p_cut(const float[::1] w, double p, int32_t[::1] out_idx):
+    """Positions (increasing) of the smallest set of largest weights w >= 0 whose sum reaches
+    p * sum(w), written to out_idx; returns the count. Exact on ties (lower position first)."""
+    cdef int64_t n = w.shape[0]
+    if out_idx.shape[0] < n:
+        raise SamplerError(f"top_p_cut: output buffer holds {out_idx.shape[0]}, need {n}")
+    if not 0.0 < p <= 1.0:
+        raise SamplerError(f"top_p_cut: p must be in (0, 1], got {p}")
+    if n == 0:
+        return 0
+    cdef double[::1] scratch = np.empty(4096, dtype=np.float64)
+    cdef int64_t m
+    with nogil:
+        m = oxl_samp_top_p(&w[0], n, p, &out_idx[0], &scratch[0])
     return m

@@ -16,14 +16,24 @@ __all__ = ["Stage", "Selector", "StepContext", "as_history", "check_logits"]
 
 
 class StepContext:
-    """What a stage may read besides the candidates: the token history, the RNG, n_vocab."""
+    """What a stage may read besides the candidates: the token history, the RNG, n_vocab.
 
-    __slots__ = ("tokens", "rng", "n_vocab")
+    The history is converted to an int array on first use only: a chain without penalties never
+    pays for turning a long Python list into an array."""
 
-    def __init__(self, tokens: np.ndarray, rng: SamplerRNG | None, n_vocab: int):
-        self.tokens = tokens
+    __slots__ = ("_tokens", "_raw_tokens", "rng", "n_vocab")
+
+    def __init__(self, tokens, rng: SamplerRNG | None, n_vocab: int):
+        self._raw_tokens = tokens
+        self._tokens = None
         self.rng = rng
         self.n_vocab = n_vocab
+
+    @property
+    def tokens(self) -> np.ndarray:
+        if self._tokens is None:
+            self._tokens = as_history(self._raw_tokens)
+        return self._tokens
 
     def window(self, last_n: int) -> np.ndarray:
         """The last `last_n` tokens of the history (-1: all), checked to be valid token ids."""
@@ -126,7 +136,7 @@ class Stage:
         ws = Workspace(len(row))
         np.copyto(ws.logits, row)
         cand = Candidates(ws)
-        self.apply(cand, StepContext(as_history(tokens), rng or SamplerRNG(0), len(row)))
+        self.apply(cand, StepContext(tokens, rng or SamplerRNG(0), len(row)))
         return candidates_to_row(cand)
 
     def __repr__(self):

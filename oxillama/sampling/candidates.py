@@ -17,7 +17,8 @@ from oxillama.sampling import _csampling
 
 __all__ = ["Candidates", "Workspace"]
 
-# first guess for how many top tokens hold a top-p mass; grown x8 until it does
+# top-p first tries this many top tokens (a language model's mass usually sits there), then the
+# exact O(n) radix select
 _TOP_P_FIRST_K = 256
 
 
@@ -43,7 +44,7 @@ class Candidates:
     is_sorted: logits are in descending order (ties: lower id first).
     """
 
-    __slots__ = ("ids", "logits", "is_sorted", "ws", "_log_z", "_max")
+    __slots__ = ("ids", "logits", "is_sorted", "ws", "_log_z", "_max", "_weights_ok")
 
     def __init__(self, ws: Workspace, ids=None, logits=None, is_sorted=False, max_logit: float | None = None):
         self.ws = ws
@@ -52,6 +53,7 @@ class Candidates:
         self.is_sorted = is_sorted
         self._log_z = None
         self._max = max_logit  # when the caller already knows it (Sampler.sample's copy pass)
+        self._weights_ok = False  # ws.weights holds exp(logits - max) of the current full set
 
     # --- basic facts -----------------------------------------------------------------------
     @property
@@ -69,6 +71,7 @@ class Candidates:
         """Call after editing logits in place: drops the cached max and normaliser."""
         self._log_z = None
         self._max = None
+        self._weights_ok = False
 
     def max(self) -> float:
         if self._max is None:
@@ -78,6 +81,8 @@ class Candidates:
                 self._max = _csampling.vmax(self.logits)
             else:
                 self._max = float(self.logits.max())
+            if self._max == -np.inf:
+                raise SamplerError("every token is banned or masked (-inf): nothing to sample")
         return self._max
 
     def log_z(self) -> float:
@@ -95,6 +100,7 @@ class Candidates:
         m = self.max()
         if self.full:
             s_w, s_wx = _csampling.exp_sum(self.logits, m, 1.0, self.ws.weights)
+            self._weights_ok = True
         else:
             z = self.logits.astype(np.float64) - m
             w = np.exp(z)
@@ -126,6 +132,13 @@ class Candidates:
     def keep_top(self, k: int) -> None:
         """Keep the k largest logits (all if k >= len), sorted descending, ties by lower id."""
         n = len(self.logits)
+        if self.full and k > n // 16:
+            # most of the vocabulary: one sort beats a heap this large
+            self.sort()
+            k = min(k, n)
+            if k < n:
+                self.ids, self.logits = self.ids[:k], self.logits[:k]
+            return
         if self.full:
             k = min(k, n)
             m = _csampling.top_k(self.logits, k, self.ws.ids, self.ws.vals)
@@ -158,6 +171,9 @@ class Candidates:
             return
         if self.full:
             order = np.argsort(-self.logits, kind="stable").astype(np.int32)
+            order = order[: int(np.count_nonzero(self.logits > -np.inf))]  # masked tokens leave
+            if not len(order):
+                raise SamplerError("every token is banned or masked (-inf): nothing to sample")
             self.ids = order
             self.logits = self.logits[order]
             self.is_sorted = True
@@ -191,34 +207,50 @@ class Candidates:
         else:
             self.keep_top(min_keep)
 
-    def narrow_for_mass(self, mass: float) -> None:
-        """Make the set hold the smallest sorted prefix whose probability reaches `mass`, or more.
+    def keep_top_p(self, p: float, min_keep: int) -> None:
+        """Keep the smallest set of most likely entries whose probability mass reaches p (the
+        entry that crosses p is kept; ties at the cut go to the lower id), at least min_keep.
 
-        On the full vocabulary, takes the top 256 (C heap, no sort) and grows x8 until their
-        probability mass (against the full normaliser) reaches `mass`. Afterwards the set is
-        sorted; the caller reads probabilities against log_z taken before this call."""
-        if not self.full:
-            self.sort()
-            return
-        log_z = self.log_z()
-        k = _TOP_P_FIRST_K
-        n = len(self.logits)
-        while True:
-            k = min(k, n)
-            if k > n // 16:
-                # a flat distribution: the heap would cost more than one sort of everything
-                self.sort()
-                return
+        On the full vocabulary: the top 256 from the C heap usually hold the mass of a
+        language model's distribution; if they do not, an O(n) radix select on the weights
+        (_csampling.top_p_cut) finds the exact cut. Neither sorts the vocabulary."""
+        if self.full:
+            log_z = self.log_z()
+            n = len(self.logits)
+            k = min(_TOP_P_FIRST_K, n)
             m = _csampling.top_k(self.logits, k, self.ws.ids, self.ws.vals)
-            vals = self.ws.vals[:m]
-            got = float(np.exp(vals.astype(np.float64) - log_z).sum())
-            if got >= mass or k == n or m < k:
-                break
-            k *= 8
-        self.ids = self.ws.ids[:m].copy()
-        self.logits = vals.copy()
-        self.is_sorted = True
-        self.changed()
+            cum = np.cumsum(np.exp(self.ws.vals[:m].astype(np.float64) - log_z))
+            if m < k or cum[-1] >= p:
+                cut = min(int(np.searchsorted(cum, p, side="left")) + 1, m)
+                cut = min(max(cut, min_keep), m)
+                self.ids = self.ws.ids[:cut].copy()
+                self.logits = self.ws.vals[:cut].copy()
+                self.is_sorted = True
+                self.changed()
+                return
+            if min_keep > n // 2:
+                self.keep_top(min_keep)
+                return
+            if not self._weights_ok:
+                _csampling.exp_sum(self.logits, self.max(), 1.0, self.ws.weights)
+            m = _csampling.top_p_cut(self.ws.weights, p, self.ws.ids)
+            if m < min_keep:
+                self.keep_top(min_keep)
+                return
+            pos = self.ws.ids[:m]
+            self.ids = pos.copy()
+            self.logits = self.logits[pos]
+            self.is_sorted = False
+            self.changed()
+            return
+        self.sort()
+        cum = np.cumsum(self.probs())
+        # first index whose running mass reaches p; float rounding may leave the total a hair
+        # under p, then everything is kept
+        cut = int(np.searchsorted(cum, p, side="left")) + 1
+        cut = min(max(cut, min_keep), len(self.logits))
+        if cut < len(self.logits):
+            self.keep(np.arange(cut), is_sorted=True)
 
     def remove_positions(self, positions: np.ndarray) -> None:
         """Drop entries at `positions`."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from typing import Callable, Sequence
 
 import numpy as np
@@ -60,8 +61,9 @@ class BanTokens(Stage):
 
 class LogitsProcessorStage(Stage):
     """A user function `(tokens, logits) -> logits` (llama-cpp-python's `logits_processor` shape):
-    tokens is the int32 history, logits a float32 row of n_vocab values (a private copy: the
-    function may edit it in place and return it). Tokens it sets to -inf leave the candidates."""
+    tokens is the int32 history, logits a float32 row of n_vocab values: the sampler's own
+    working row, never the caller's, so the function may edit it in place and return it (no
+    copy is made then). Tokens it sets to -inf leave the candidates."""
 
     name = "logits_processor"
 
@@ -72,7 +74,7 @@ class LogitsProcessorStage(Stage):
 
     def apply(self, cand: Candidates, ctx: StepContext) -> None:
         if cand.full:
-            row = cand.logits.copy()
+            row = cand.logits
         else:
             row = np.full(ctx.n_vocab, -np.inf, dtype=np.float32)
             row[cand.ids] = cand.logits
@@ -81,7 +83,8 @@ class LogitsProcessorStage(Stage):
             raise SamplerError(f"logits_processor {self.fn!r} returned None; it must return the logits")
         out = check_logits(np.asarray(out), ctx.n_vocab)
         if cand.full:
-            np.copyto(cand.logits, out)
+            if out is not cand.logits:
+                np.copyto(cand.logits, out)
             cand.is_sorted = False
             cand.changed()
         else:
@@ -174,16 +177,29 @@ class DRY(Stage):
             tails = self.breakers.setdefault(seq[0], [])
             if seq[1:] not in tails:
                 tails.append(seq[1:])
-        self._single = np.array(sorted(h for h, tails in self.breakers.items() if () in tails), dtype=np.int64)
-        self._heads = np.array(sorted(self.breakers), dtype=np.int64)
+        # lookup tables by token id (a real vocabulary yields tens of thousands of breaker heads,
+        # too many for a per-token np.isin)
+        size = max(self.breakers, default=-1) + 1
+        self._is_head = np.zeros(size, dtype=bool)
+        self._is_single = np.zeros(size, dtype=bool)
+        for head, tails in self.breakers.items():
+            self._is_head[head] = True
+            self._is_single[head] = () in tails
+
+    @staticmethod
+    def _lookup(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        inside = ids < len(table)
+        out = np.zeros(len(ids), dtype=bool)
+        out[inside] = table[ids[inside]]
+        return out
 
     def _rep_limit(self, h: np.ndarray) -> int:
         """How far back a repeat may reach: up to (not including) the last sequence breaker."""
         n = len(h)
-        if not len(self._heads):
+        if not self.breakers:
             return n
         # positions holding a breaker head, nearest the end first
-        for p in np.flatnonzero(np.isin(h, self._heads))[::-1]:
+        for p in np.flatnonzero(self._lookup(self._is_head, h))[::-1]:
             i = n - 1 - int(p)  # distance from the end
             longest = -1
             for tail in self.breakers[int(h[p])]:
@@ -225,8 +241,8 @@ class DRY(Stage):
         next_tok, rep = next_tok[order], rep[order]
         first = np.concatenate(([True], next_tok[1:] != next_tok[:-1]))
         toks, rep = next_tok[first], rep[first]
-        if len(self._single):
-            keep = ~np.isin(toks, self._single)
+        if self.breakers:
+            keep = ~self._lookup(self._is_single, toks)
             toks, rep = toks[keep], rep[keep]
         exp = (rep - self.allowed_length).astype(np.float64)
         if self.base > 1.000001:
@@ -246,36 +262,51 @@ def dry_breakers_from_vocab(breakers: Sequence[str], token_texts: Sequence[str],
                             tokenize: Callable[[str], list[int]] | None = None,
                             max_tail_tokens: int = 20, max_chars: int = 40) -> list[tuple[int, ...]]:
     """Turn DRY breaker strings into token-id sequences, as llama.cpp does: every token whose
-    text contains the breaker is a one-token breaker; a token whose text ends with a prefix of the
-    breaker starts a breaker whose tail is the tokenization of the rest (needs `tokenize`).
+    text contains the breaker is a one-token breaker; a token whose text ends with a proper prefix
+    of the breaker starts a breaker whose tail is the tokenization of the rest (needs `tokenize`;
+    without it only the first kind is found). Tails are cut at max_tail_tokens, breakers at
+    max_chars characters (llama.cpp's limits).
 
-    token_texts[i] is token i's decoded text. One pass over the vocabulary: call it once when a
-    sampler is built, not per token."""
+    token_texts[i] is token i's decoded text. The search runs as a few regex scans over the
+    joined vocabulary (no Python loop over 262k tokens); still, build it once per model."""
+    texts = token_texts if isinstance(token_texts, list) else list(token_texts)
+    sep = "\x00"
+    try:
+        joined = sep.join(texts) + sep
+    except TypeError:
+        raise SamplerError("token_texts must be strings (token i's decoded text)") from None
+    if joined.count(sep) != len(texts):
+        raise SamplerError("token texts contain NUL, which dry_breakers_from_vocab uses as a separator")
+    # starts[i] = offset of token i's text in joined
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+
+    def tokens_at(offsets: list[int]) -> np.ndarray:
+        return np.searchsorted(starts, np.asarray(offsets, dtype=np.int64), side="right") - 1
+
     out: list[tuple[int, ...]] = []
     seen = set()
+
+    def add(key):
+        if key not in seen:
+            seen.add(key)
+            out.append(key)
+
     for b in breakers:
         if not b:
             continue
         b = b[:max_chars]
-        for tid, text in enumerate(token_texts):
-            if not text:
-                continue
-            if b in text:
-                key = (tid,)
-            else:
-                key = None
-                # text ends with b[:k] for some k < len(b): the rest must follow as tokens
-                for k in range(min(len(b) - 1, len(text)), 0, -1):
-                    if text.endswith(b[:k]):
-                        if tokenize is None:
-                            break
-                        tail = tuple(tokenize(b[k:]))[:max_tail_tokens]
-                        key = (tid,) + tail
-                        if key not in seen:
-                            seen.add(key)
-                            out.append(key)
-                key = None
-            if key is not None and key not in seen:
-                seen.add(key)
-                out.append(key)
+        whole = set(np.unique(tokens_at([m.start() for m in re.finditer(re.escape(b), joined)])).tolist())
+        for tid in sorted(whole):
+            add((tid,))
+        if tokenize is None:
+            continue
+        for k in range(len(b) - 1, 0, -1):
+            # texts ending with b[:k] (the match runs into the separator after the text)
+            hits = tokens_at([m.start() for m in re.finditer(re.escape(b[:k] + sep), joined)])
+            hits = [int(t) for t in np.unique(hits) if int(t) not in whole]
+            if hits:
+                tail = tuple(int(t) for t in tokenize(b[k:]))[:max_tail_tokens]
+                for tid in hits:
+                    add((tid,) + tail)
     return out

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import logging
+import math
 from typing import Callable, Sequence
 
 import numpy as np
 
 from oxillama.errors import SamplerError
-from oxillama.sampling.base import StepContext, as_history, check_logits, copy_checked
+from oxillama.sampling import _csampling
+from oxillama.sampling.base import StepContext, check_logits, copy_checked
 from oxillama.sampling.candidates import Candidates, Workspace
 from oxillama.sampling.chain import SamplerChain, build_chain
 from oxillama.sampling.config import SamplerConfig
@@ -27,7 +29,9 @@ class Sampler:
     logits: the model's float32 row of n_vocab values. It is copied into a workspace allocated
       once, so the caller's array is never modified. NaN or +inf raise SamplerError; -inf marks a
       token that must not be chosen.
-    tokens: the history (prompt and generated tokens) the penalties and DRY look at.
+    tokens: the history (prompt and generated tokens) the penalties and DRY look at; an int
+      NumPy array (e.g. a view of the engine's token buffer) avoids a list conversion per token,
+      and it is only read when a stage needs it.
 
     The vocabulary size is fixed by `n_vocab` or by the first call. Keyword arguments:
       logits_processors: callables `(tokens, logits) -> logits` run after logit bias.
@@ -92,8 +96,23 @@ class Sampler:
         if self._ws is None:
             self._set_vocab(row.shape[0])
         cand = Candidates(self._ws, max_logit=copy_checked(row, self._ws.logits))
-        ctx = StepContext(as_history(tokens), self.rng, self.n_vocab)
+        ctx = StepContext(tokens, self.rng, self.n_vocab)
         return self.chain.run(cand, ctx)
+
+    def top_logprobs(self, logits, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(token_ids, logprobs) of the n most likely tokens of the raw row (the model's own
+        distribution, before any sampling stage), as `logprobs=N` reports; reuses the workspace."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise SamplerError(f"logprobs count must be an int >= 0, got {n!r}")
+        row = check_logits(logits, self.n_vocab, scan=False)
+        if self._ws is None:
+            self._set_vocab(row.shape[0])
+        ws = self._ws
+        m = copy_checked(row, ws.logits)
+        s_w, _ = _csampling.exp_sum(ws.logits, m, 1.0, ws.weights)
+        log_z = m + math.log(s_w)
+        k = _csampling.top_k(ws.logits, min(int(n), len(row)), ws.ids, ws.vals)
+        return ws.ids[:k].copy(), (ws.vals[:k].astype(np.float64) - log_z).astype(np.float32)
 
     def __call__(self, logits, tokens=()) -> int:
         return self.sample(logits, tokens)
@@ -106,8 +125,15 @@ class Sampler:
         """Restore a state from get_state() of a sampler with the same config."""
         if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
             raise SamplerError(f"sampler state must be a dict from Sampler.get_state() (version {_STATE_VERSION})")
-        self.chain.set_state(state["chain"])
-        self.rng.set_state(state["rng"])
+        rng = SamplerRNG(0)
+        rng.set_state(state.get("rng"))  # validated before anything changes
+        saved = self.chain.get_state()
+        try:
+            self.chain.set_state(state.get("chain"))
+        except SamplerError:
+            self.chain.set_state(saved)
+            raise
+        self.rng = rng
 
     @property
     def mirostat_mu(self) -> float | None:

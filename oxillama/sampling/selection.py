@@ -13,20 +13,21 @@ from oxillama.sampling.candidates import Candidates
 __all__ = ["Greedy", "WeightedDraw", "MirostatV1", "MirostatV2"]
 
 
-def _draw(cand: Candidates, u: float) -> int:
-    """Token drawn with probability softmax(logits): the first entry whose running weight
-    passes u * total (u in [0, 1))."""
+def _draw(cand: Candidates, u: float) -> tuple[int, float]:
+    """(token, its probability) drawn with probability softmax(logits) over the candidates: the
+    first entry whose running weight passes u * total (u in [0, 1))."""
     m = cand.max()
     if cand.full:
         w = cand.ws.weights
         s_w, _ = _csampling.exp_sum(cand.logits, m, 1.0, w)
-        return int(_csampling.pick(w, len(cand.logits), u * s_w))
+        i = int(_csampling.pick(w, len(cand.logits), u * s_w))
+        return i, float(w[i]) / s_w
     w = np.exp(cand.logits.astype(np.float64) - m)
     cum = np.cumsum(w)
     i = int(np.searchsorted(cum, u * cum[-1], side="right"))
     if i >= len(cum):  # rounding at u -> 1: the last entry with weight
         i = int(np.flatnonzero(w > 0)[-1])
-    return int(cand.ids[i])
+    return int(cand.ids[i]), float(w[i] / cum[-1])
 
 
 class Greedy(Selector):
@@ -35,6 +36,7 @@ class Greedy(Selector):
     name = "greedy"
 
     def select(self, cand: Candidates, ctx: StepContext) -> int:
+        cand.max()  # raises if every token is masked
         if cand.full:
             return int(np.argmax(cand.logits))
         if cand.is_sorted:
@@ -54,7 +56,7 @@ class WeightedDraw(Selector):
         if len(cand) == 1:
             ctx.rng.random()  # one number per step whatever the set size keeps streams aligned
             return int(cand.token_ids()[0])
-        return _draw(cand, ctx.rng.random())
+        return _draw(cand, ctx.rng.random())[0]
 
 
 class _Mirostat(Selector):
@@ -89,13 +91,10 @@ class _Mirostat(Selector):
         """Draw from the (already truncated) candidates and update mu."""
         if ctx.rng is None:
             raise SamplerError("mirostat needs the sampler's RNG")
-        u = ctx.rng.random()
-        probs = cand.probs()
-        cum = np.cumsum(probs)
-        i = min(int(np.searchsorted(cum, u * cum[-1], side="right")), len(cum) - 1)
-        self.last_surprise = -math.log2(probs[i])
+        tok, p = _draw(cand, ctx.rng.random())
+        self.last_surprise = -math.log2(p)
         self.mu -= self.eta * (self.last_surprise - self.tau)
-        return int(cand.ids[i])
+        return tok
 
 
 class MirostatV2(_Mirostat):
@@ -107,8 +106,6 @@ class MirostatV2(_Mirostat):
     def select(self, cand: Candidates, ctx: StepContext) -> int:
         # -log2 p <= mu  <=>  logit >= log_z - mu * ln 2
         cand.keep_logit_ge(cand.log_z() - self.mu * math.log(2.0), 1)
-        if cand.full:  # nothing was cut: the whole vocabulary passed
-            cand.keep_top(len(cand))
         return self._finish(cand, ctx)
 
 

@@ -1,8 +1,9 @@
 """Stages that remove unlikely (or, for XTC, the likeliest) tokens. Each keeps >= min_keep.
 
 Probabilities are the softmax over the tokens still in play. On the full vocabulary every stage
-works from one C pass (max, normaliser, entropy, top-k heap or threshold filter); none sorts the
-vocabulary except typical-p, whose order (by distance to the entropy) no threshold gives.
+works from C passes (max, normaliser, entropy, top-k heap, threshold filter, radix select for
+top-p); none sorts the vocabulary except typical-p, whose order (by distance to the entropy) no
+threshold gives (it partitions first and sorts only what it needs).
 """
 from __future__ import annotations
 
@@ -51,17 +52,8 @@ class TopP(Stage):
         self.min_keep = _check_min_keep(min_keep)
 
     def apply(self, cand: Candidates, ctx: StepContext) -> None:
-        if self.p >= 1.0:
-            return
-        log_z = cand.log_z()
-        cand.narrow_for_mass(self.p)
-        cum = np.cumsum(np.exp(cand.logits.astype(np.float64) - log_z))
-        # first index whose running mass reaches p; float rounding may leave the total a hair
-        # under p, then everything in the set is kept
-        last = int(np.searchsorted(cum, self.p, side="left")) + 1
-        last = min(max(last, self.min_keep), len(cand))
-        if last < len(cand):
-            cand.keep(np.arange(last), is_sorted=True)
+        if self.p < 1.0:
+            cand.keep_top_p(self.p, self.min_keep)
 
 
 class MinP(Stage):
@@ -191,16 +183,13 @@ class XTC(Stage):
             raise SamplerError("XTC needs the sampler's RNG")
         if ctx.rng.random() > self.probability:
             return
+        # p >= threshold  <=>  logit >= log(threshold) + log_z
         thr = (math.log(self.threshold) if self.threshold > 0 else -math.inf) + cand.log_z()
-        ids = cand.token_ids() if not cand.full else None
-        if cand.full:
-            above = np.flatnonzero(cand.logits >= thr)
-        else:
-            above = np.flatnonzero(cand.logits >= thr)
+        above = np.flatnonzero(cand.logits >= thr)
         if len(above) < 2 or len(cand) - (len(above) - 1) < self.min_keep:
             return
-        # the least likely of those above the threshold stays (ties: the higher id stays)
-        tok = cand.logits[above]
-        key_ids = above if ids is None else ids[above]
-        weakest = above[np.lexsort((-key_ids, tok))[0]]
+        # the least likely of those above the threshold stays (ties: the higher id stays, as the
+        # last of them in llama.cpp's descending order)
+        above_ids = above if cand.full else cand.ids[above]
+        weakest = above[np.lexsort((-above_ids, cand.logits[above]))[0]]
         cand.remove_positions(above[above != weakest])

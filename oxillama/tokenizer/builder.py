@@ -9,12 +9,14 @@ Vocabulary kinds (`tokenizer.ggml.model`):
   llama  SentencePiece-style BPE (llama.cpp's "SPM"): starting from characters, the adjacent pair whose
          concatenation is the highest-scoring token merges first (ties: leftmost). That is a BPE whose merge
          list is every split of every token into two tokens, ordered by the merged token's score. Characters
-         without a token fall back to <0xNN> byte tokens. Spaces become U+2581 and no pre-tokenizer splits.
+         without a token fall back to <0xNN> byte tokens. No pre-tokenizer splits; the caller escapes spaces
+         to U+2581 first.
   t5     Unigram (Viterbi over token log-probabilities); only normal, user-defined and unused tokens can be
          matched, user-defined ones with score 0, as in llama.cpp's UGM tokenizer.
 """
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 
@@ -36,20 +38,24 @@ TOKEN_BYTE = 6
 
 SPM_SPACE = "\u2581"  # SentencePiece's visible space "▁"
 
-# Texts llama.cpp treats as end-of-turn / end-of-generation whatever the metadata says (and forces to control).
+# Texts llama.cpp (as of the build the goldens come from) recognises whatever the metadata says; a token found
+# this way is made a control token, which changes how text containing it encodes.
 EOT_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
-             "_<EOT>", "<｜end▁of▁sentence｜>", "<end_of_utterance>")
+             "_<EOT>", "[EOT]", "<end_of_utterance>")
 EOM_TEXTS = ("<|eom_id|>",)
-EOG_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>",
-             "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>")
+EOG_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+             "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+             "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>")
 FIM_TEXTS = {
-    "fim_pre": ("<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>"),
-    "fim_suf": ("<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>", "<SUF>"),
-    "fim_mid": ("<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>", "<MID>"),
-    "fim_pad": ("<|fim_pad|>", "<fim-pad>", "<PAD>"),
-    "fim_rep": ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"),
+    "fim_pre": ("<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|code_prefix|>", "<|prefix|>"),
+    "fim_suf": ("<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "<|code_suffix|>", "<|suffix|>"),
+    "fim_mid": ("<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "<|code_middle|>", "<|middle|>"),
+    "fim_pad": ("<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"),
+    "fim_rep": ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"),
     "fim_sep": ("<|file_sep|>",),
 }
+# gpt-oss channel markers: always rendered, matched as user-defined text
+ALWAYS_USER_DEFINED = ("<|channel|>", "<|message|>", "<|start|>", "<|constrain|>")
 
 # Per vocabulary kind: llama.cpp's default special ids and flags, used when the metadata does not set them.
 _DEFAULTS = {
@@ -84,6 +90,9 @@ class Vocab:
     remove_extra_whitespaces: bool = False
     precompiled_charsmap: bytes | None = None
     eog_ids: frozenset[int] = frozenset()
+    # llama.cpp ORs the control flag onto tokens it recognises by text: their type before that, which still
+    # counts where llama.cpp tests the other flags (the Unigram lattice matches normal/user-defined tokens)
+    type_before_control: dict[int, int] = field(default_factory=dict)
     chat_template: str | None = None
     chat_templates: dict[str, str] = field(default_factory=dict)  # named extra templates (tokenizer.chat_template.X)
 
@@ -91,14 +100,10 @@ class Vocab:
     def n_vocab(self) -> int:
         return len(self.tokens)
 
-    @property
+    @functools.cached_property
     def token_to_id(self) -> dict[str, int]:
         """Text -> id; for repeated texts the last id wins, as in llama.cpp."""
-        mapping = getattr(self, "_token_to_id", None)
-        if mapping is None:
-            mapping = {text: i for i, text in enumerate(self.tokens)}
-            object.__setattr__(self, "_token_to_id", mapping)
-        return mapping
+        return {text: i for i, text in enumerate(self.tokens)}
 
 
 def _get(md: dict, key: str, kind, default=None):
@@ -129,6 +134,8 @@ def _str_list(md: dict, key: str) -> list[str] | None:
         value = value.tolist()
     if not isinstance(value, (list, tuple)):
         raise TokenizerError(f"GGUF metadata {key!r} should be an array of strings, got {type(value).__name__}")
+    if set(map(type, value)) <= {str}:  # the usual case, checked without a Python-level loop
+        return list(value)
     out = []
     for item in value:
         if isinstance(item, (bytes, bytearray)):
@@ -199,8 +206,6 @@ def read_vocab(md: dict) -> Vocab:
     add_bos = _get(md, "tokenizer.ggml.add_bos_token", bool, defaults["add_bos"])
     add_eos = _get(md, "tokenizer.ggml.add_eos_token", bool, defaults["add_eos"])
     add_space_prefix = _get(md, "tokenizer.ggml.add_space_prefix", bool, defaults["add_space_prefix"])
-    if model == "gpt2":
-        add_space_prefix = _get(md, "tokenizer.ggml.add_space_prefix", bool, False)
     remove_ws = _get(md, "tokenizer.ggml.remove_extra_whitespaces", bool, False)
     charsmap = md.get("tokenizer.ggml.precompiled_charsmap")
     if charsmap is not None:
@@ -233,7 +238,12 @@ def _detect_turn_tokens(vocab: Vocab) -> None:
     def force_control(tid: int) -> None:
         if vocab.token_type[tid] != TOKEN_CONTROL:
             logger.debug("token %d %r looks like a control token: treating it as one", tid, vocab.tokens[tid])
+            vocab.type_before_control[tid] = int(vocab.token_type[tid])
             vocab.token_type[tid] = TOKEN_CONTROL
+
+    def set_type(tid: int, ttype: int) -> None:  # llama.cpp replaces all flags here
+        vocab.type_before_control.pop(tid, None)
+        vocab.token_type[tid] = ttype
 
     for name, texts in (("eot", EOT_TEXTS), ("eom", EOM_TEXTS), *FIM_TEXTS.items()):
         if special.get(name) is not None:
@@ -251,9 +261,22 @@ def _detect_turn_tokens(vocab: Vocab) -> None:
         if text in t2i:
             eog.add(t2i[text])
             force_control(t2i[text])
+    for text in ALWAYS_USER_DEFINED:
+        if text in t2i:
+            set_type(t2i[text], TOKEN_USER_DEFINED)
     for name in ("eos", "eot", "eom"):
         if special.get(name) is not None:
             eog.add(special[name])
+    texts = {vocab.tokens[t]: t for t in eog}
+    # harmony / solar-open: "<|end|>" ends a message, not the generation
+    if "<|end|>" in texts and (("<|return|>" in texts and "<|call|>" in texts)
+                               or ("<|calls|>" in texts and "<|flush|>" in texts)):
+        eog.discard(texts["<|end|>"])
+        set_type(texts["<|end|>"], TOKEN_USER_DEFINED)
+    # gemma4: "</s>" is ordinary text there
+    if "</s>" in texts and "<|tool_response>" in texts:
+        eog.discard(texts["</s>"])
+        set_type(texts["</s>"], TOKEN_NORMAL)
     vocab.eog_ids = frozenset(eog)
 
 
@@ -263,13 +286,15 @@ def _detect_turn_tokens(vocab: Vocab) -> None:
 
 def build_hf_tokenizer(vocab: Vocab):
     """A `tokenizers.Tokenizer` that encodes raw text fragments (no special-token parsing) like llama.cpp."""
-    if vocab.model == "gpt2":
-        return _build_gpt2(vocab)
-    if vocab.model == "llama":
-        return _build_spm(vocab)
-    if vocab.model == "t5":
-        return _build_unigram(vocab)
-    raise TokenizerError(f"unsupported tokenizer model {vocab.model!r}")
+    build = {"gpt2": _build_gpt2, "llama": _build_spm, "t5": _build_unigram}.get(vocab.model)
+    if build is None:
+        raise TokenizerError(f"unsupported tokenizer model {vocab.model!r}")
+    try:
+        return build(vocab)
+    except TokenizerError:
+        raise
+    except Exception as exc:  # the tokenizers library rejects vocabularies with its own exception types
+        raise TokenizerError(f"cannot build the {vocab.model} tokenizer from this vocabulary: {exc}") from exc
 
 
 def _build_gpt2(vocab: Vocab):
@@ -302,7 +327,7 @@ def _build_gpt2(vocab: Vocab):
                        byte_fallback=False)
     tok = Tokenizer(model)
     splits = [pre_tokenizers.Split(Regex(r), behavior="isolated", invert=False)
-              for r in pretokenizers.PRE_TOKENIZERS[pre]]
+              for r in pretokenizers.FUSED.get(pre, pretokenizers.PRE_TOKENIZERS[pre])]
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         splits + [pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
     return tok
@@ -312,36 +337,89 @@ def spm_merges(vocab: Vocab) -> list[tuple[str, str]]:
     """Every (left, right) token pair whose concatenation is a token, highest-scoring result first.
 
     Ties between different results (equal scores) go to the lower token id; the splits of one token go
-    left-to-right by split point.
+    left-to-right by split point. Computing this walks every split of every token (seconds for a 262k
+    vocabulary), so the result is kept in the cache folder, keyed by a hash of the tokens and scores.
     """
+    cache_path = _merges_cache_path(vocab)
+    table = None
+    if cache_path is not None and cache_path.exists():
+        try:
+            table = np.load(cache_path, allow_pickle=False)
+            if table.ndim != 2 or table.shape[1] != 2 or (table.size and (table[:, 0].max() >= vocab.n_vocab)):
+                table = None
+        except (OSError, ValueError):
+            table = None
+    if table is None:
+        table = _spm_merge_table(vocab)
+        if cache_path is not None:
+            _save_atomic(cache_path, table)
+    tokens = vocab.tokens
+    return [(tokens[tid][:k], tokens[tid][k:]) for tid, k in table.tolist()]
+
+
+def _spm_merge_table(vocab: Vocab) -> np.ndarray:
+    """(n_merges, 2) int32 rows (merged token id, split point in characters), in rank order."""
     t2i = vocab.token_to_id
     scores = vocab.scores if vocab.scores is not None else np.zeros(vocab.n_vocab, np.float32)
-    found: list[tuple[int, int, str, str]] = []  # (result id, split point, left, right)
+    neg = (-scores.astype(np.float64)).tolist()
+    found: list[tuple[float, int, int]] = []
+    append = found.append
     for text, tid in t2i.items():
         n = len(text)
         if n < 2:
             continue
         for k in range(1, n):
-            left = text[:k]
-            if left in t2i:
-                right = text[k:]
-                if right in t2i:
-                    found.append((tid, k, left, right))
-    order = sorted(range(len(found)), key=lambda j: (-float(scores[found[j][0]]), found[j][0], found[j][1]))
-    return [(found[j][2], found[j][3]) for j in order]
+            if text[:k] in t2i and text[k:] in t2i:
+                append((neg[tid], tid, k))
+    found.sort()
+    return np.array([(tid, k) for _, tid, k in found], dtype=np.int32).reshape(-1, 2)
+
+
+def _merges_cache_path(vocab: Vocab):
+    import hashlib
+    import os
+    from pathlib import Path
+
+    if os.environ.get("OXILLAMA_NO_TOKENIZER_CACHE"):
+        return None
+    try:
+        from oxillama.hub import cache_dir
+        root = Path(cache_dir()).parent  # cache_dir() is the models/ folder
+    except Exception:  # hub unavailable: the same default place
+        root = Path(os.path.expanduser("~")) / ".cache" / "oxillama"
+    h = hashlib.sha256()
+    h.update("\x00".join(vocab.tokens).encode("utf-8", errors="surrogatepass"))
+    h.update(b"\x01")
+    if vocab.scores is not None:
+        h.update(np.ascontiguousarray(vocab.scores, dtype=np.float32).tobytes())
+    return root / "tokenizers" / f"spm-merges-v1-{h.hexdigest()[:32]}.npy"
+
+
+def _save_atomic(path, table: np.ndarray) -> None:
+    import os
+    import tempfile
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, table, allow_pickle=False)
+        os.replace(tmp, path)
+    except OSError as exc:  # a read-only cache only costs time
+        logger.debug("could not cache SPM merges at %s: %s", path, exc)
 
 
 def _build_spm(vocab: Vocab):
-    from tokenizers import Tokenizer, models, normalizers
+    from tokenizers import Tokenizer, models
 
     has_bytes = bool(np.any(vocab.token_type == TOKEN_BYTE))
     unk = vocab.special.get("unk")
     model = models.BPE(vocab=dict(vocab.token_to_id), merges=spm_merges(vocab), byte_fallback=has_bytes,
                        unk_token=vocab.tokens[unk] if (unk is not None and not has_bytes) else None,
                        fuse_unk=False, ignore_merges=False)
-    tok = Tokenizer(model)
-    tok.normalizer = normalizers.Replace(" ", SPM_SPACE)
-    return tok
+    # spaces are escaped to U+2581 by Tokenizer before encoding (a Replace normalizer here would cost a
+    # quarter of the encode time tracking alignments nobody reads)
+    return Tokenizer(model)
 
 
 # Stands in for tokens the Unigram lattice must never match (control, byte, unknown): a private-use code point
@@ -353,12 +431,15 @@ def _build_unigram(vocab: Vocab):
     from tokenizers import Tokenizer, models
 
     scores = vocab.scores if vocab.scores is not None else np.zeros(vocab.n_vocab, np.float32)
-    matchable = np.isin(vocab.token_type, (TOKEN_NORMAL, TOKEN_USER_DEFINED, TOKEN_UNUSED))
+    flags = vocab.token_type.copy()
+    for tid, ttype in vocab.type_before_control.items():
+        flags[tid] = ttype
+    matchable = np.isin(flags, (TOKEN_NORMAL, TOKEN_USER_DEFINED, TOKEN_UNUSED))
     pieces = []
     for i, text in enumerate(vocab.tokens):
         if not matchable[i]:
             pieces.append((_UNMATCHABLE.format(i), 0.0))
-        elif vocab.token_type[i] == TOKEN_USER_DEFINED:
+        elif flags[i] == TOKEN_USER_DEFINED:  # user-defined tokens score 0, as in llama.cpp
             pieces.append((text, 0.0))
         else:
             pieces.append((text, float(scores[i])))

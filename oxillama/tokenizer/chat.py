@@ -29,13 +29,25 @@ def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=F
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
+def _strict_sandbox_class():
+    from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+
+    class StrictSandbox(ImmutableSandboxedEnvironment):
+        """Unsafe attribute access raises at once (jinja2's default yields an Undefined that prints as "")."""
+
+        def unsafe_undefined(self, obj, attribute):
+            raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe")
+
+    return StrictSandbox
+
+
 def make_environment(sandboxed: bool = True):
     """The jinja2 environment chat templates render in (sandboxed=False only for comparisons in tests)."""
     import jinja2
     import jinja2.ext
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    cls = ImmutableSandboxedEnvironment if sandboxed else jinja2.Environment
+    _StrictSandbox = _strict_sandbox_class()
+    cls = _StrictSandbox if sandboxed else jinja2.Environment
     env = cls(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols],
               undefined=jinja2.Undefined)
     env.filters["tojson"] = _tojson

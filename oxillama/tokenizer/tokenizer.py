@@ -15,6 +15,7 @@ replacing invalid sequences with U+FFFD.
 """
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import re
@@ -77,39 +78,108 @@ def _trie_pattern(texts) -> str:
     return emit(trie)
 
 
+# Byte-level BPE fragments longer than this are encoded in chunks.
+_CHUNK_CHARS = 16384
+# A space after a non-space and before an ASCII letter: every split regex in pretokenizers.py ends a piece
+# before such a space and starts one at it (no pattern matches a non-space followed by a space, and each
+# has a letter-run alternative with an optional leading space), so cutting the text there changes nothing.
+_SAFE_CUT = re.compile(r"(?<=\S) (?=[A-Za-z])")
+
+
+def _chunks(text: str) -> list[str]:
+    out = []
+    start = 0
+    while len(text) - start > _CHUNK_CHARS:
+        m = _SAFE_CUT.search(text, start + _CHUNK_CHARS // 2)
+        if m is None:
+            break
+        out.append(text[start:m.start()])
+        start = m.start()
+    out.append(text[start:])
+    return out
+
+
 class _SpecialMatcher:
-    """Finds which special tokens occur in a text, then partitions it in llama.cpp's order."""
+    """Cuts special tokens out of a text in llama.cpp's order (longest token first, see the module docstring).
+
+    Fast path: one leftmost-longest regex scan. It gives llama.cpp's answer unless some token occurrence starts
+    inside a match and runs past its end (a "straddler", e.g. "ab" matched in "abcd" while "bcd" is a longer
+    token); only then is llama.cpp's token-by-token algorithm run, on the tokens present in the text.
+    """
 
     def __init__(self, ids: list[int], tokens: list[str]):
-        self.text_to_id = {}
+        self.text_to_id: dict[str, int] = {}
         for tid in ids:  # equal texts: keep the id llama.cpp's text lookup would give (the last)
             self.text_to_id[tokens[tid]] = tid
         self.pattern = re.compile(_trie_pattern(self.text_to_id)) if self.text_to_id else None
-        self._prefixes: dict[str, list[int]] = {}
+        self._sorted_texts = sorted(self.text_to_id)
         self._order = {tid: (-len(tokens[tid].encode("utf-8")), tid) for tid in self.text_to_id.values()}
+        self._straddle: dict[str, tuple[frozenset, list]] = {}
+        self._contained: dict[str, list[int]] = {}
         self.tokens = tokens
 
-    def _prefix_tokens(self, match: str) -> list[int]:
-        found = self._prefixes.get(match)
+    def _straddlers(self, match: str) -> tuple[frozenset, list]:
+        """(first characters after the match, [(offset, token)]) of tokens that could start inside `match`
+        and end after it."""
+        info = self._straddle.get(match)
+        if info is None:
+            found = []
+            texts = self._sorted_texts
+            for j in range(1, len(match)):
+                head = match[j:]
+                k = bisect.bisect_left(texts, head)
+                while k < len(texts) and texts[k].startswith(head):
+                    if len(texts[k]) > len(head):
+                        found.append((j, texts[k]))
+                    k += 1
+            info = (frozenset(t[len(match) - j] for j, t in found), found)
+            self._straddle[match] = info
+        return info
+
+    def _contained_tokens(self, match: str) -> list[int]:
+        found = self._contained.get(match)
         if found is None:
             t2i = self.text_to_id
-            found = [t2i[match[:k]] for k in range(1, len(match) + 1) if match[:k] in t2i]
-            self._prefixes[match] = found
+            found = sorted({t2i[match[a:b]] for a in range(len(match)) for b in range(a + 1, len(match) + 1)
+                            if match[a:b] in t2i})
+            self._contained[match] = found
         return found
 
     def partition(self, text: str) -> list:
         """`text` as a list of raw str fragments and int token ids."""
         if self.pattern is None:
             return [text]
-        present: set[int] = set()
-        search = self.pattern.search
-        m = search(text)
-        while m is not None:
-            # every token that occurs at this start is a prefix of the longest one that does
-            present.update(self._prefix_tokens(m.group()))
-            m = search(text, m.start() + 1)
-        if not present:
+        matches = [(m.start(), m.end(), m.group()) for m in self.pattern.finditer(text)]
+        if not matches:
             return [text]
+        n = len(text)
+        straddled = False
+        for b, e, s in matches:
+            if e < n and len(s) > 1:
+                chars, found = self._straddle.get(s) or self._straddlers(s)
+                if text[e] in chars and any(text.startswith(t, b + j) for j, t in found):
+                    straddled = True
+                    break
+        if not straddled:
+            t2i = self.text_to_id
+            out: list = []
+            pos = 0
+            for b, e, s in matches:
+                if b > pos:
+                    out.append(text[pos:b])
+                out.append(t2i[s])
+                pos = e
+            if pos < n:
+                out.append(text[pos:])
+            return out
+        present: set[int] = set()
+        for s in {s for _, _, s in matches}:
+            present.update(self._contained_tokens(s))
+            present.update(self.text_to_id[t] for _, t in self._straddlers(s)[1] if t in text)
+        return self._partition_in_order(text, present)
+
+    def _partition_in_order(self, text: str, present: set[int]) -> list:
+        """llama.cpp's tokenizer_st_partition over the given tokens."""
         fragments: list = [text]
         for tid in sorted(present, key=self._order.__getitem__):
             needle = self.tokens[tid]
@@ -144,10 +214,7 @@ class Tokenizer:
         self._is_special = np.isin(tt, (TOKEN_CONTROL, TOKEN_UNKNOWN))  # hidden when skip_special
         self._pieces = self._build_pieces()
         self._pieces_skip = [b"" if s else p for p, s in zip(self._pieces, self._is_special.tolist())]
-        user_ids = np.flatnonzero(tt == TOKEN_USER_DEFINED).tolist()
-        all_ids = np.flatnonzero(np.isin(tt, (TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNKNOWN))).tolist()
-        self._matcher_user = _SpecialMatcher(user_ids, vocab.tokens)
-        self._matcher_all = _SpecialMatcher(all_ids, vocab.tokens)
+        self._matchers: dict[bool, _SpecialMatcher] = {}  # parse_special -> matcher, built on first use
         self._ugm_normalizer = None
         if vocab.model == "t5" and vocab.precompiled_charsmap:
             from tokenizers import normalizers
@@ -172,24 +239,34 @@ class Tokenizer:
                 from oxillama.gguf import GGUFFile
             except ImportError as exc:
                 raise TokenizerError(f"cannot read GGUF files: oxillama.gguf is unavailable ({exc})") from None
-            metadata = GGUFFile(path_or_file).metadata
+            with GGUFFile(path_or_file) as f:  # metadata values are copies: they outlive the map
+                metadata = f.metadata
         return cls.from_metadata(dict(metadata))
 
     def _build_pieces(self) -> list[bytes]:
         """Each token's bytes as llama.cpp's token_to_piece(special=True) renders them."""
         v = self._vocab
-        pieces: list[bytes] = []
         spm_like = v.model != "gpt2"
-        for text, ttype in zip(v.tokens, v.token_type.tolist()):
+        types = v.token_type
+        if spm_like:
+            # all tokens at once: U+2581 -> space, UTF-8; the few non-normal tokens are fixed up below
+            sep = "\x00\uffff\x00"
+            joined = sep.join(v.tokens)
+            pieces = joined.replace(SPM_SPACE, " ").encode("utf-8").split(sep.encode("utf-8"))
+            if len(pieces) != v.n_vocab:  # a token containing the separator: do it one by one
+                pieces = [t.replace(SPM_SPACE, " ").encode("utf-8") for t in v.tokens]
+        else:
+            pieces = [_byte_level_decode(t) for t in v.tokens]
+        for tid in np.flatnonzero(types != TOKEN_NORMAL).tolist():
+            ttype = int(types[tid])
+            text = v.tokens[tid]
             if ttype in (TOKEN_CONTROL, TOKEN_UNKNOWN, TOKEN_USER_DEFINED):
-                pieces.append(text.encode("utf-8"))
-            elif ttype == TOKEN_NORMAL:
-                pieces.append(text.replace(SPM_SPACE, " ").encode("utf-8") if spm_like else _byte_level_decode(text))
+                pieces[tid] = text.encode("utf-8")
             elif ttype == TOKEN_BYTE and spm_like:
                 m = _BYTE_TOKEN.fullmatch(text)
-                pieces.append(bytes([int(m.group(1), 16)]) if m else b"")
-            else:  # unused / undefined tokens render as nothing
-                pieces.append(b"")
+                pieces[tid] = bytes([int(m.group(1), 16)]) if m else b""
+            else:  # unused / undefined tokens (and byte-type tokens of byte-level vocabularies) render as nothing
+                pieces[tid] = b""
         return pieces
 
     # ------------------------------------------------------------------ properties
@@ -199,7 +276,8 @@ class Tokenizer:
 
     @property
     def hf_tokenizer(self):
-        """The Hugging Face tokenizer that encodes raw fragments (no special-token parsing)."""
+        """The Hugging Face tokenizer that encodes raw fragments: no special-token parsing, and for SPM
+        vocabularies spaces must already be U+2581 (see `encode` for the whole pipeline)."""
         return self._hf
 
     @property
@@ -272,13 +350,17 @@ class Tokenizer:
         """
         if not isinstance(text, str):
             raise TokenizerError(f"encode() needs a str, got {type(text).__name__}")
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise TokenizerError(f"text is not valid Unicode: lone surrogate at index {exc.start}") from None
         v = self._vocab
         out: list[int] = []
         if add_special and v.add_bos:
             out.append(v.special["bos"])
         if text:
-            matcher = self._matcher_all if parse_special else self._matcher_user
-            fragments = matcher.partition(text)
+            fragments = self._matcher(bool(parse_special)).partition(text)
             if len(fragments) == 1 and type(fragments[0]) is str:
                 out.extend(self._encode_raw([self._prepare(fragments[0], True)])[0])
             else:
@@ -287,11 +369,20 @@ class Tokenizer:
             out.append(v.special["eos"])
         return out
 
+    def _matcher(self, parse_special: bool) -> _SpecialMatcher:
+        matcher = self._matchers.get(parse_special)
+        if matcher is None:
+            tt = self._vocab.token_type
+            kinds = (TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNKNOWN) if parse_special else (TOKEN_USER_DEFINED,)
+            matcher = _SpecialMatcher(np.flatnonzero(np.isin(tt, kinds)).tolist(), self._vocab.tokens)
+            self._matchers[parse_special] = matcher
+        return matcher
+
     def _prepare(self, raw: str, after_special: bool) -> str:
         """The text handed to the vocabulary model for one raw fragment."""
         v = self._vocab
         if v.model == "llama":
-            return " " + raw if (v.add_space_prefix and after_special) else raw
+            return (SPM_SPACE + raw if (v.add_space_prefix and after_special) else raw).replace(" ", SPM_SPACE)
         if v.model == "t5":
             return self._ugm_normalize(raw)
         return raw
@@ -313,6 +404,18 @@ class Tokenizer:
                 out.extend(next(encoded))
 
     def _encode_raw(self, texts: list[str]) -> list[list[int]]:
+        """Encode raw fragments with the Hugging Face model; long byte-level BPE fragments are cut into chunks
+        at points where every pre-tokenizer in the table splits anyway, and the chunks encoded in parallel."""
+        if self._vocab.model == "gpt2" and any(len(t) > _CHUNK_CHARS for t in texts):
+            pieces, owner = [], []
+            for i, text in enumerate(texts):
+                for chunk in _chunks(text):
+                    pieces.append(chunk)
+                    owner.append(i)
+            out: list[list[int]] = [[] for _ in texts]
+            for i, enc in zip(owner, self._hf.encode_batch_fast(pieces, add_special_tokens=False)):
+                out[i].extend(enc.ids)
+            return out
         if len(texts) == 1:
             return [self._hf.encode(texts[0], add_special_tokens=False).ids] if texts[0] else [[]]
         return [e.ids for e in self._hf.encode_batch_fast(texts, add_special_tokens=False)]
@@ -349,22 +452,21 @@ class Tokenizer:
         return int(token_id)
 
     def _check_ids(self, ids) -> list[int]:
-        if isinstance(ids, np.ndarray):
-            if ids.ndim != 1 or ids.dtype.kind not in "iu":
-                raise TokenizerError(f"token ids must be a 1-D integer array, got shape {ids.shape} {ids.dtype}")
-            arr = ids
-        else:
-            try:
-                seq = list(ids)
-            except TypeError:
-                raise TokenizerError(f"token ids must be a sequence of ints, got {type(ids).__name__}") from None
-            if not all(isinstance(t, (int, np.integer)) and not isinstance(t, (bool, np.bool_)) for t in seq):
-                raise TokenizerError("token ids must all be ints")
-            arr = np.asarray(seq, dtype=np.int64) if seq else np.zeros(0, np.int64)
-        if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= self._vocab.n_vocab):
-            bad = int(arr.min()) if int(arr.min()) < 0 else int(arr.max())
-            raise TokenizerError(f"token id {bad} out of range [0, {self._vocab.n_vocab})")
-        return arr.tolist()
+        if isinstance(ids, (str, bytes)):
+            raise TokenizerError(f"token ids must be a sequence of ints, got {type(ids).__name__}")
+        try:
+            arr = ids if isinstance(ids, np.ndarray) else np.asarray(ids if isinstance(ids, list) else list(ids))
+        except (TypeError, ValueError, OverflowError):
+            raise TokenizerError(f"token ids must be a sequence of ints, got {type(ids).__name__}") from None
+        if arr.size == 0:
+            return []
+        # bools and floats are not ids; a list mixing types becomes an object array
+        if arr.ndim != 1 or arr.dtype.kind not in "iu":
+            raise TokenizerError(f"token ids must be a flat sequence of ints, got {arr.dtype} with shape {arr.shape}")
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi >= self._vocab.n_vocab:
+            raise TokenizerError(f"token id {lo if lo < 0 else hi} out of range [0, {self._vocab.n_vocab})")
+        return ids if type(ids) is list else arr.tolist()
 
     def _piece_table(self, skip_special: bool) -> list[bytes]:
         return self._pieces_skip if skip_special else self._pieces
@@ -380,13 +482,11 @@ class Tokenizer:
         """The bytes the tokens stand for (may end inside a UTF-8 character)."""
         ids = self._check_ids(ids)
         table = self._piece_table(skip_special)
-        data = b"".join(map(table.__getitem__, ids))
         k = self._strip_index(ids)
-        if k >= 0:
-            head = b"".join(map(table.__getitem__, ids[:k]))
-            if data[len(head):len(head) + 1] == b" ":
-                data = head + data[len(head) + 1:]
-        return data
+        if k >= 0 and table[ids[k]][:1] == b" ":
+            return b"".join([*map(table.__getitem__, ids[:k]), table[ids[k]][1:],
+                             *map(table.__getitem__, ids[k + 1:])])
+        return b"".join(map(table.__getitem__, ids))
 
     def decode(self, ids, skip_special: bool = False) -> str:
         """Text for token ids; control-token texts are kept unless `skip_special`. Invalid UTF-8 -> U+FFFD."""

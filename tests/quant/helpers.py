@@ -147,3 +147,4 @@ def act_halfstep(x: np.ndarray, act_type: str) -> np.ndarray:
     # fp16 rounding of d changes the grid by at most 2^-11 relative: 127 steps of that on top
     half = d * (0.5 + 127 * 2.0 ** -11)
     return np.broadcast_to(half, xb.shape).reshape(x.shape)
+

@@ -206,3 +206,12 @@ def test_bad_inputs_raise_quant_error():
         _core.vec_dot(qid("Q4_0"), q, quantize(x, "Q8_0")[:-1], 64)
     with pytest.raises(ValueError, match="tier"):
         dequantize(q, "Q4_0", 64, tier="no-such-tier")
+
+
+def test_active_kernels_are_simd_where_available():
+    """With AVX2 active every type here has an AVX2 vec_dot (not the scalar fallback)."""
+    if _core.active_tier() != "avx2":
+        pytest.skip("AVX2 is not the active tier")
+    kernels = _core.kernel_tiers()
+    for qtype in ALL_TYPES:
+        assert kernels[qtype] == "avx2", qtype

@@ -16,6 +16,9 @@ LOGIT_ABS_TOL = {"smollm2": 2.5, "gemma3": 5.0}
 MEDIAN_ROW_TOL = {"smollm2": 1.0, "gemma3": 1.5}
 # Two candidates closer than this are a tie that summation order may break either way.
 TIE_TOL = 0.3
+# Along llama.cpp's path, its pick may trail ours by its own rounding noise (its logits and ours differ
+# by ~0.6 at the median position), so a step counts as agreeing within this margin.
+LLAMACPP_TIE_TOL = 1.0
 
 TEXT = ("The quick brown fox jumps over the lazy dog. In 1879, the city of Paris hosted a grand exhibition "
         "where engineers, artists and merchants gathered to show the newest machines, paintings and fabrics "
@@ -63,7 +66,7 @@ def test_greedy_follows_llamacpp(request, name, model):
             if int(logits.argmax()) == tok:
                 exact += 1
             else:
-                assert logits[tok] >= logits.max() - TIE_TOL, (case["prompt"], tok, logits.max() - logits[tok])
+                assert logits[tok] >= logits.max() - LLAMACPP_TIE_TOL, (case["prompt"], tok, logits.max() - logits[tok])
             logits = engine.forward([tok])
         assert exact >= 0.8 * len(case["ids"])
 

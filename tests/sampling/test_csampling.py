@@ -84,3 +84,34 @@ def test_wrappers_check_buffer_lengths():
         _csampling.pick(x, 11, 0.0)
     with pytest.raises(SamplerError):
         _csampling.vmax(np.zeros(0, np.float32))
+
+
+@pytest.mark.parametrize("n,scale", [(5, 1.0), (300, 0.5), (20000, 2.0), (20000, 0.01)])
+def test_top_p_cut_is_the_smallest_prefix(rng, n, scale):
+    x = (rng.standard_normal(n) * scale).astype(np.float32)
+    x[rng.integers(0, n, max(1, n // 10))] = x[0]  # ties
+    x[rng.integers(0, n, max(1, n // 20))] = -np.inf
+    w = np.empty_like(x)
+    _csampling.exp_sum(x, x.max(), 1.0, w)
+    out = np.empty(n, np.int32)
+    wd = w.astype(np.float64)
+    for p in (0.05, 0.3, 0.7, 0.95, 1.0):
+        m = _csampling.top_p_cut(w, p, out)
+        order = np.lexsort((np.arange(n), -wd))
+        cum = np.cumsum(wd[order])
+        k = min(int(np.searchsorted(cum, p * wd.sum(), side="left")) + 1, int((wd > 0).sum()))
+        np.testing.assert_array_equal(out[:m], np.sort(order[:k]))
+
+
+@pytest.mark.parametrize("k", [40, 65, 256, 3000])
+def test_top_k_large_rows_sampled_threshold_path(rng, k):
+    # rows of >= 8192 entries with k > 64 take the sample-threshold-then-heap path
+    n = 50000
+    x = rng.integers(-50, 50, n).astype(np.float32)  # heavy ties
+    x[rng.integers(0, n, 500)] = -np.inf
+    x[-1] = 1000.0  # the top token last: the tail after the last full block counts
+    ids = np.empty(k, np.int32)
+    vals = np.empty(k, np.float32)
+    assert _csampling.top_k(x, k, ids, vals) == k
+    ref = np.lexsort((np.arange(n), -x))[:k]
+    np.testing.assert_array_equal(ids, ref)

@@ -1,5 +1,4 @@
 """Logit bias, banned tokens, user processors, repetition / frequency / presence penalties, DRY."""
-import math
 
 import numpy as np
 import pytest
@@ -180,3 +179,17 @@ def test_dry_breakers_from_vocab():
     # a two-character breaker split over tokens: "z" ends token 4, "\n" follows as token 1
     got = dry_breakers_from_vocab(["z\n"], texts, tokenize)
     assert (4, 1) in got
+
+
+def test_dry_breakers_reject_nul_and_scale_to_many_heads(rng):
+    with pytest.raises(SamplerError, match="NUL"):
+        dry_breakers_from_vocab(["\n"], ["a", "b\x00"])
+    # tens of thousands of breaker heads, as a 262k vocabulary gives
+    breakers = [(int(t),) for t in range(0, 60000, 2)]
+    stage = DRY(1.0, 1.75, 2, -1, breakers)
+    h = np.array([5, 7, 9, 5, 7, 9, 5, 7], dtype=np.int64)  # 5 7 9 repeats; 9 would extend it
+    toks, _ = stage.penalties(h)
+    assert toks.tolist() == [9]
+    h2 = np.array([5, 7, 9, 4, 5, 7], dtype=np.int64)       # 4 is a breaker: the limit is 2 tokens
+    toks, _ = stage.penalties(h2)
+    assert toks.tolist() == [9]

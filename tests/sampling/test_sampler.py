@@ -1,7 +1,6 @@
 """Sampler end to end: argmax cases, the final draw's distribution, determinism, save/restore,
 mirostat's surprise control, input validation."""
 import json
-import math
 
 import msgpack
 import numpy as np
@@ -218,3 +217,20 @@ def test_state_validation():
         s.set_state({"version": 99})
     with pytest.raises(SamplerError):
         s.set_state({"version": 1, "rng": {"bit_generator": "MT19937"}, "chain": s.chain.get_state()})
+
+
+def test_sampler_top_logprobs_are_the_raw_distribution(rng):
+    x = rng.standard_normal(3000).astype(np.float32)
+    s = Sampler(SamplerConfig(temperature=0.3, top_k=2), seed=0)
+    ids, lp = s.top_logprobs(x, 5)
+    ref = np.log(softmax(x))
+    assert ids.tolist() == np.argsort(-x)[:5].tolist()
+    np.testing.assert_allclose(lp, ref[ids], rtol=1e-5, atol=1e-6)
+    assert np.exp(lp).sum() < 1.0
+
+
+@pytest.mark.parametrize("config", [SamplerConfig(temperature=0.0), SamplerConfig(), SamplerConfig(**PLAIN)])
+def test_banning_every_token_raises(config):
+    s = Sampler(config.replace(banned_tokens=(0, 1, 2)), seed=0)
+    with pytest.raises(SamplerError, match="every token"):
+        s.sample(np.zeros(3, np.float32))

@@ -34,9 +34,21 @@ static inline __m256i dot_k4_pair(__m256i q_lo, __m256i q_hi, const int8_t *q8, 
     return _mm256_add_epi32(pl, ph);
 }
 
+/* Q4_K/Q5_K scales (bytes 0-7) and mins (bytes 8-15), built in a register: going through a
+ * uint32_t[4] on the stack costs a store-forwarding stall per block. */
+static inline __m128i scales_mins_k4(const uint8_t *q) {
+    uint32_t a[3];
+    memcpy(a, q, 12);
+    const uint32_t s_lo = a[0] & 0x3f3f3f3fu;
+    const uint32_t s_hi = (a[2] & 0x0f0f0f0fu) | (((a[0] >> 6) & 0x03030303u) << 4);
+    const uint32_t m_lo = a[1] & 0x3f3f3f3fu;
+    const uint32_t m_hi = ((a[2] >> 4) & 0x0f0f0f0fu) | (((a[1] >> 6) & 0x03030303u) << 4);
+    return _mm_setr_epi32((int)s_lo, (int)s_hi, (int)m_lo, (int)m_hi);
+}
+
 /* -dmin * sum_j min_j * (bsums[2j] + bsums[2j+1]) as 4 float lanes */
-static inline __m128 mins_k4(const uint32_t sm[4], const int16_t *bsums, float dmin, __m128 acc_m) {
-    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(sm + 2)));
+static inline __m128 mins_k4(__m128i sm, const int16_t *bsums, float dmin, __m128 acc_m) {
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
     const __m256i bs = _mm256_loadu_si256((const __m256i *)bsums);
     const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
     return _mm_fmadd_ps(_mm_set1_ps(-dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pairs)), acc_m);
@@ -52,10 +64,9 @@ void vec_dot_q4_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
     for (int i = 0; i < nb; i++) {
         const float d = y[i].d * _cvtsh_ss(x[i].d);
         const float dmin = y[i].d * _cvtsh_ss(x[i].dmin);
-        uint32_t sm[4];
-        oxl_unpack_scales_k4_words(x[i].scales, sm);
+        const __m128i sm = scales_mins_k4(x[i].scales);
         acc_m = mins_k4(sm, y[i].bsums, dmin, acc_m);
-        const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sm)));
+        const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
         __m256i sumi = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
             const __m256i q4 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
@@ -84,10 +95,9 @@ void vec_dot_q5_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
     for (int i = 0; i < nb; i++) {
         const float d = y[i].d * _cvtsh_ss(x[i].d);
         const float dmin = y[i].d * _cvtsh_ss(x[i].dmin);
-        uint32_t sm[4];
-        oxl_unpack_scales_k4_words(x[i].scales, sm);
+        const __m128i sm = scales_mins_k4(x[i].scales);
         acc_m = mins_k4(sm, y[i].bsums, dmin, acc_m);
-        const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sm)));
+        const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
         /* qh byte l: bit j = 5th bit of value 32j + l */
         const __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);
         __m256i sumi = _mm256_setzero_si256();
@@ -160,6 +170,18 @@ void vec_dot_q6_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
     *s = hsum_ps_256(acc);
 }
 
+/* Q3_K's 16 signed 6-bit scales (oxl_unpack_scales_q3k), built in a register */
+static inline __m128i scales_q3k(const uint8_t *q) {
+    const uint32_t lo4 = 0x0f0f0f0fu, hi2 = 0x03030303u;
+    uint32_t a[3];
+    memcpy(a, q, 12);
+    const uint32_t w0 = (a[0] & lo4) | ((a[2] & hi2) << 4);
+    const uint32_t w1 = (a[1] & lo4) | (((a[2] >> 2) & hi2) << 4);
+    const uint32_t w2 = ((a[0] >> 4) & lo4) | (((a[2] >> 4) & hi2) << 4);
+    const uint32_t w3 = ((a[1] >> 4) & lo4) | (((a[2] >> 6) & hi2) << 4);
+    return _mm_sub_epi8(_mm_setr_epi32((int)w0, (int)w1, (int)w2, (int)w3), _mm_set1_epi8(32));
+}
+
 void vec_dot_q3_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
     const block_q3_K *x = (const block_q3_K *)vx;
     const block_q8_K *y = (const block_q8_K *)vy;
@@ -169,9 +191,7 @@ void vec_dot_q3_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
     __m256 acc = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const float d = y[i].d * _cvtsh_ss(x[i].d);
-        int8_t sc[16];
-        oxl_unpack_scales_q3k(x[i].scales, sc);
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)sc);
+        const __m128i sc8 = scales_q3k(x[i].scales);
         /* q = low2 | hbit << 2 in 0..7 stands for q - 4: subtract 4 * sum_g scale_g * bsums_g */
         const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
         __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bs), 2);
@@ -184,7 +204,8 @@ void vec_dot_q3_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
                 const __m256i hb = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), m1), 2);
                 q[k] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q2, 2 * k), m3), hb);
             }
-            const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(sc + 8 * h))));
+            const __m128i sc_h = h ? _mm_unpackhi_epi64(sc8, sc8) : sc8;
+            const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc_h));
             sumi = _mm256_add_epi32(sumi, dot_half_g16(q, y[i].qs + 128 * h, scales16));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
@@ -338,6 +359,136 @@ void quantize_row_q8_K_avx2(const float *OXL_RESTRICT x, void *OXL_RESTRICT vy, 
     }
 }
 
+/* ---------------------------------------------------------------- gemm tiles
+ * 4 weight rows x nc activation rows (S[j * lds + r]): each weight chunk is decoded once and used
+ * for TILE_RC activation rows, each activation block is read for 4 weight rows, and the 4 x TILE_RC
+ * accumulators are independent chains. The per-(row, activation) arithmetic is the same for every
+ * nc, so a matvec (nc = 1) and a matmul give identical outputs. */
+
+#define TILE_R 4
+#define TILE_RC 2
+
+/* zero-extend 4 int32 to 8 and convert */
+static inline __m256 cvt_i32x4_ps256(__m128i v) {
+    return _mm256_cvtepi32_ps(_mm256_inserti128_si256(_mm256_setzero_si256(), v, 0));
+}
+
+/* Q4_K (has_qh = 0) and Q5_K (has_qh = 1) */
+OXL_INLINE void tile_k4(const int has_qh, const int rc, int nb, float *S, int64_t lds, const char *w, size_t w_row,
+                        const char *y, size_t y_row) {
+    const size_t bsize = has_qh ? sizeof(block_q5_K) : sizeof(block_q4_K);
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i m1 = _mm256_set1_epi8(1);
+    __m256 acc[TILE_R][TILE_RC];
+    for (int r = 0; r < TILE_R; r++)
+        for (int j = 0; j < rc; j++) acc[r][j] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const block_q8_K *yb[TILE_RC];
+        __m128i pairs[TILE_RC];
+        for (int j = 0; j < rc; j++) {
+            yb[j] = (const block_q8_K *)(y + j * y_row) + i;
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)yb[j]->bsums);
+            pairs[j] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < TILE_R; r++) {
+            /* Q4_K and Q5_K share d, dmin, scales; Q5_K has qh before qs */
+            const block_q4_K *x = (const block_q4_K *)(w + r * w_row + i * bsize);
+            const uint8_t *qs = has_qh ? ((const block_q5_K *)x)->qs : x->qs;
+            const __m256i qh = has_qh ? _mm256_loadu_si256((const __m256i *)((const block_q5_K *)x)->qh)
+                                      : _mm256_setzero_si256();
+            const __m128i sm = scales_mins_k4(x->scales);
+            const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+            const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+            __m256i sumi[TILE_RC];
+            for (int j = 0; j < rc; j++) sumi[j] = _mm256_setzero_si256();
+            for (int c = 0; c < 4; c++) {
+                const __m256i q4 = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+                __m256i q_lo = _mm256_and_si256(q4, m4);
+                __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+                if (has_qh) {
+                    q_lo = _mm256_or_si256(q_lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m1), 4));
+                    q_hi = _mm256_or_si256(q_hi,
+                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), m1), 4));
+                }
+                for (int j = 0; j < rc; j++)
+                    sumi[j] = _mm256_add_epi32(sumi[j], dot_k4_pair(q_lo, q_hi, yb[j]->qs + 64 * c, scales,
+                                                                    BCAST16(2 * c), BCAST16(2 * c + 1)));
+            }
+            const float d = _cvtsh_ss(x->d), dmin = _cvtsh_ss(x->dmin);
+            for (int j = 0; j < rc; j++) {
+                acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(d * yb[j]->d), _mm256_cvtepi32_ps(sumi[j]), acc[r][j]);
+                acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * yb[j]->d),
+                                            cvt_i32x4_ps256(_mm_madd_epi16(mins, pairs[j])), acc[r][j]);
+            }
+        }
+    }
+    for (int j = 0; j < rc; j++)
+        for (int r = 0; r < TILE_R; r++) S[j * lds + r] = hsum_ps_256(acc[r][j]);
+}
+
+OXL_INLINE void tile_q6_K(const int rc, int nb, float *S, int64_t lds, const char *w, size_t w_row, const char *y,
+                          size_t y_row) {
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m256 acc[TILE_R][TILE_RC];
+    for (int r = 0; r < TILE_R; r++)
+        for (int j = 0; j < rc; j++) acc[r][j] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const block_q8_K *yb[TILE_RC];
+        for (int j = 0; j < rc; j++) yb[j] = (const block_q8_K *)(y + j * y_row) + i;
+#pragma GCC unroll 4
+        for (int r = 0; r < TILE_R; r++) {
+            const block_q6_K *x = (const block_q6_K *)(w + r * w_row) + i;
+            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+            __m256i sumi[TILE_RC];
+            for (int j = 0; j < rc; j++) {
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)yb[j]->bsums);
+                sumi[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5));
+            }
+            for (int h = 0; h < 2; h++) {
+                const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
+                const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+                const __m256i scales16 = _mm256_broadcastsi128_si256(
+                    _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(x->scales + 8 * h))));
+                for (int k = 0; k < 4; k++) {
+                    const __m256i lo = k % 2 ? ql1 : ql0;
+                    const __m256i nib = k < 2 ? _mm256_and_si256(lo, m4) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
+                    const __m256i top = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m3), 4);
+                    const __m256i q = _mm256_or_si256(nib, top);
+                    const __m256i sck = _mm256_shuffle_epi8(scales16, BCAST16_PAIR(2 * k));
+                    for (int j = 0; j < rc; j++) {
+                        const __m256i q8 = _mm256_loadu_si256((const __m256i *)(yb[j]->qs + 128 * h + 32 * k));
+                        sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(sck, _mm256_maddubs_epi16(q, q8)));
+                    }
+                }
+            }
+            const float d = _cvtsh_ss(x->d);
+            for (int j = 0; j < rc; j++)
+                acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(d * yb[j]->d), _mm256_cvtepi32_ps(sumi[j]), acc[r][j]);
+        }
+    }
+    for (int j = 0; j < rc; j++)
+        for (int r = 0; r < TILE_R; r++) S[j * lds + r] = hsum_ps_256(acc[r][j]);
+}
+
+#define GEMM_TILE_K(name, call)                                                                              \
+    static void name(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,    \
+                     const void *OXL_RESTRICT y, size_t y_row, int nc) {                                     \
+        const int nb = n / QK_K;                                                                             \
+        const char *wc = (const char *)w, *yc = (const char *)y;                                             \
+        int j = 0;                                                                                           \
+        for (; j + TILE_RC <= nc; j += TILE_RC) call(TILE_RC, nb, S + j * lds, lds, wc, w_row, yc + j * y_row, y_row); \
+        if (j < nc) call(1, nb, S + j * lds, lds, wc, w_row, yc + j * y_row, y_row);                         \
+    }
+
+#define TILE_Q4_K(rc, ...) tile_k4(0, rc, __VA_ARGS__)
+#define TILE_Q5_K(rc, ...) tile_k4(1, rc, __VA_ARGS__)
+GEMM_TILE_K(gemm_tile_q4_K_avx2, TILE_Q4_K)
+GEMM_TILE_K(gemm_tile_q5_K_avx2, TILE_Q5_K)
+GEMM_TILE_K(gemm_tile_q6_K_avx2, tile_q6_K)
+
 void oxl_register_avx2_k(oxl_kernel_table *t) {
     t->type[OXL_TYPE_Q2_K].vec_dot = vec_dot_q2_K_q8_K_avx2;
     t->type[OXL_TYPE_Q3_K].vec_dot = vec_dot_q3_K_q8_K_avx2;
@@ -347,4 +498,7 @@ void oxl_register_avx2_k(oxl_kernel_table *t) {
     t->type[OXL_TYPE_IQ4_XS].vec_dot = vec_dot_iq4_xs_q8_K_avx2;
     t->type[OXL_TYPE_Q8_K].vec_dot = vec_dot_q8_K_q8_K_avx2;
     t->type[OXL_TYPE_Q8_K].from_float = quantize_row_q8_K_avx2;
+    t->type[OXL_TYPE_Q4_K].gemm_tile = gemm_tile_q4_K_avx2;
+    t->type[OXL_TYPE_Q5_K].gemm_tile = gemm_tile_q5_K_avx2;
+    t->type[OXL_TYPE_Q6_K].gemm_tile = gemm_tile_q6_K_avx2;
 }

@@ -1,0 +1,82 @@
+"""matvec and matmul throughput per quant type and SIMD tier, next to the memory read bandwidth.
+
+Targets (issue 2): Q4_0/Q4_1/Q8_0 matvec on 4096 x 4096 at >= 70% of the measured memory read
+bandwidth on 2 threads; matmul over 64 activation rows at least 8x the matvec throughput per row.
+Each result's extra_info holds weight_GBps, mem_read_GBps and their ratio (bandwidth_fraction);
+matmul results hold rows_per_s (activation rows per second) to compare with matvec's calls per second.
+
+    pytest bench/bench_quant.py --benchmark-columns=median,ops -k "Q4_0 and avx2"
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from oxillama import _core
+from oxillama.quant import QMatrix, quantize
+
+TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "F16", "BF16", "F32")
+HOT_TYPES = ("Q4_0", "Q4_1", "Q8_0", "Q5_0", "F16")
+TIERS = tuple(t for t in _core.usable_tiers() if t != "scalar")
+N_THREADS = 2
+MATMUL_ROWS = 64
+# (rows, cols, what): the issue's square case and shapes of the two test models
+SHAPES = [(4096, 4096, "square"), (1536, 576, "smollm2_ffn_up"), (576, 1536, "smollm2_ffn_down"),
+          (49152, 576, "smollm2_token_embd"), (2048, 640, "gemma3_ffn_up"), (262144, 640, "gemma3_token_embd")]
+REAL_TYPES = {"smollm2_ffn_up": "Q4_1", "smollm2_ffn_down": "Q4_1", "smollm2_token_embd": "Q8_0",
+              "gemma3_ffn_up": "Q5_0", "gemma3_token_embd": "Q8_0"}
+
+_cache: dict = {}
+
+
+def _matrix(qtype: str, rows: int, cols: int) -> QMatrix:
+    key = (qtype, rows, cols)
+    if key not in _cache:
+        _cache.clear()   # one matrix alive at a time: the big ones are hundreds of MB
+        rng = np.random.default_rng(0)
+        W = rng.standard_normal((rows, cols), dtype=np.float32)
+        _cache[key] = QMatrix(quantize(W, qtype), qtype, rows, cols, n_threads=N_THREADS)
+    return _cache[key]
+
+
+def _report(benchmark, m: QMatrix, bw: dict[int, float], n_act_rows: int, n_threads: int):
+    """Median-based figures, plus the best run's (on a shared machine the median mostly measures
+    how often a thread was descheduled)."""
+    seconds, best = benchmark.stats.stats.median, benchmark.stats.stats.min
+    gbps = m.data.nbytes / seconds / 1e9
+    mem = bw[max(k for k in bw if k <= n_threads)]
+    benchmark.extra_info.update({
+        "weight_bytes": int(m.data.nbytes), "weight_GBps": round(gbps, 2), "mem_read_GBps": round(mem, 2),
+        "bandwidth_fraction": round(gbps / mem, 3), "rows_per_s": round(n_act_rows / seconds, 1),
+        "weight_GBps_best": round(m.data.nbytes / best / 1e9, 2), "rows_per_s_best": round(n_act_rows / best, 1),
+        "n_threads": n_threads})
+
+
+def _cases(types, shapes):
+    """The square case on 1 and N_THREADS threads (per-core and target figures), the rest on N_THREADS."""
+    out = []
+    for rows, cols, what in shapes:
+        for qtype in types if what == "square" else (REAL_TYPES[what],):
+            for tier in TIERS:
+                for n_threads in (1, N_THREADS) if what == "square" else (N_THREADS,):
+                    out.append(pytest.param(qtype, tier, rows, cols, n_threads,
+                                            id=f"{qtype}-{tier}-{what}-{n_threads}t"))
+    return out
+
+
+@pytest.mark.parametrize("qtype,tier,rows,cols,n_threads", _cases(TYPES, SHAPES))
+def test_matvec(benchmark, mem_read_bandwidth, qtype, tier, rows, cols, n_threads):
+    m = _matrix(qtype, rows, cols)
+    x = np.random.default_rng(1).standard_normal(cols, dtype=np.float32)
+    y = np.empty(rows, np.float32)
+    benchmark(m.matvec, x, out=y, tier=tier, n_threads=n_threads)
+    _report(benchmark, m, mem_read_bandwidth, 1, n_threads)
+
+
+@pytest.mark.parametrize("qtype,tier,rows,cols,n_threads", _cases(HOT_TYPES, SHAPES[:3] + SHAPES[4:5]))
+def test_matmul(benchmark, mem_read_bandwidth, qtype, tier, rows, cols, n_threads):
+    m = _matrix(qtype, rows, cols)
+    X = np.random.default_rng(1).standard_normal((MATMUL_ROWS, cols), dtype=np.float32)
+    Y = np.empty((MATMUL_ROWS, rows), np.float32)
+    benchmark(m.matmul, X, out=Y, tier=tier, n_threads=n_threads)
+    _report(benchmark, m, mem_read_bandwidth, MATMUL_ROWS, n_threads)

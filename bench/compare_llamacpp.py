@@ -1,0 +1,184 @@
+"""oxillama against llama.cpp (llama-cpp-python) on the same GGUF, thread count and prompts.
+
+    python bench/compare_llamacpp.py [-m MODEL ...] [-t THREADS] [--rounds N] [--json out.json]
+
+Each measurement runs in a fresh child process, alternating oxillama and llama.cpp round by round,
+so neither library's threads, caches or memory disturb the other. Reported per model:
+
+  prefill   tokens/s for a 512-token prompt from an empty cache
+  decode    tokens/s for 128 greedy tokens after a short prompt
+  decode@1k tokens/s for 128 greedy tokens after a 1,024-token prompt
+  rss       resident memory after the run (oxillama: compared with file size + KV cache)
+
+with min/median/max over the rounds and the median ratio oxillama / llama.cpp. Without
+llama-cpp-python installed it says so and exits with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+N_PREFILL = 512
+N_DECODE = 128
+N_LONG = 1024
+N_CTX = N_LONG + N_DECODE + 16
+
+
+def _prompt_ids(n_vocab: int, n: int, bos: int | None) -> list[int]:
+    """A deterministic token sequence of ordinary ids (the same for both libraries)."""
+    ids = [(1000 + 7919 * i) % min(n_vocab, 30000) + 100 for i in range(n)]
+    if bos is not None:
+        ids[0] = bos
+    return ids
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024 if sys.platform == "darwin" else 1024)
+
+
+def worker_oxillama(model: str, threads: int) -> dict:
+    import numpy as np
+
+    from oxillama.runtime import InferenceEngine
+
+    engine = InferenceEngine.from_gguf(model, n_ctx=N_CTX, n_threads=threads, n_batch=512)
+    bos = engine.tokenizer.bos_id
+    res = {}
+    prompt = _prompt_ids(engine.n_vocab, N_PREFILL, bos)
+    engine.forward(prompt[:8])            # warm-up: page in weights
+    engine.reset()
+    t = time.perf_counter()
+    engine.forward(prompt)
+    res["prefill"] = N_PREFILL / (time.perf_counter() - t)
+    for key, n_prompt in (("decode", 16), ("decode@1k", N_LONG)):
+        engine.reset()
+        logits = engine.forward(_prompt_ids(engine.n_vocab, n_prompt, bos))
+        t = time.perf_counter()
+        for _ in range(N_DECODE):
+            logits = engine.forward([int(np.argmax(logits))])
+        res[key] = N_DECODE / (time.perf_counter() - t)
+    res["rss_mb"] = _rss_mb()
+    res["file_mb"] = os.path.getsize(model) / 2**20
+    res["kv_mb"] = engine.kv.memory_bytes() / 2**20
+    return res
+
+
+def worker_llamacpp(model: str, threads: int) -> dict:
+    import llama_cpp
+    import numpy as np
+
+    llm = llama_cpp.Llama(model, n_ctx=N_CTX, n_threads=threads, n_threads_batch=threads, n_batch=512,
+                          verbose=False)
+    bos = llm.token_bos() if llm.metadata.get("tokenizer.ggml.add_bos_token", "false") == "true" else None
+    n_vocab = llm.n_vocab()
+    res = {}
+    prompt = _prompt_ids(n_vocab, N_PREFILL, bos)
+    llm.eval(prompt[:8])
+    llm.reset()
+    t = time.perf_counter()
+    llm.eval(prompt)
+    res["prefill"] = N_PREFILL / (time.perf_counter() - t)
+    for key, n_prompt in (("decode", 16), ("decode@1k", N_LONG)):
+        llm.reset()
+        llm.eval(_prompt_ids(n_vocab, n_prompt, bos))
+        t = time.perf_counter()
+        for _ in range(N_DECODE):
+            tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            llm.eval([tok])
+        res[key] = N_DECODE / (time.perf_counter() - t)
+    res["rss_mb"] = _rss_mb()
+    return res
+
+
+def run_child(lib: str, model: str, threads: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--worker", lib, "-m", model, "-t", str(threads)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{lib} worker failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _stats(values: list[float]) -> str:
+    return f"{min(values):8.1f} {statistics.median(values):8.1f} {max(values):8.1f}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-m", "--model", action="append", help="GGUF path or known model name (repeatable)")
+    ap.add_argument("-t", "--threads", type=int, default=None, help="threads for both (default: physical cores)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", default=None, help="also write the raw results here")
+    ap.add_argument("--worker", choices=["oxillama", "llamacpp"], help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.worker:
+        fn = worker_oxillama if args.worker == "oxillama" else worker_llamacpp
+        print(json.dumps(fn(args.model[0], args.threads)))
+        return 0
+
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        print("llama-cpp-python is not installed: `pip install llama-cpp-python` to compare with llama.cpp",
+              file=sys.stderr)
+        return 2
+    from oxillama import hub
+    from oxillama._system import default_threads
+
+    threads = args.threads or default_threads()
+    models = [str(hub.resolve_model(m)) for m in (args.model or ["smollm2-135m", "gemma3-270m"])]
+    cpu = _cpu_name()
+    print(f"CPU: {cpu}; threads: {threads}; rounds: {args.rounds}")
+    results = {}
+    for model in models:
+        runs = {"oxillama": [], "llamacpp": []}
+        for r in range(args.rounds):
+            order = ("oxillama", "llamacpp") if r % 2 == 0 else ("llamacpp", "oxillama")
+            for lib in order:
+                runs[lib].append(run_child(lib, model, threads))
+        results[os.path.basename(model)] = runs
+        print(f"\n{os.path.basename(model)}")
+        print(f"{'':12s} {'library':9s} {'min':>8s} {'median':>8s} {'max':>8s}  tokens/s")
+        for key in ("prefill", "decode", "decode@1k"):
+            for lib in ("oxillama", "llamacpp"):
+                print(f"{key:12s} {lib:9s} {_stats([x[key] for x in runs[lib]])}")
+            ratio = statistics.median(x[key] for x in runs["oxillama"]) / statistics.median(
+                x[key] for x in runs["llamacpp"])
+            print(f"{key:12s} {'ratio':9s} {ratio:26.2f}x")
+        ox = runs["oxillama"][-1]
+        print(f"rss: oxillama {ox['rss_mb']:.0f} MB (file {ox['file_mb']:.0f} + KV {ox['kv_mb']:.0f}), "
+              f"llama.cpp {runs['llamacpp'][-1]['rss_mb']:.0f} MB")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"cpu": cpu, "threads": threads, "results": results}, f, indent=1)
+    return 0
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or platform.machine()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

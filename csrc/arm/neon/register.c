@@ -1,0 +1,10 @@
+/* The neon tier: overrides of the scalar table. */
+#include "../../kernels.h"
+
+void oxl_register_neon_legacy(oxl_kernel_table *t);
+void oxl_register_neon_k(oxl_kernel_table *t);  /* quants_k_neon.c */
+
+void oxl_register_neon(oxl_kernel_table *t) {
+    oxl_register_neon_legacy(t);
+    oxl_register_neon_k(t);
+}

@@ -1,0 +1,445 @@
+"""Hugging Face (transformers) checkpoint -> GGUF, following llama.cpp's convert_hf_to_gguf.py conventions.
+
+What the conversion does, per family (the GGUF side is what oxillama/models/ and llama.cpp read):
+  - tensor names: `model.layers.N.self_attn.q_proj.weight` -> `blk.N.attn_q.weight` etc. (TENSOR_MAP);
+  - llama / mistral: Q and K rows permuted so RoPE rotates adjacent pairs (HF rotates halves);
+  - gemma, gemma2, gemma3: RMSNorm weights stored as 1 + w (HF's GemmaRMSNorm multiplies by 1 + w);
+  - phi3: the fused qkv_proj / gate_up_proj are kept fused (attn_qkv, ffn_up = [gate; up]);
+  - tied embeddings: no `output.weight`, the engine reuses `token_embd.weight`;
+  - metadata: `<arch>.context_length`, `.embedding_length`, `.block_count`, `.feed_forward_length`,
+    `.attention.head_count[_kv]`, `.attention.key_length`, `.rope.freq_base`, `.rope.dimension_count`,
+    norm epsilon, sliding window, soft-capping, logit scale, RoPE scaling (linear, yarn);
+  - a small byte-level gpt2 tokenizer sized to the vocabulary, unless the caller passes one, so the
+    file is well-formed (real conversions of real tokenizers are out of scope here).
+
+torch is imported only to turn tensors into numpy arrays and to read checkpoints from disk; numpy
+state dicts convert without it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+from collections.abc import Mapping
+
+import numpy as np
+
+from oxillama.errors import InvalidArgumentError, ModelError, UnsupportedArchitectureError
+from oxillama.gguf import GGUFWriter
+
+log = logging.getLogger("oxillama.convert")
+
+# HF config.model_type -> GGUF general.architecture (llama.cpp converts Mistral as llama)
+MODEL_TYPES: dict[str, str] = {
+    "llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
+    "gemma2": "gemma2", "gemma3": "gemma3", "gemma3_text": "gemma3", "phi3": "phi3",
+    "starcoder2": "starcoder2", "cohere": "command-r",
+}
+
+OUT_TYPES = {"f32": ("F32", 0), "f16": ("F16", 1), "q8_0": ("Q8_0", 7)}   # name -> (tensor type, general.file_type)
+
+# HF per-layer suffix -> GGUF per-layer name; `None` drops the tensor (buffers HF keeps in the state dict)
+_LAYER_MAP = {
+    "input_layernorm": "attn_norm",
+    "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+    "self_attn.qkv_proj": "attn_qkv", "self_attn.o_proj": "attn_output",
+    "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
+    "post_attention_layernorm": "ffn_norm",
+    "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm": "post_ffw_norm",
+    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+    "mlp.gate_up_proj": "ffn_up",            # phi3: [gate; up] in one matrix
+    "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down",   # starcoder2
+    "self_attn.rotary_emb.inv_freq": None,
+}
+# gemma2/gemma3 name the norm after attention differently: it is applied to the attention output
+_GEMMA2_LAYER_MAP = {**_LAYER_MAP, "post_attention_layernorm": "post_attention_norm"}
+_GLOBAL_MAP = {
+    "model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output",
+    "model.rotary_emb.inv_freq": None, "model.rotary_emb_local.inv_freq": None,
+}
+_LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.(.+)\.(weight|bias)$")
+
+
+def _to_numpy(t) -> np.ndarray:
+    if isinstance(t, np.ndarray):
+        return t.astype(np.float32, copy=False)
+    if hasattr(t, "detach"):   # a torch tensor: float32 on the CPU first (bf16 has no numpy dtype)
+        return t.detach().to("cpu").float().numpy()
+    raise InvalidArgumentError(f"state dict values must be numpy arrays or torch tensors, got {type(t).__name__}")
+
+
+def permute_rope_rows(w: np.ndarray, n_head: int) -> np.ndarray:
+    """Reorder Q/K rows so adjacent-pair RoPE on the result equals HF's rotate-half RoPE on the original.
+
+    Within each head the rows [0..d/2) and [d/2..d) are interleaved: row 2i <- i, row 2i+1 <- i + d/2.
+    Shape (n_head * head_dim, ...) in and out (weights or biases).
+    """
+    rows = w.shape[0]
+    if rows % (2 * n_head):
+        raise ModelError(f"cannot permute {rows} rows for {n_head} heads of even size")
+    head_dim = rows // n_head
+    return (w.reshape(n_head, 2, head_dim // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
+
+
+class _Config:
+    """A config.json dict with the lookups every family needs."""
+
+    def __init__(self, cfg: Mapping):
+        self.raw = dict(cfg)
+        if "text_config" in self.raw and "num_hidden_layers" not in self.raw:   # multimodal wrapper: the text part
+            self.raw = {**self.raw["text_config"], "tie_word_embeddings": self.raw.get("tie_word_embeddings", True)}
+
+    def get(self, *keys, default=None):
+        for k in keys:
+            v = self.raw.get(k)
+            if v is not None:
+                return v
+        return default
+
+    def need(self, *keys):
+        v = self.get(*keys)
+        if v is None:
+            raise ModelError(f"config.json has none of {', '.join(keys)}")
+        return v
+
+    def rope_params(self, layer_type: str | None = None) -> dict:
+        """RoPE settings as one dict (rope_type, rope_theta, factor, ...), whichever transformers version wrote them."""
+        rp = self.raw.get("rope_parameters")
+        if isinstance(rp, Mapping) and layer_type is not None and layer_type in rp:
+            rp = rp[layer_type]
+        out = dict(rp) if isinstance(rp, Mapping) and ("rope_type" in rp or "rope_theta" in rp) else {}
+        scaling = self.raw.get("rope_scaling")
+        if isinstance(scaling, Mapping):
+            if layer_type is not None and layer_type in scaling:
+                scaling = scaling[layer_type]
+            out = {**dict(scaling), **out}
+        if "rope_type" not in out and "type" in out:
+            out["rope_type"] = out["type"]
+        out.setdefault("rope_type", "default")
+        if "rope_theta" not in out:
+            out["rope_theta"] = self.get("rope_theta", default=10000.0)
+        return out
+
+
+def _minimal_vocab(n_vocab: int) -> dict:
+    """A byte-level gpt2 vocabulary of exactly n_vocab tokens: 256 bytes, letter-pair merges, BOS/EOS.
+
+    It only makes the file self-describing (tokenize/detokenize work); the test models' token ids
+    are what matters, not their text."""
+    if n_vocab < 258:
+        raise ModelError(f"the minimal tokenizer needs n_vocab >= 258, got {n_vocab}")
+    # GPT-2's byte -> printable unicode map
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    byte_chars = {}
+    extra = 0
+    for b in range(256):
+        if b in keep:
+            byte_chars[b] = chr(b)
+        else:
+            byte_chars[b] = chr(256 + extra)
+            extra += 1
+    tokens = [byte_chars[b] for b in range(256)]
+    letters = "etaoinshrdlucmfwypvbgkjqxz"
+    firsts = [byte_chars[ord(" ")]] + list(letters)
+    merges = []
+    n_merge = n_vocab - 256 - 2
+    for a in firsts:
+        for b in letters:
+            if len(merges) == n_merge:
+                break
+            merges.append(f"{a} {b}")
+            tokens.append(a + b)
+    while len(tokens) < n_vocab - 2:          # vocabularies larger than the pair table: unused fillers
+        tokens.append(f"<unused{len(tokens)}>")
+    tokens += ["<|bos|>", "<|eos|>"]
+    types = [1] * (n_vocab - 2) + [3, 3]
+    for i, t in enumerate(tokens):
+        if t.startswith("<unused"):
+            types[i] = 5
+    return {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "default", "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.token_type": np.array(types, dtype=np.int32), "tokenizer.ggml.merges": merges,
+            "tokenizer.ggml.bos_token_id": n_vocab - 2, "tokenizer.ggml.eos_token_id": n_vocab - 1,
+            "tokenizer.ggml.add_bos_token": False}
+
+
+class HFConverter:
+    """One checkpoint's conversion: config -> metadata, state dict -> GGUF tensors."""
+
+    def __init__(self, config: Mapping, state_dict: Mapping, *, outtype: str = "f32", name: str | None = None):
+        self.cfg = _Config(config)
+        model_type = self.cfg.get("model_type")
+        self.arch = MODEL_TYPES.get(model_type or "")
+        if self.arch is None:
+            raise UnsupportedArchitectureError(
+                f"cannot convert model_type {model_type!r}; supported: {', '.join(sorted(MODEL_TYPES))}")
+        self.model_type = model_type
+        if outtype not in OUT_TYPES:
+            raise InvalidArgumentError(f"outtype must be one of {', '.join(OUT_TYPES)}, got {outtype!r}")
+        self.outtype = outtype
+        self.state_dict = state_dict
+        self.name = name or self.cfg.get("_name_or_path") or model_type
+        c = self.cfg
+        self.n_embd = int(c.need("hidden_size"))
+        self.n_layer = int(c.need("num_hidden_layers"))
+        self.n_head = int(c.need("num_attention_heads"))
+        self.n_head_kv = int(c.get("num_key_value_heads", default=self.n_head))
+        self.head_dim = int(c.get("head_dim", default=self.n_embd // self.n_head))
+        self.n_vocab = int(c.need("vocab_size"))
+
+    # ---- metadata ----
+
+    def metadata(self) -> dict:
+        c, a = self.cfg, self.arch
+        md = {
+            "general.architecture": a, "general.name": str(self.name),
+            "general.file_type": OUT_TYPES[self.outtype][1],
+            f"{a}.vocab_size": self.n_vocab,
+            f"{a}.context_length": int(c.get("max_position_embeddings", default=2048)),
+            f"{a}.embedding_length": self.n_embd, f"{a}.block_count": self.n_layer,
+            f"{a}.feed_forward_length": int(c.need("intermediate_size")),
+            f"{a}.attention.head_count": self.n_head, f"{a}.attention.head_count_kv": self.n_head_kv,
+            f"{a}.attention.key_length": self.head_dim, f"{a}.attention.value_length": self.head_dim,
+        }
+        rope = c.rope_params("full_attention")
+        md[f"{a}.rope.freq_base"] = float(rope["rope_theta"])
+        partial = float(c.get("partial_rotary_factor") or rope.get("partial_rotary_factor") or 1.0)
+        md[f"{a}.rope.dimension_count"] = int(self.head_dim * partial)
+        md.update(self._rope_scaling(rope))
+        if self.arch in ("starcoder2", "command-r"):
+            md[f"{a}.attention.layer_norm_epsilon"] = float(c.need("norm_epsilon", "layer_norm_eps"))
+        else:
+            md[f"{a}.attention.layer_norm_rms_epsilon"] = float(c.need("rms_norm_eps"))
+        window = self._sliding_window()
+        if window:
+            md[f"{a}.attention.sliding_window"] = window
+        if self.arch in ("gemma2", "gemma3"):
+            md.update(self._gemma_local_global())
+        if self.arch.startswith("gemma"):
+            scalar = c.get("query_pre_attn_scalar")
+            if scalar is not None and int(scalar) != self.head_dim:
+                md[f"{a}.attention.scale"] = 1.0 / math.sqrt(float(scalar))
+        if self.arch == "gemma2":
+            for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+                if c.get(key):
+                    md[f"{a}.{key}"] = float(c.get(key))
+        elif self.arch == "gemma3" and (c.get("attn_logit_softcapping") or c.get("final_logit_softcapping")):
+            raise ModelError("gemma3 with logit soft-capping is not supported")
+        if self.arch == "command-r":
+            md[f"{a}.logit_scale"] = float(c.get("logit_scale", default=1.0))
+            if c.get("use_qk_norm"):
+                raise ModelError("Cohere models with use_qk_norm (Command R+) are not supported")
+        if self.arch == "qwen2" and c.get("use_sliding_window"):
+            raise ModelError("qwen2 with use_sliding_window is not supported")
+        return md
+
+    def _rope_scaling(self, rope: dict) -> dict:
+        a, kind = self.arch, rope["rope_type"]
+        if kind in ("default", None):
+            return {}
+        factor = float(rope.get("factor", 1.0))
+        if kind == "linear":
+            return {f"{a}.rope.scaling.type": "linear", f"{a}.rope.scaling.factor": factor}
+        if kind == "llama3":
+            return {}   # carried by the rope_freqs tensor (rope_factors())
+        if kind == "yarn":
+            n_orig = int(rope.get("original_max_position_embeddings")
+                         or self.cfg.get("original_max_position_embeddings", "max_position_embeddings"))
+            md = {f"{a}.rope.scaling.type": "yarn", f"{a}.rope.scaling.factor": factor,
+                  f"{a}.rope.scaling.original_context_length": n_orig}
+            if rope.get("beta_fast") is not None:
+                md[f"{a}.rope.scaling.yarn_beta_fast"] = float(rope["beta_fast"])
+            if rope.get("beta_slow") is not None:
+                md[f"{a}.rope.scaling.yarn_beta_slow"] = float(rope["beta_slow"])
+            if rope.get("mscale") or rope.get("mscale_all_dim"):
+                raise ModelError("YaRN with mscale/mscale_all_dim (DeepSeek style) is not supported")
+            if rope.get("attention_factor") is not None:
+                # HF's attention_factor replaces 0.1 ln(s) + 1; ggml multiplies attn_factor by that term
+                md[f"{a}.rope.scaling.attn_factor"] = float(rope["attention_factor"]) / (
+                    1.0 + 0.1 * math.log(factor))
+            if rope.get("truncate") is False:
+                raise ModelError("YaRN with truncate=False is not supported")
+            return md
+        raise ModelError(f"RoPE scaling {kind!r} is not supported (supported: linear, yarn)")
+
+    def _sliding_window(self) -> int:
+        c = self.cfg
+        window = c.get("sliding_window")
+        if not window:
+            return 0
+        if self.arch == "qwen2" and not c.get("use_sliding_window"):
+            return 0   # qwen2 configs carry a window that is off unless use_sliding_window
+        layer_types = c.get("layer_types")
+        if layer_types is not None and self.arch not in ("gemma2", "gemma3"):
+            if any(t != "sliding_attention" for t in layer_types):
+                if all(t == "full_attention" for t in layer_types):
+                    return 0
+                raise ModelError(f"{self.arch}: mixed layer_types {layer_types} are not supported")
+        return int(window)
+
+    def _gemma_local_global(self) -> dict:
+        """Which layers are local: a period `n` where layer il is local unless il % n == n - 1."""
+        c, a = self.cfg, self.arch
+        default = 2 if self.arch == "gemma2" else 6
+        n = int(c.get("sliding_window_pattern", "_sliding_window_pattern", default=default))
+        layer_types = c.get("layer_types")
+        if layer_types is not None:
+            if "full_attention" in layer_types:   # transformers 5 states the layers; the period is up to a global one
+                n = list(layer_types).index("full_attention") + 1
+            else:
+                n = self.n_layer + 1
+            want = ["sliding_attention" if il % n < n - 1 else "full_attention" for il in range(self.n_layer)]
+            if list(layer_types) != want:
+                raise ModelError(f"{self.arch}: layer_types {layer_types} do not follow a local/global period")
+        md = {f"{a}.attention.sliding_window_pattern": n}
+        if self.arch == "gemma3":
+            local = c.rope_params("sliding_attention")
+            theta = c.get("rope_local_base_freq") or (local.get("rope_theta") if "rope_parameters" in c.raw
+                                                         else None) or 10000.0
+            md[f"{a}.rope.freq_base_swa"] = float(theta)
+            if local.get("rope_type", "default") not in ("default", None) and "rope_parameters" in c.raw:
+                raise ModelError("gemma3 local layers with RoPE scaling are not supported")
+        return md
+
+    # ---- tensors ----
+
+    def gguf_name(self, hf_name: str) -> str | None:
+        m = _LAYER_RE.match(hf_name)
+        if m:
+            il, mod, kind = m.groups()
+            table = _GEMMA2_LAYER_MAP if self.arch in ("gemma2", "gemma3") else _LAYER_MAP
+            if mod not in table:
+                raise ModelError(f"{self.model_type}: no GGUF name for tensor {hf_name!r}")
+            base = table[mod]
+            return None if base is None else f"blk.{il}.{base}.{kind}"
+        stem, _, kind = hf_name.rpartition(".")
+        if hf_name in _GLOBAL_MAP or stem in _GLOBAL_MAP and _GLOBAL_MAP[stem] is None:
+            return None
+        if stem in _GLOBAL_MAP:
+            return f"{_GLOBAL_MAP[stem]}.{kind}"
+        raise ModelError(f"{self.model_type}: no GGUF name for tensor {hf_name!r}")
+
+    def transform(self, gname: str, data: np.ndarray) -> np.ndarray:
+        if self.arch == "llama" and gname.endswith(("attn_q.weight", "attn_q.bias")):
+            data = permute_rope_rows(data, self.n_head)
+        elif self.arch == "llama" and gname.endswith(("attn_k.weight", "attn_k.bias")):
+            data = permute_rope_rows(data, self.n_head_kv)
+        if self.arch.startswith("gemma") and gname.endswith("norm.weight"):
+            data = data + 1.0
+        return data
+
+    def tied(self) -> bool:
+        if "lm_head.weight" not in self.state_dict:
+            return True
+        return bool(self.cfg.get("tie_word_embeddings", default=False))
+
+    def rope_factors(self) -> np.ndarray | None:
+        """Llama 3 RoPE scaling as per-pair frequency divisors (the `rope_freqs` tensor, n_rot/2 values).
+
+        Pairs whose wavelength is shorter than n_ctx_orig / high_freq_factor keep their frequency,
+        longer than n_ctx_orig / low_freq_factor are divided by factor, and the band between blends
+        smoothly: divisor = 1 / ((1 - s) / factor + s), s = (n_ctx_orig / wavelen - low) / (high - low).
+        """
+        rope = self.cfg.rope_params("full_attention")
+        if rope["rope_type"] != "llama3":
+            return None
+        if self.arch != "llama":
+            raise ModelError(f"llama3 RoPE scaling on a {self.arch} model is not supported")
+        factor = float(rope.get("factor", 8.0))
+        low, high = float(rope.get("low_freq_factor", 1.0)), float(rope.get("high_freq_factor", 4.0))
+        n_orig = float(rope.get("original_max_position_embeddings", 8192))
+        n_rot = self.head_dim
+        freqs = float(rope["rope_theta"]) ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
+        wavelen = 2 * math.pi / freqs
+        smooth = (n_orig / wavelen - low) / (high - low)
+        out = 1.0 / ((1 - smooth) / factor + smooth)
+        out = np.where(wavelen < n_orig / high, 1.0, np.where(wavelen > n_orig / low, factor, out))
+        return out.astype(np.float32)
+
+    def tensors(self):
+        """(gguf name, float32 array) in a stable order."""
+        factors = self.rope_factors()
+        if factors is not None:
+            yield "rope_freqs.weight", factors
+        tied = self.tied()
+        for hf_name in self.state_dict:
+            gname = self.gguf_name(hf_name)
+            if gname is None or (tied and gname == "output.weight"):
+                continue
+            data = np.ascontiguousarray(self.transform(gname, _to_numpy(self.state_dict[hf_name])), dtype=np.float32)
+            yield gname, data
+
+    def tensor_type(self, gname: str, data: np.ndarray) -> str:
+        """Norms and biases stay F32 (as llama.cpp keeps 1-D tensors); matrices take the output type."""
+        if data.ndim < 2 or self.outtype == "f32":
+            return "F32"
+        if self.outtype == "q8_0" and data.shape[-1] % 32:
+            return "F16"
+        return OUT_TYPES[self.outtype][0]
+
+    def write(self, path: str | os.PathLike, *, vocab: dict | None = None) -> str:
+        w = GGUFWriter(path)
+        for key, value in self.metadata().items():
+            # llama.cpp reads every integer hyper-parameter as UINT32 and refuses other widths
+            is_int = isinstance(value, int) and not isinstance(value, bool)
+            w.add_metadata(key, value, type="UINT32" if is_int else None)
+        for key, value in (vocab or _minimal_vocab(self.n_vocab)).items():
+            w.add_metadata(key, value)
+        n = 0
+        for gname, data in self.tensors():
+            w.add_tensor(gname, data, qtype=self.tensor_type(gname, data))
+            n += 1
+        w.write()
+        log.info("wrote %s: %s, %d tensors, %s", os.fspath(path), self.arch, n, self.outtype)
+        return os.fspath(path)
+
+
+def convert_state_dict(state_dict: Mapping, config: Mapping, out_path: str | os.PathLike, *, outtype: str = "f32",
+                       name: str | None = None, vocab: dict | None = None) -> str:
+    """Write a GGUF file from a transformers state dict (torch tensors or numpy arrays) and its config dict.
+
+    outtype: "f32", "f16" or "q8_0" for the 2-D weights (norms and biases stay F32). `vocab` may
+    give the `tokenizer.ggml.*` keys; by default a minimal byte-level vocabulary of the model's size.
+    """
+    return HFConverter(config, state_dict, outtype=outtype, name=name).write(out_path, vocab=vocab)
+
+
+def convert_model(model, out_path: str | os.PathLike, *, outtype: str = "f32", name: str | None = None,
+                  vocab: dict | None = None) -> str:
+    """Convert an in-memory transformers PreTrainedModel."""
+    return convert_state_dict(model.state_dict(), model.config.to_dict(), out_path, outtype=outtype, name=name,
+                              vocab=vocab)
+
+
+def convert_hf_dir(model_dir: str | os.PathLike, out_path: str | os.PathLike, *, outtype: str = "f32",
+                   vocab: dict | None = None) -> str:
+    """Convert a saved checkpoint folder (config.json + *.safetensors or pytorch_model*.bin); needs torch."""
+    model_dir = os.fspath(model_dir)
+    cfg_path = os.path.join(model_dir, "config.json")
+    if not os.path.isfile(cfg_path):
+        raise InvalidArgumentError(f"{model_dir!r} has no config.json")
+    with open(cfg_path, encoding="utf-8") as f:
+        config = json.load(f)
+    files = sorted(os.listdir(model_dir))
+    state: dict = {}
+    st = [f for f in files if f.endswith(".safetensors")]
+    if st:
+        try:
+            from safetensors.torch import load_file
+        except ImportError as e:
+            raise ModelError("reading .safetensors needs the safetensors package (pip install safetensors)") from e
+        for f in st:
+            state.update(load_file(os.path.join(model_dir, f)))
+    else:
+        bins = [f for f in files if f.startswith("pytorch_model") and f.endswith(".bin")]
+        if not bins:
+            raise InvalidArgumentError(f"{model_dir!r} has no .safetensors or pytorch_model*.bin weights")
+        try:
+            import torch
+        except ImportError as e:
+            raise ModelError("reading .bin checkpoints needs torch") from e
+        for f in bins:
+            state.update(torch.load(os.path.join(model_dir, f), map_location="cpu", weights_only=True))
+    return convert_state_dict(state, config, out_path, outtype=outtype, name=os.path.basename(model_dir.rstrip("/")),
+                              vocab=vocab)

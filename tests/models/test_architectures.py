@@ -1,0 +1,102 @@
+"""Every supported architecture against Hugging Face transformers.
+
+The tiny random models in data/ (made by make_tiny_models.py: converted to GGUF by oxillama.convert,
+goldens from transformers' float32 eager attention) carry each family's distinguishing features:
+GQA, sliding windows shorter than the 32-token sequence, gemma2/gemma3 local/global layers,
+soft-capping, Q/K norms, biases, partial and scaled RoPE (linear, YaRN, Llama 3 frequency factors),
+tied embeddings. torch is not needed here. Tolerances are relative to the spread (std) of the golden logits.
+"""
+import os
+
+import numpy as np
+import pytest
+
+from oxillama.errors import UnsupportedArchitectureError
+from oxillama.gguf import GGUFFile, GGUFWriter
+from oxillama.models import ARCHITECTURES
+from oxillama.runtime import InferenceEngine
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+ARCHS = ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "starcoder2", "command-r"]
+# test model -> the GGUF architecture it is converted to (llama.cpp converts Mistral as llama)
+MODELS = {**{a: a for a in ARCHS}, "mistral": "llama", "llama3": "llama"}   # llama3: RoPE via rope_freqs
+
+# max |ours - transformers| / std(transformers logits)
+F32_TOL = 1e-4        # F32 weights, F32 KV cache: float activations throughout (measured ~3e-6)
+F16_KV_TOL = 5e-3     # F32 weights, the default F16 KV cache: K/V rounded to 11 bits (measured ~1e-3)
+F16_WEIGHTS_TOL = 1e-2   # F16 weights (measured ~3e-3)
+Q8_0_TOL = 0.15       # Q8_0 weights with activations quantized to 8 bits (measured ~0.075)
+
+
+def golden(name: str):
+    g = np.load(os.path.join(DATA, f"{name}.npz"))
+    return g["tokens"], g["logits"]
+
+
+def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.abs(out - ref).max() / ref.std())
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_prefill_logits_match_transformers(name):
+    tokens, ref = golden(name)
+    with InferenceEngine.from_gguf(os.path.join(DATA, f"{name}.gguf"), n_ctx=64, n_threads=2, kv_type="f32") as e:
+        assert e.config.arch == MODELS[name]
+        out = e.forward(tokens, all_logits=True)
+    assert out.shape == ref.shape
+    assert rel_err(out, ref) < F32_TOL, f"{name}: max diff {np.abs(out - ref).max():.3g}, std {ref.std():.3g}"
+    np.testing.assert_array_equal(out.argmax(1), ref.argmax(1))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_chunked_prefill_then_decode_matches_transformers(name):
+    """Small prefill chunks then one token at a time through the default F16 cache: the decode path,
+    and sliding windows that slide over cached positions, give the same logits."""
+    tokens, ref = golden(name)
+    with InferenceEngine.from_gguf(os.path.join(DATA, f"{name}.gguf"), n_ctx=64, n_batch=5, n_threads=2) as e:
+        first = e.forward(tokens[:12], all_logits=True)      # chunks of 5, 5, 2
+        rest = [e.forward(tokens[i:i + 1]) for i in range(12, len(tokens))]
+        assert e.n_past == len(tokens)
+    out = np.concatenate([first, np.stack(rest)])
+    assert rel_err(out, ref) < F16_KV_TOL, f"{name}: max diff {np.abs(out - ref).max():.3g}, std {ref.std():.3g}"
+    # top-1 may only differ where transformers' two best logits are closer than the tolerance
+    top2 = np.sort(ref, axis=1)[:, -2:]
+    ambiguous = top2[:, 1] - top2[:, 0] < F16_KV_TOL * ref.std()
+    assert np.all((out.argmax(1) == ref.argmax(1)) | ambiguous)
+
+
+@pytest.mark.parametrize("name,variant,tol,min_top1", [
+    ("qwen3", "f16", F16_WEIGHTS_TOL, 1.0),
+    ("llama", "q8_0", Q8_0_TOL, 0.9),
+])
+def test_quantized_weights_stay_close(name, variant, tol, min_top1):
+    tokens, ref = golden(name)
+    path = os.path.join(DATA, f"{name}.{variant}.gguf")
+    with GGUFFile(path) as g:   # the weights really are in that type
+        assert g.tensors["blk.0.attn_q.weight"].qtype == variant.upper()
+    with InferenceEngine.from_gguf(path, n_ctx=64, n_threads=2, kv_type="f32") as e:
+        out = e.forward(tokens, all_logits=True)
+    assert rel_err(out, ref) < tol
+    assert np.mean(out.argmax(1) == ref.argmax(1)) >= min_top1
+
+
+def test_every_listed_architecture_is_supported():
+    assert set(ARCHS) <= set(ARCHITECTURES)
+
+
+def test_unsupported_architecture_names_the_supported_ones(tmp_path):
+    src = os.path.join(DATA, "llama.gguf")
+    path = tmp_path / "mamba.gguf"
+    with GGUFFile(src) as g:
+        w = GGUFWriter(path)
+        w.add_metadata("general.architecture", "mamba")
+        w.add_metadata_from(g, exclude=["general.architecture"])
+        for t in g.tensors.values():
+            w.add_tensor_from(t)
+        w.write()
+    with pytest.raises(UnsupportedArchitectureError) as exc:
+        InferenceEngine.from_gguf(path)
+    msg = str(exc.value)
+    assert "'mamba'" in msg
+    for arch in ARCHS:
+        assert arch in msg
