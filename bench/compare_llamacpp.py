@@ -97,8 +97,8 @@ def worker_llamacpp(model: str, threads: int) -> dict:
         llm.eval(_prompt_ids(n_vocab, n_prompt, bos))
         t = time.perf_counter()
         for _ in range(N_DECODE):
-            tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-            llm.eval([tok])
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,))
+            llm.eval([int(np.argmax(logits))])
         res[key] = N_DECODE / (time.perf_counter() - t)
     res["rss_mb"] = _rss_mb()
     return res

@@ -261,9 +261,10 @@ class InferenceEngine:
         n_ctx, kv_type and seed default to the snapshot's; other keywords go to from_gguf(). The blob
         is validated and the model's fingerprint compared before the model is loaded.
         """
-        from oxillama.hub import resolve_model
+        from oxillama import hub
         snap = _snap.decode(_snap.read_blob(blob_or_path))
-        model_path = resolve_model(model_path)
+        if not os.path.exists(model_path) and str(model_path) in hub.KNOWN_MODELS:
+            model_path = hub.pull(str(model_path))
         try:
             fp = _snap.model_fingerprint(model_path)
         except OSError as e:
