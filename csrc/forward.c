@@ -230,21 +230,22 @@ void oxl_attention(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_
         const int lo = L->sliding_window > 0 ? OXL_MAX(0, p - L->sliding_window + 1) : 0;
         const float *qh = q + (int64_t)i * q_dim + h * hd;
         const int cnt = p - lo + 1;
-        for (int t = lo; t <= p; t++) {
-            const int64_t off = (int64_t)t * kv_dim + g * hd;
-            float s = f16 ? kt->ops.dot_f16(qh, (const oxl_half *)K + off, hd)
-                          : kt->ops.dot_f32(qh, (const float *)K + off, hd);
-            s *= L->attn_scale;
-            if (L->attn_softcap > 0.0f) s = L->attn_softcap * tanhf(s / L->attn_softcap);
-            scores[t - lo] = s;
+        const int64_t off0 = (int64_t)lo * kv_dim + g * hd;
+        if (f16) {
+            kt->ops.attn_scores_f16(qh, (const oxl_half *)K + off0, kv_dim, cnt, hd, L->attn_scale, scores);
+        } else {
+            for (int t = 0; t < cnt; t++)
+                scores[t] = L->attn_scale * kt->ops.dot_f32(qh, (const float *)K + off0 + (int64_t)t * kv_dim, hd);
         }
+        if (L->attn_softcap > 0.0f)
+            for (int t = 0; t < cnt; t++) scores[t] = L->attn_softcap * tanhf(scores[t] / L->attn_softcap);
         kt->ops.softmax(scores, cnt);
         float *o = out + (int64_t)i * q_dim + h * hd;
-        memset(o, 0, (size_t)hd * 4);
-        for (int t = lo; t <= p; t++) {
-            const int64_t off = (int64_t)t * kv_dim + g * hd;
-            if (f16) kt->ops.axpy_f16(o, scores[t - lo], (const oxl_half *)V + off, hd);
-            else kt->ops.axpy(o, scores[t - lo], (const float *)V + off, hd);
+        if (f16) {
+            kt->ops.attn_values_f16(scores, (const oxl_half *)V + off0, kv_dim, cnt, hd, o);
+        } else {
+            memset(o, 0, (size_t)hd * 4);
+            for (int t = 0; t < cnt; t++) kt->ops.axpy(o, scores[t], (const float *)V + off0 + (int64_t)t * kv_dim, hd);
         }
     }
 }

@@ -85,6 +85,11 @@ typedef struct {
     /* y += a * x (x f16) */
     void (*axpy_f16)(float *y, float a, const oxl_half *x, int n);
     void (*fp32_to_fp16)(const float *x, oxl_half *y, int n);
+    /* attention over an f16 cache, rows `stride` halves apart:
+     * scores[t] = scale * dot(q, K[t]) for t < n;  out = sum_t p[t] * V[t] (out overwritten) */
+    void (*attn_scores_f16)(const float *q, const oxl_half *K, int64_t stride, int n, int hd, float scale,
+                            float *scores);
+    void (*attn_values_f16)(const float *p, const oxl_half *V, int64_t stride, int n, int hd, float *out);
 } oxl_ops;
 
 typedef struct {

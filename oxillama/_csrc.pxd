@@ -31,6 +31,9 @@ cdef extern from "kernels.h" nogil:
         float (*dot_f16)(const float *x, const uint16_t *y, int n)
         void (*axpy_f16)(float *y, float a, const uint16_t *x, int n)
         void (*fp32_to_fp16)(const float *x, uint16_t *y, int n)
+        void (*attn_scores_f16)(const float *q, const uint16_t *K, int64_t stride, int n, int hd, float scale,
+                                float *scores)
+        void (*attn_values_f16)(const float *p, const uint16_t *V, int64_t stride, int n, int hd, float *out)
 
     ctypedef struct oxl_kernel_table:
         const char *name

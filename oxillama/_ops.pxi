@@ -78,3 +78,18 @@ def op_fp32_to_fp16(const float[::1] x, tier=None):
     cdef uint16_t[::1] y = out.view(np.uint16)
     k.ops.fp32_to_fp16(&x[0], &y[0], n)
     return out
+
+
+def op_attn_f16(const float[::1] q, const uint16_t[:, ::1] K, const uint16_t[:, ::1] V, float scale, tier=None):
+    """(scores, out): scale * K @ q, then out = softmax-free weighted sum p @ V with p = scores."""
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef int n = K.shape[0], hd = q.shape[0]
+    if n < 1 or K.shape[1] != hd or V.shape[0] != n or V.shape[1] != hd:
+        raise InvalidArgumentError("op_attn_f16: K and V must be (n, head_dim) with n >= 1")
+    scores = np.empty(n, dtype=np.float32)
+    out = np.empty(hd, dtype=np.float32)
+    cdef float[::1] s = scores
+    cdef float[::1] o = out
+    k.ops.attn_scores_f16(&q[0], &K[0, 0], hd, n, hd, scale, &s[0])
+    k.ops.attn_values_f16(&s[0], &V[0, 0], hd, n, hd, &o[0])
+    return scores, out

@@ -92,6 +92,16 @@ static void fp32_to_fp16_scalar(const float *x, oxl_half *y, int n) {
     for (int i = 0; i < n; i++) y[i] = oxl_fp32_to_fp16(x[i]);
 }
 
+static void attn_scores_f16_scalar(const float *q, const oxl_half *K, int64_t stride, int n, int hd, float scale,
+                                   float *scores) {
+    for (int t = 0; t < n; t++) scores[t] = scale * dot_f16_scalar(q, K + t * stride, hd);
+}
+
+static void attn_values_f16_scalar(const float *p, const oxl_half *V, int64_t stride, int n, int hd, float *out) {
+    memset(out, 0, (size_t)hd * sizeof(float));
+    for (int t = 0; t < n; t++) axpy_f16_scalar(out, p[t], V + t * stride, hd);
+}
+
 void oxl_register_scalar_ops(oxl_kernel_table *t) {
     t->ops = (oxl_ops){
         .rms_norm = rms_norm_scalar,
@@ -106,5 +116,7 @@ void oxl_register_scalar_ops(oxl_kernel_table *t) {
         .dot_f16 = dot_f16_scalar,
         .axpy_f16 = axpy_f16_scalar,
         .fp32_to_fp16 = fp32_to_fp16_scalar,
+        .attn_scores_f16 = attn_scores_f16_scalar,
+        .attn_values_f16 = attn_values_f16_scalar,
     };
 }

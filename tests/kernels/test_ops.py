@@ -86,3 +86,16 @@ def test_f16_dot_and_axpy(tier, n):
 def test_fp32_to_fp16_rounds_like_numpy(tier):
     x = np.concatenate([_rand(1000, 10, 100.0), np.array([65504, 65520, 1e-8, -0.0, np.inf, -np.inf], np.float32)])
     np.testing.assert_array_equal(_core.op_fp32_to_fp16(x, tier).view(np.uint16), x.astype(np.float16).view(np.uint16))
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("n,hd", [(1, 64), (3, 64), (7, 256), (130, 64), (5, 72), (9, 20)])
+def test_attention_over_f16_cache(tier, n, hd):
+    rng = np.random.default_rng(n * hd)
+    q = rng.standard_normal(hd).astype(np.float32)
+    K = rng.standard_normal((n, hd)).astype(np.float16)
+    V = rng.standard_normal((n, hd)).astype(np.float16)
+    scores, out = _core.op_attn_f16(q, K.view(np.uint16), V.view(np.uint16), 0.125, tier)
+    want = 0.125 * (K.astype(np.float64) @ q)
+    np.testing.assert_allclose(scores, want, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(out, scores.astype(np.float64) @ V.astype(np.float64), rtol=1e-5, atol=1e-4)

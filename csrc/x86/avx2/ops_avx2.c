@@ -177,6 +177,62 @@ static void fp32_to_fp16_avx2(const float *x, oxl_half *y, int n) {
     for (; i < n; i++) y[i] = oxl_fp32_to_fp16(x[i]);
 }
 
+/* Scores of one query against n cached keys. head_dim a multiple of 8 keeps q in registers for
+ * 64-wide chunks; 4 keys per pass share each q load and end in one 4-way horizontal sum. */
+static void attn_scores_f16_avx2(const float *q, const oxl_half *K, int64_t stride, int n, int hd, float scale,
+                                 float *scores) {
+    if (hd % 8) {
+        for (int t = 0; t < n; t++) scores[t] = scale * dot_f16_avx2(q, K + t * stride, hd);
+        return;
+    }
+    int t = 0;
+    for (; t + 4 <= n; t += 4) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+        const oxl_half *k0 = K + t * stride, *k1 = k0 + stride, *k2 = k1 + stride, *k3 = k2 + stride;
+        for (int i = 0; i < hd; i += 8) {
+            const __m256 qv = _mm256_loadu_ps(q + i);
+            a0 = _mm256_fmadd_ps(qv, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k0 + i))), a0);
+            a1 = _mm256_fmadd_ps(qv, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k1 + i))), a1);
+            a2 = _mm256_fmadd_ps(qv, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k2 + i))), a2);
+            a3 = _mm256_fmadd_ps(qv, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k3 + i))), a3);
+        }
+        /* (a0 a1 a2 a3) -> 4 sums */
+        const __m256 s01 = _mm256_hadd_ps(a0, a1), s23 = _mm256_hadd_ps(a2, a3);
+        const __m256 s = _mm256_hadd_ps(s01, s23);
+        const __m128 r = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+        _mm_storeu_ps(scores + t, _mm_mul_ps(r, _mm_set1_ps(scale)));
+    }
+    for (; t < n; t++) scores[t] = scale * dot_f16_avx2(q, K + t * stride, hd);
+}
+
+/* out = sum_t p[t] V[t]: 64 output dims at a time stay in 8 registers across all keys. */
+static void attn_values_f16_avx2(const float *p, const oxl_half *V, int64_t stride, int n, int hd, float *out) {
+    if (hd % 8) {
+        memset(out, 0, (size_t)hd * sizeof(float));
+        for (int t = 0; t < n; t++) axpy_f16_avx2(out, p[t], V + t * stride, hd);
+        return;
+    }
+    int i0 = 0;
+    for (; i0 + 64 <= hd; i0 += 64) {
+        __m256 acc[8];
+        for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+        for (int t = 0; t < n; t++) {
+            const __m256 pt = _mm256_set1_ps(p[t]);
+            const oxl_half *v = V + t * stride + i0;
+            for (int j = 0; j < 8; j++)
+                acc[j] = _mm256_fmadd_ps(pt, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + 8 * j))), acc[j]);
+        }
+        for (int j = 0; j < 8; j++) _mm256_storeu_ps(out + i0 + 8 * j, acc[j]);
+    }
+    for (; i0 < hd; i0 += 8) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int t = 0; t < n; t++)
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(p[t]),
+                                  _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(V + t * stride + i0))), acc);
+        _mm256_storeu_ps(out + i0, acc);
+    }
+}
+
 void oxl_register_avx2_ops(oxl_kernel_table *t) {
     t->ops.rms_norm = rms_norm_avx2;
     t->ops.softmax = softmax_avx2;
@@ -188,4 +244,6 @@ void oxl_register_avx2_ops(oxl_kernel_table *t) {
     t->ops.dot_f16 = dot_f16_avx2;
     t->ops.axpy_f16 = axpy_f16_avx2;
     t->ops.fp32_to_fp16 = fp32_to_fp16_avx2;
+    t->ops.attn_scores_f16 = attn_scores_f16_avx2;
+    t->ops.attn_values_f16 = attn_values_f16_avx2;
 }
