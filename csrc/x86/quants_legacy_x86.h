@@ -8,16 +8,10 @@
 #include <immintrin.h>
 
 #include "../blocks.h"
+#include "avx2_util.h"
 #include "../kernels.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
-
-static inline float hsum_f32_8(__m256 v) {
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
 
 static inline int hsum_i32_8(__m256i v) {
     __m128i r = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));

@@ -4,13 +4,7 @@
 #include <math.h>
 
 #include "../../kernels.h"
-
-static inline float hsum8(__m256 v) {
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
+#include "../avx2_util.h"
 
 static inline float hmax8(__m256 v) {
     __m128 r = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -48,7 +42,7 @@ static void rms_norm_avx2(const float *x, const float *w, float *y, int n, float
         const __m256 v = _mm256_loadu_ps(x + i);
         acc = _mm256_fmadd_ps(v, v, acc);
     }
-    double ss = hsum8(acc);
+    double ss = hsum_f32_8(acc);
     for (; i < n; i++) ss += (double)x[i] * x[i];
     const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
     const __m256 vs = _mm256_set1_ps(scale);
@@ -77,7 +71,7 @@ static void softmax_avx2(float *x, int n) {
         _mm256_storeu_ps(x + i, e);
         vsum = _mm256_add_ps(vsum, e);
     }
-    double sum = hsum8(vsum);
+    double sum = hsum_f32_8(vsum);
     for (; i < n; i++) {
         x[i] = expf(x[i] - m);
         sum += x[i];
@@ -141,7 +135,7 @@ static float dot_f32_avx2(const float *x, const float *y, int n) {
         a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
     }
     for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
-    float s = hsum8(_mm256_add_ps(a0, a1));
+    float s = hsum_f32_8(_mm256_add_ps(a0, a1));
     for (; i < n; i++) s += x[i] * y[i];
     return s;
 }
@@ -156,7 +150,7 @@ static float dot_f16_avx2(const float *x, const oxl_half *y, int n) {
     }
     for (; i + 8 <= n; i += 8)
         a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i))), a0);
-    float s = hsum8(_mm256_add_ps(a0, a1));
+    float s = hsum_f32_8(_mm256_add_ps(a0, a1));
     for (; i < n; i++) s += x[i] * oxl_fp16_to_fp32(y[i]);
     return s;
 }

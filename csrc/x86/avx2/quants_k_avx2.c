@@ -3,16 +3,11 @@
  * Each super-block is accumulated in int32 lanes and scaled into a float accumulator once. */
 #include <immintrin.h>
 
+#include "../avx2_util.h"
+
 #include "../../blocks.h"
 #include "../../kernels.h"
 #include "../../scalar/quants_k.h"
-
-static inline float hsum_ps_256(__m256 v) {
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
 
 /* 16 int16 lanes: element e of the 8 int16 in each 128-bit lane, broadcast (byte shuffle control) */
 #define BCAST16(e) _mm256_set1_epi16((short)((2 * (e)) | ((2 * (e) + 1) << 8)))
@@ -167,7 +162,7 @@ void vec_dot_q6_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    *s = hsum_ps_256(acc);
+    *s = hsum_f32_8(acc);
 }
 
 /* Q3_K's 16 signed 6-bit scales (oxl_unpack_scales_q3k), built in a register */
@@ -210,7 +205,7 @@ void vec_dot_q3_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    *s = hsum_ps_256(acc);
+    *s = hsum_f32_8(acc);
 }
 
 void vec_dot_q2_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
@@ -239,7 +234,7 @@ void vec_dot_q2_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(-dmin), _mm256_cvtepi32_ps(summ), acc);
     }
-    *s = hsum_ps_256(acc);
+    *s = hsum_f32_8(acc);
 }
 
 /* ---------------------------------------------------------------- IQ4_XS */
@@ -275,7 +270,7 @@ void vec_dot_iq4_xs_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_REST
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    *s = hsum_ps_256(acc);
+    *s = hsum_f32_8(acc);
 }
 
 /* ---------------------------------------------------------------- Q8_K */
@@ -295,7 +290,7 @@ void vec_dot_q8_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(x[i].d * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    *s = hsum_ps_256(acc);
+    *s = hsum_f32_8(acc);
 }
 
 /* Same bytes as quantize_row_q8_K_ref: q = round_half_even(-127/max * x) (cvtps rounds like
@@ -424,7 +419,7 @@ OXL_INLINE void tile_k4(const int has_qh, const int rc, int nb, float *S, int64_
         }
     }
     for (int j = 0; j < rc; j++)
-        for (int r = 0; r < TILE_R; r++) S[j * lds + r] = hsum_ps_256(acc[r][j]);
+        for (int r = 0; r < TILE_R; r++) S[j * lds + r] = hsum_f32_8(acc[r][j]);
 }
 
 OXL_INLINE void tile_q6_K(const int rc, int nb, float *S, int64_t lds, const char *w, size_t w_row, const char *y,
@@ -470,7 +465,7 @@ OXL_INLINE void tile_q6_K(const int rc, int nb, float *S, int64_t lds, const cha
         }
     }
     for (int j = 0; j < rc; j++)
-        for (int r = 0; r < TILE_R; r++) S[j * lds + r] = hsum_ps_256(acc[r][j]);
+        for (int r = 0; r < TILE_R; r++) S[j * lds + r] = hsum_f32_8(acc[r][j]);
 }
 
 #define GEMM_TILE_K(name, call)                                                                              \
