@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 
 from oxillama import hub
+from oxillama.errors import InvalidArgumentError
 
 
 def add_parser(sub) -> None:
@@ -15,6 +16,8 @@ def add_parser(sub) -> None:
                    help=f"a GGUF path or a known model name ({', '.join(hub.KNOWN_MODELS)})")
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     p.add_argument("--system", default=None, help="system message for --chat")
+    p.add_argument("--chat-template", default=None, metavar="FILE",
+                   help="a Jinja chat template file, for models whose GGUF has none (implies --chat)")
     p.add_argument("-n", "--max-tokens", type=int, default=256)
     p.add_argument("--temp", type=float, default=0.8, help="temperature (0: greedy)")
     p.add_argument("--top-k", type=int, default=40)
@@ -33,10 +36,17 @@ def run(args) -> int:
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     path = hub.resolve_model(args.model)
     with InferenceEngine.from_gguf(path, n_ctx=args.ctx_size, n_threads=args.threads, seed=args.seed) as engine:
-        if args.chat:
+        if args.chat or args.chat_template:
             messages = [{"role": "system", "content": args.system}] if args.system else []
             messages.append({"role": "user", "content": prompt})
-            prompt = engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+            template = None
+            if args.chat_template:
+                try:
+                    with open(args.chat_template, encoding="utf-8") as f:
+                        template = f.read()
+                except OSError as e:
+                    raise InvalidArgumentError(f"cannot read chat template {args.chat_template}: {e.strerror}") from e
+            prompt = engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True, chat_template=template)
         pieces = engine.generate(prompt, max_tokens=args.max_tokens, temperature=args.temp, top_k=args.top_k,
                                  top_p=args.top_p, min_p=args.min_p, repeat_penalty=args.repeat_penalty,
                                  stream=True)

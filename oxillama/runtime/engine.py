@@ -459,6 +459,10 @@ class InferenceEngine:
     def _encode_prompt(self, prompt) -> list[int]:
         if isinstance(prompt, str):
             ids = self.tokenize(prompt, add_special=True, parse_special=True)
+            bos = self.tokenizer.bos_id
+            if len(ids) > 1 and bos is not None and ids[0] == ids[1] == bos:
+                # a chat template already wrote the BOS the model adds: keep one, as llama.cpp advises
+                ids = ids[1:]
         else:
             ids = [int(t) for t in self._check_tokens(list(prompt))]
         if not ids:

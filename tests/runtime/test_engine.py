@@ -139,3 +139,20 @@ def test_n_ctx_zero_uses_trained_context_capped(smollm2_path):
     with InferenceEngine.from_gguf(smollm2_path, n_ctx=0) as e:
         assert e.n_ctx == min(8192, 4096)
         assert e.metadata["general.architecture"] == "llama"
+
+
+def test_prompt_that_starts_with_bos_gets_one_bos(gemma3):
+    bos = gemma3.tokenizer.bos_id
+    out = gemma3.generate("<bos>The sky is", max_tokens=1, temperature=0)
+    assert gemma3.tokens[:2] == [bos, gemma3.tokenize("The sky is", add_special=False)[0]]
+    assert len(out.tokens) == 1
+
+
+def test_cli_chat_template_file(smollm2_path, tmp_path, capsys):
+    from oxillama.cli import main
+    template = tmp_path / "t.jinja"
+    template.write_text("{% for m in messages %}Q: {{ m['content'] }}\n{% endfor %}A:")
+    assert main(["run", "-m", smollm2_path, "--chat-template", str(template), "--temp", "0", "-n", "4",
+                 "Is water wet?"]) == 0
+    assert capsys.readouterr().out.strip()
+    assert main(["run", "-m", smollm2_path, "--chat-template", str(tmp_path / "missing"), "x"]) == 1
