@@ -17,6 +17,18 @@ void oxl_quantize_act(const oxl_kernel_table *k, int type, const float *x, int64
     for (int64_t j = 0; j < n; j++) k->type[vdt].from_float(x + j * cols, (char *)xq + j * row, cols);
 }
 
+/* A matvec streams its weights from memory once per call; the hardware prefetcher alone, following
+ * a tile's several row streams, left a core at ~40% of the read bandwidth (Q8_0, 262144 x 640: 7.9
+ * GB/s per core, 15.3 on two; with this, 13.7 and 26.5 of the measured 33). Each tile asks for the
+ * bytes this far ahead of it, each cache line once; 1-8 KiB measured alike, 16 KiB worse. */
+#define GEMV_PREFETCH_BYTES 2048
+
+static inline void prefetch_ahead(const char *cur, int64_t len, const char *end) {
+    const char *p = cur + GEMV_PREFETCH_BYTES, *e = cur + GEMV_PREFETCH_BYTES + len;
+    if (e > end) e = end;
+    for (; p < e; p += 64) __builtin_prefetch(p, 0, 0);
+}
+
 void oxl_gemv_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
                     float *y, int64_t r0, int64_t r1) {
     const oxl_vec_dot_fn dot = k->type[type].vec_dot;
@@ -25,11 +37,17 @@ void oxl_gemv_range(const oxl_kernel_table *k, int type, const void *W, int64_t 
     const char *w = (const char *)W;
     int64_t r = r0;
     /* OXL_GEMM_TILE_ROWS rows at a time share each activation block and run independent chains */
+    const char *pf_end = w + r1 * row;
     if (tile) {
-        for (; r + OXL_GEMM_TILE_ROWS <= r1; r += OXL_GEMM_TILE_ROWS)
+        for (; r + OXL_GEMM_TILE_ROWS <= r1; r += OXL_GEMM_TILE_ROWS) {
+            prefetch_ahead(w + r * row, OXL_GEMM_TILE_ROWS * row, pf_end);
             tile((int)cols, &y[r], 0, w + r * row, (size_t)row, xq, 0, 1);
+        }
     }
-    for (; r < r1; r++) dot((int)cols, &y[r], w + r * row, xq);
+    for (; r < r1; r++) {
+        prefetch_ahead(w + r * row, row, pf_end);
+        dot((int)cols, &y[r], w + r * row, xq);
+    }
 }
 
 /* Activation rows per pass over a weight tile: their quantized rows (<= 64 x cols bytes) stay in L2
