@@ -67,9 +67,19 @@ static int64_t max_act_row(int64_t cols) {
     return best;
 }
 
+/* Split-cache attention (decode, a few queries): partials per (query, head) per thread. */
+#define SPLIT_ATTN_MAX_Q 4
+#define ATTN_TILE 32
+
+/* floats of one thread's partials: (max, sum, out[head_dim]) per (query, head) (n_head <= q_dim), plus
+ * one head_dim row of tile output */
+static int64_t part_floats(const oxl_model *m) {
+    return (int64_t)SPLIT_ATTN_MAX_Q * 3 * m->q_dim_max + m->q_dim_max;
+}
+
 /* The scratch layout, computed the same way by the size query and by the forward. */
 typedef struct {
-    int64_t x, xn, q, k, v, attn, tmp, gate, up, act[MAX_ACT_TYPES], scores, rope, total;
+    int64_t x, xn, q, k, v, attn, tmp, gate, up, act[MAX_ACT_TYPES], scores, rope, part, total;
     int64_t act_bytes;
 } scratch_layout;
 
@@ -92,6 +102,7 @@ static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_t
     for (int i = 0; i < MAX_ACT_TYPES; i++) TAKE(act[i], s.act_bytes);
     TAKE(scores, (int64_t)n_threads * n_ctx * 4);
     TAKE(rope, (int64_t)n_threads * 2 * OXL_MAX(m->q_dim_max, m->kv_dim) * 4);
+    TAKE(part, (int64_t)n_threads * part_floats(m) * 4);
 #undef TAKE
     s.total = off + ALIGN;
     return s;
@@ -250,6 +261,96 @@ void oxl_attention(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_
     }
 }
 
+/* Attention of a few queries (decode), split over the cache instead of over heads: splitting 9 heads
+ * over 2 threads leaves one idle a ninth of the time, and each thread walks K/V rows strided, re-reading
+ * a group's rows per head. Here each thread takes a contiguous share of the cache positions for every
+ * head and walks it in tiles of ATTN_TILE rows, which stay in L1 while every head reads them, with an
+ * online softmax: it leaves (max m, sum l, unnormalized output o) per (query, head) in `part`.
+ * attention_split_merge then combines the threads' partials (flash-decoding). */
+static void attention_split_partial(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv,
+                                    int layer, const float *q, int n_q, const int *pos_q, float *part,
+                                    float *scores, int ith, int nth) {
+    const int hd = L->head_dim, kv_dim = L->n_head_kv * hd, q_dim = L->n_head * hd;
+    const int group = L->n_head / L->n_head_kv, f16 = kv->type == OXL_TYPE_F16;
+    const int64_t stride = hd + 2;
+    float *tmp = part + (int64_t)n_q * L->n_head * stride;
+    /* this thread's positions: a share of [lo of the first query, last position] */
+    const int lo_all = L->sliding_window > 0 ? OXL_MAX(0, pos_q[0] - L->sliding_window + 1) : 0;
+    int64_t b, e;
+    oxl_split_range(pos_q[n_q - 1] + 1 - lo_all, nth, ith, 8, &b, &e);
+    b += lo_all;
+    e += lo_all;
+    for (int i = 0; i < n_q; i++) {
+        const int p = pos_q[i];
+        const int lo = L->sliding_window > 0 ? OXL_MAX(0, p - L->sliding_window + 1) : 0;
+        const int t_begin = (int)OXL_MAX(b, lo), t_end = (int)OXL_MIN(e, (int64_t)p + 1);
+        for (int h = 0; h < L->n_head; h++) {
+            float *ph = part + ((int64_t)i * L->n_head + h) * stride;
+            ph[0] = -INFINITY;
+            ph[1] = 0.0f;
+            memset(ph + 2, 0, (size_t)hd * 4);
+        }
+        for (int t0 = t_begin; t0 < t_end; t0 += ATTN_TILE) {
+            const int cnt = OXL_MIN(ATTN_TILE, t_end - t0);
+            for (int h = 0; h < L->n_head; h++) {
+                const int g = h / group;
+                const float *qh = q + (int64_t)i * q_dim + h * hd;
+                const int64_t off0 = (int64_t)t0 * kv_dim + g * hd;
+                float *ph = part + ((int64_t)i * L->n_head + h) * stride, *o = ph + 2;
+                if (f16) {
+                    kt->ops.attn_scores_f16(qh, (const oxl_half *)kv->k[layer] + off0, kv_dim, cnt, hd,
+                                            L->attn_scale, scores);
+                } else {
+                    for (int t = 0; t < cnt; t++)
+                        scores[t] = L->attn_scale *
+                                    kt->ops.dot_f32(qh, (const float *)kv->k[layer] + off0 + (int64_t)t * kv_dim, hd);
+                }
+                if (L->attn_softcap > 0.0f)
+                    for (int t = 0; t < cnt; t++) scores[t] = L->attn_softcap * tanhf(scores[t] / L->attn_softcap);
+                float m_tile = -INFINITY;
+                for (int t = 0; t < cnt; t++) m_tile = fmaxf(m_tile, scores[t]);
+                const float m_new = fmaxf(ph[0], m_tile);
+                const float c = expf(ph[0] - m_new);   /* 0 on the first tile (m = -inf) */
+                ph[1] = ph[1] * c + kt->ops.exp_shift_sum(scores, cnt, m_new);
+                ph[0] = m_new;
+                if (f16) {
+                    kt->ops.attn_values_f16(scores, (const oxl_half *)kv->v[layer] + off0, kv_dim, cnt, hd, tmp);
+                } else {
+                    memset(tmp, 0, (size_t)hd * 4);
+                    for (int t = 0; t < cnt; t++)
+                        kt->ops.axpy(tmp, scores[t], (const float *)kv->v[layer] + off0 + (int64_t)t * kv_dim, hd);
+                }
+                for (int d = 0; d < hd; d++) o[d] = o[d] * c + tmp[d];
+            }
+        }
+    }
+}
+
+/* out (n_q, q_dim) from every thread's partials; split by (query, head). */
+static void attention_split_merge(const oxl_layer *L, int n_q, const float *parts, int64_t part_stride,
+                                  float *out, int ith, int nth) {
+    const int hd = L->head_dim, q_dim = L->n_head * hd;
+    const int64_t stride = hd + 2;
+    int64_t b, e;
+    oxl_split_range((int64_t)n_q * L->n_head, nth, ith, 1, &b, &e);
+    for (int64_t w = b; w < e; w++) {
+        const int i = (int)(w / L->n_head), h = (int)(w % L->n_head);
+        float mx = -INFINITY, sum = 0.0f;
+        for (int t = 0; t < nth; t++) mx = fmaxf(mx, parts[t * part_stride + w * stride]);
+        float *o = out + (int64_t)i * q_dim + h * hd;
+        memset(o, 0, (size_t)hd * 4);
+        for (int t = 0; t < nth; t++) {
+            const float *ph = parts + t * part_stride + w * stride;
+            if (ph[1] == 0.0f) continue;   /* a thread with no positions of this query */
+            const float c = expf(ph[0] - mx);
+            sum += ph[1] * c;
+            for (int d = 0; d < hd; d++) o[d] += c * ph[2 + d];
+        }
+        const float inv = 1.0f / sum;
+        for (int d = 0; d < hd; d++) o[d] *= inv;
+    }
+}
+
 static void activate(const oxl_kernel_table *kt, int act, const float *g, const float *u, float *y, int n) {
     switch (act) {
     case OXL_ACT_GELU_TANH: kt->ops.gelu_mul(g, u, y, n); break;
@@ -379,7 +480,15 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
             {
                 const float *qsrc = fused_qkv ? attn : q;
                 float *out = fused_qkv ? xn : attn;  /* xn is free now; keep q and out apart */
-                oxl_attention(kt, L, kv, il, qsrc, n, pos, out, scores, ith, nth);
+                if (n <= SPLIT_ATTN_MAX_Q) {
+                    const int64_t pstride = part_floats(m);
+                    float *parts = (float *)(base + S.part);
+                    attention_split_partial(kt, L, kv, il, qsrc, n, pos, parts + ith * pstride, scores, ith, nth);
+                    OXL_BARRIER();
+                    attention_split_merge(L, n, parts, pstride, out, ith, nth);
+                } else {
+                    oxl_attention(kt, L, kv, il, qsrc, n, pos, out, scores, ith, nth);
+                }
                 OXL_BARRIER();
                 if (fused_qkv) {
                     for (int64_t i = t0; i < t1; i++) memcpy(attn + i * q_dim, xn + i * q_dim, (size_t)q_dim * 4);

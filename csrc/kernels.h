@@ -90,6 +90,8 @@ typedef struct {
     void (*attn_scores_f16)(const float *q, const oxl_half *K, int64_t stride, int n, int hd, float scale,
                             float *scores);
     void (*attn_values_f16)(const float *p, const oxl_half *V, int64_t stride, int n, int hd, float *out);
+    /* x = exp(x - m) in place; returns the sum (the online softmax of tiled attention) */
+    float (*exp_shift_sum)(float *x, int n, float m);
 } oxl_ops;
 
 typedef struct {

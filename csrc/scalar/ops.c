@@ -29,14 +29,21 @@ static void layer_norm_scalar(const float *x, const float *w, const float *b, fl
     }
 }
 
-static void softmax_scalar(float *x, int n) {
-    float m = -INFINITY;
-    for (int i = 0; i < n; i++) m = fmaxf(m, x[i]);
+static double exp_shift_sum_d_scalar(float *x, int n, float m) {
     double sum = 0.0;
     for (int i = 0; i < n; i++) {
         x[i] = expf(x[i] - m);
         sum += x[i];
     }
+    return sum;
+}
+
+static float exp_shift_sum_scalar(float *x, int n, float m) { return (float)exp_shift_sum_d_scalar(x, n, m); }
+
+static void softmax_scalar(float *x, int n) {
+    float m = -INFINITY;
+    for (int i = 0; i < n; i++) m = fmaxf(m, x[i]);
+    const double sum = exp_shift_sum_d_scalar(x, n, m);
     const float inv = (float)(1.0 / sum);
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
@@ -118,5 +125,6 @@ void oxl_register_scalar_ops(oxl_kernel_table *t) {
         .fp32_to_fp16 = fp32_to_fp16_scalar,
         .attn_scores_f16 = attn_scores_f16_scalar,
         .attn_values_f16 = attn_values_f16_scalar,
+        .exp_shift_sum = exp_shift_sum_scalar,
     };
 }

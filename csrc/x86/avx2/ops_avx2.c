@@ -57,15 +57,10 @@ static void rms_norm_avx2(const float *x, const float *w, float *y, int n, float
     }
 }
 
-static void softmax_avx2(float *x, int n) {
-    __m256 vmax = _mm256_set1_ps(-INFINITY);
-    int i = 0;
-    for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
-    float m = hmax8(vmax);
-    for (; i < n; i++) m = fmaxf(m, x[i]);
+static double exp_shift_sum_d_avx2(float *x, int n, float m) {
     const __m256 vm = _mm256_set1_ps(m);
     __m256 vsum = _mm256_setzero_ps();
-    i = 0;
+    int i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
         _mm256_storeu_ps(x + i, e);
@@ -76,6 +71,18 @@ static void softmax_avx2(float *x, int n) {
         x[i] = expf(x[i] - m);
         sum += x[i];
     }
+    return sum;
+}
+
+static float exp_shift_sum_avx2(float *x, int n, float m) { return (float)exp_shift_sum_d_avx2(x, n, m); }
+
+static void softmax_avx2(float *x, int n) {
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+    float m = hmax8(vmax);
+    for (; i < n; i++) m = fmaxf(m, x[i]);
+    const double sum = exp_shift_sum_d_avx2(x, n, m);
     const float inv = (float)(1.0 / sum);
     const __m256 vi = _mm256_set1_ps(inv);
     i = 0;
@@ -240,4 +247,5 @@ void oxl_register_avx2_ops(oxl_kernel_table *t) {
     t->ops.fp32_to_fp16 = fp32_to_fp16_avx2;
     t->ops.attn_scores_f16 = attn_scores_f16_avx2;
     t->ops.attn_values_f16 = attn_values_f16_avx2;
+    t->ops.exp_shift_sum = exp_shift_sum_avx2;
 }
