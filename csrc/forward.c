@@ -160,14 +160,29 @@ static const void *act_for(const act_set *a, const oxl_kernel_table *kt, const o
     return NULL; /* unreachable when the set was built from the same weights */
 }
 
-/* This thread's share of Y (n, ldy) [:, 0:rows) = X W^T. */
+/* Chunks of a product are handed out dynamically: a static half each left one thread waiting for
+ * the other at every barrier whenever their speeds differed (a descheduled vCPU, a slower memory path),
+ * which perf showed as a fifth of decode time spent spinning. A chunk is at least CHUNK_MIN_BYTES of
+ * weights, so the atomic per chunk stays negligible, and at most CHUNKS_PER_THREAD per thread. */
+#define CHUNKS_PER_THREAD 8
+#define CHUNK_MIN_BYTES (32 << 10)
+
+/* Y (n, ldy) [:, 0:rows) = X W^T, shared by the nth threads that all call this with the same `next`
+ * (a counter zeroed before the parallel region, one per product of the forward). */
 static void matmul_share(const oxl_kernel_table *kt, const oxl_weight *w, const void *xq, int n, float *Y,
-                         int64_t ldy, int ith, int nth) {
-    int64_t b, e;
-    oxl_split_range(w->rows, nth, ith, 4, &b, &e);
-    if (b >= e) return;
-    if (n == 1) oxl_gemv_range(kt, w->type, w->data, w->cols, xq, Y, b, e);
-    else oxl_gemm_range(kt, w->type, w->data, w->cols, xq, n, Y, ldy, b, e);
+                         int64_t ldy, atomic_int *next, int nth) {
+    const int64_t align = n == 1 ? 4 : 16;
+    const int64_t row_bytes = oxl_row_size(w->type, w->cols);
+    int64_t n_chunks = OXL_MIN((int64_t)nth * CHUNKS_PER_THREAD, w->rows * row_bytes / CHUNK_MIN_BYTES);
+    n_chunks = OXL_MIN(OXL_MAX(n_chunks, nth), (w->rows + align - 1) / align);
+    for (int c = atomic_fetch_add_explicit(next, 1, memory_order_relaxed); c < n_chunks;
+         c = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) {
+        int64_t b, e;
+        oxl_split_range(w->rows, (int)n_chunks, c, align, &b, &e);
+        if (b >= e) continue;
+        if (n == 1) oxl_gemv_range(kt, w->type, w->data, w->cols, xq, Y, b, e);
+        else oxl_gemm_range(kt, w->type, w->data, w->cols, xq, n, Y, ldy, b, e);
+    }
 }
 
 static void add_bias(float *y, const float *b, int n_rows, int cols, int64_t ld, int r0, int r1) {
@@ -392,6 +407,11 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
     const int n_out = all_logits ? n : 1;      /* rows that get logits */
     const int out0 = all_logits ? 0 : n - 1;   /* first of them */
 
+    /* one work counter per product: at most 7 per layer (q, k, v, o, gate, up, down) and the output */
+    const int n_counters = m->n_layer * 7 + 1;
+    atomic_int counters[n_counters];
+    for (int i = 0; i < n_counters; i++) atomic_init(&counters[i], 0);
+
     step_barrier barrier;
     atomic_init(&barrier.count, 0);
     atomic_init(&barrier.sense, 0);
@@ -408,6 +428,7 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
         const int ith = 0, nth = 1;
 #endif
         int local_sense = 0;
+        int call = 0;   /* index of this thread's next product, the same sequence on every thread */
         float *scores = (float *)(base + S.scores) + (int64_t)ith * kv->n_ctx;
         float *cs = (float *)(base + S.rope) + (int64_t)ith * 2 * OXL_MAX(m->q_dim_max, m->kv_dim);
         int64_t t0, t1;  /* this thread's tokens */
@@ -443,14 +464,14 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
             int64_t ldq = q_dim, ldk = kv_dim, ldv = kv_dim;
             if (fused_qkv) {
                 const int64_t ld = L->wq.rows;  /* q_dim + 2 kv_dim */
-                matmul_share(kt, &L->wq, act_for(&acts, kt, &L->wq, xn), n, qbuf, ld, ith, nth);
+                matmul_share(kt, &L->wq, act_for(&acts, kt, &L->wq, xn), n, qbuf, ld, &counters[call++], nth);
                 k = qbuf + q_dim;
                 v = qbuf + q_dim + kv_dim;
                 ldq = ldk = ldv = ld;
             } else {
-                matmul_share(kt, &L->wq, act_for(&acts, kt, &L->wq, xn), n, q, ldq, ith, nth);
-                matmul_share(kt, &L->wk, act_for(&acts, kt, &L->wk, xn), n, k, ldk, ith, nth);
-                matmul_share(kt, &L->wv, act_for(&acts, kt, &L->wv, xn), n, v, ldv, ith, nth);
+                matmul_share(kt, &L->wq, act_for(&acts, kt, &L->wq, xn), n, q, ldq, &counters[call++], nth);
+                matmul_share(kt, &L->wk, act_for(&acts, kt, &L->wk, xn), n, k, ldk, &counters[call++], nth);
+                matmul_share(kt, &L->wv, act_for(&acts, kt, &L->wv, xn), n, v, ldv, &counters[call++], nth);
             }
             OXL_BARRIER();
 
@@ -500,7 +521,7 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
             OXL_BARRIER();
 
             /* output projection: tmp (n, n_embd) */
-            matmul_share(kt, &L->wo, act_for(&acts, kt, &L->wo, attn), n, tmp, n_embd, ith, nth);
+            matmul_share(kt, &L->wo, act_for(&acts, kt, &L->wo, attn), n, tmp, n_embd, &counters[call++], nth);
             OXL_BARRIER();
 
             /* residual; FFN input norm */
@@ -525,8 +546,8 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
             /* gate and up projections: (n, n_ff) each, or fused (n, 2 n_ff) */
             const int n_ff = L->fused_gate_up ? (int)(L->w_up.rows / 2) : (int)L->w_up.rows;
             const int64_t ldu = L->w_up.rows;
-            if (L->w_gate.data) matmul_share(kt, &L->w_gate, act_for(&acts, kt, &L->w_gate, xn), n, gate, n_ff, ith, nth);
-            matmul_share(kt, &L->w_up, act_for(&acts, kt, &L->w_up, xn), n, up, ldu, ith, nth);
+            if (L->w_gate.data) matmul_share(kt, &L->w_gate, act_for(&acts, kt, &L->w_gate, xn), n, gate, n_ff, &counters[call++], nth);
+            matmul_share(kt, &L->w_up, act_for(&acts, kt, &L->w_up, xn), n, up, ldu, &counters[call++], nth);
             OXL_BARRIER();
 
             /* h = act(gate) * up, quantized for the down projection; h lives in gate */
@@ -549,7 +570,7 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
             act_set_fill(&acts, kt, gate, n_ff, (int)t0, (int)t1);
             OXL_BARRIER();
 
-            matmul_share(kt, &L->w_down, act_for(&acts, kt, &L->w_down, gate), n, tmp, n_embd, ith, nth);
+            matmul_share(kt, &L->w_down, act_for(&acts, kt, &L->w_down, gate), n, tmp, n_embd, &counters[call++], nth);
             OXL_BARRIER();
 
             for (int64_t i = t0; i < t1; i++) {
@@ -586,7 +607,7 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
         }
         if (logits) {
             matmul_share(kt, &m->output, act_for(&acts, kt, &m->output, xn + (int64_t)out0 * n_embd), n_out, logits,
-                         m->n_vocab, ith, nth);
+                         m->n_vocab, &counters[call++], nth);
             if (m->final_softcap > 0.0f || m->logit_scale != 1.0f) {
                 OXL_BARRIER();
                 int64_t b, e;
