@@ -69,6 +69,23 @@ def test_matmul_every_tier_rows_1_to_65(qtype):
             np.testing.assert_allclose(Y[j], m.matvec(Xn[j]), rtol=0, atol=TIER_VS_SCALAR_RTOL * scale[j].max())
 
 
+@pytest.mark.parametrize("qtype", ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL"])
+def test_matmul_rows_longer_than_one_decoded_panel(qtype):
+    """Prefill tiles decode 64 blocks of weights at a time and reuse them for every activation row:
+    rows of 65 and 130 blocks (a panel boundary, a one-block last panel) give the float result."""
+    for cols in (65 * 32, 130 * 32):
+        m, Wd = _matrix(qtype, 12, cols, seed=5)
+        X = np.random.default_rng(6).standard_normal((7, cols)).astype(np.float32)
+        want = X.astype(np.float64) @ Wd.T
+        bound = _bound(Wd, X, qtype)
+        scale = np.abs(X.astype(np.float64)) @ np.abs(Wd).T
+        base = m.matmul(X, tier="scalar")
+        for tier in usable_tiers():
+            Y = m.matmul(X, tier=tier, n_threads=2)
+            assert np.all(np.abs(Y - want) <= bound), (tier, cols)
+            assert np.all(np.abs(Y - base) <= TIER_VS_SCALAR_RTOL * scale), (tier, cols)
+
+
 def test_matmul_writes_into_out():
     m, Wd = _matrix("Q4_0", 16, 64)
     X = np.ones((3, 64), np.float32)

@@ -116,10 +116,98 @@ OXL_INLINE void tile_generic(int kind, const int RC, int nb, float *S, int64_t l
         for (int r = 0; r < TILE_R; r++) S[j * lds + r] = hsum_f32_8(acc[r][j]) + summs[r][j];
 }
 
+/* Prefill: a panel of PANEL_BLOCKS blocks of the TILE_R weight rows is decoded once into L1 (int8 lanes
+ * in the form the dot takes, scales as floats) and then used by every activation row of the call,
+ * instead of being decoded again for each TILE_C of them (decoding is most of the work for Q5_0). */
+#define PANEL_BLOCKS 64
+
+typedef struct {
+    __m256i q[TILE_R][PANEL_BLOCKS];   /* unsigned (q + off) for the offset/unsigned kinds, else signed */
+    float d[TILE_R][PANEL_BLOCKS], m[TILE_R][PANEL_BLOCKS];
+} tile_panel;
+
+OXL_INLINE void panel_decode(int kind, tile_panel *P, const char *w, size_t w_row, int i0, int pb) {
+    const size_t bx = kind_block_bytes(kind);
+    for (int r = 0; r < TILE_R; r++) {
+        for (int i = 0; i < pb; i++) {
+            const char *blk = w + r * w_row + (size_t)(i0 + i) * bx;
+            float mx = 0.0f;
+            if (kind == K_Q4_0) {
+                P->d[r][i] = fp16(((const block_q4_0 *)blk)->d);
+                P->q[r][i] = nibbles_32(((const block_q4_0 *)blk)->qs);
+            } else if (kind == K_Q5_0) {
+                const block_q5_0 *b = (const block_q5_0 *)blk;
+                P->d[r][i] = fp16(b->d);
+                P->q[r][i] = _mm256_or_si256(nibbles_32(b->qs), _mm256_and_si256(bits_32(b->qh), _mm256_set1_epi8(0x10)));
+            } else {
+                P->q[r][i] = decode(kind, blk, &P->d[r][i], &mx);
+            }
+            P->m[r][i] = mx;
+        }
+    }
+}
+
+/* RC activation rows against the panel's blocks [i0, i0 + pb); S = (first ? 0 : S) + result */
+OXL_INLINE void tile_panel_rows(int kind, const int RC, const tile_panel *P, int i0, int pb, float *S, int64_t lds,
+                                int first, const char *y, size_t y_row) {
+    __m256 acc[TILE_R][TILE_C];
+    float summs[TILE_R][TILE_C] = {{0}};
+    for (int r = 0; r < TILE_R; r++)
+        for (int j = 0; j < RC; j++) acc[r][j] = _mm256_setzero_ps();
+    const int off = kind == K_Q4_0 ? 8 : kind == K_Q5_0 ? 16 : 0;
+    const int as_unsigned = kind_unsigned(kind) || off;
+    for (int i = 0; i < pb; i++) {
+        float dy[TILE_C], sy[TILE_C];
+        __m256 dyv[TILE_C];
+        __m256i qy[TILE_C], ysum_off[TILE_C];
+        for (int j = 0; j < RC; j++) {
+            qy[j] = act_block(kind, y + j * y_row, i0 + i, &dy[j], &sy[j]);
+            dyv[j] = _mm256_set1_ps(dy[j]);
+            if (off) ysum_off[j] = dot_u8_i8(_mm256_set1_epi8((char)off), qy[j]);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < TILE_R; r++) {
+            const __m256i qx = _mm256_load_si256(&P->q[r][i]);
+            const __m256 dxv = _mm256_set1_ps(P->d[r][i]);
+            const __m256i ax = as_unsigned ? qx : _mm256_sign_epi8(qx, qx);
+            for (int j = 0; j < RC; j++) {
+                const __m256i sy_j = as_unsigned ? qy[j] : _mm256_sign_epi8(qy[j], qx);
+                __m256i d32 = dot_u8_i8(ax, sy_j);
+                if (off) d32 = _mm256_sub_epi32(d32, ysum_off[j]);
+                acc[r][j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv, dyv[j]), _mm256_cvtepi32_ps(d32), acc[r][j]);
+                if (kind_unsigned(kind)) summs[r][j] += P->m[r][i] * sy[j];
+            }
+        }
+    }
+    for (int j = 0; j < RC; j++)
+        for (int r = 0; r < TILE_R; r++) {
+            const float v = hsum_f32_8(acc[r][j]) + summs[r][j];
+            S[j * lds + r] = first ? v : S[j * lds + r] + v;
+        }
+}
+
 OXL_INLINE void gemm_tile_generic(int kind, int n, float *S, int64_t lds, const void *w, size_t w_row,
                                   const void *y, size_t y_row, int nc) {
     const int nb = n / 32;
     const char *wc = (const char *)w, *yc = (const char *)y;
+    if (nc > TILE_C) {
+        tile_panel P __attribute__((aligned(32)));
+        for (int i0 = 0; i0 < nb; i0 += PANEL_BLOCKS) {
+            const int pb = OXL_MIN(PANEL_BLOCKS, nb - i0);
+            panel_decode(kind, &P, wc, w_row, i0, pb);
+            int j = 0;
+            for (; j + TILE_C <= nc; j += TILE_C)
+                tile_panel_rows(kind, TILE_C, &P, i0, pb, S + j * lds, lds, i0 == 0, yc + j * y_row, y_row);
+            switch (nc - j) {
+            case 1: tile_panel_rows(kind, 1, &P, i0, pb, S + j * lds, lds, i0 == 0, yc + j * y_row, y_row); break;
+#if TILE_C > 2
+            case 2: tile_panel_rows(kind, 2, &P, i0, pb, S + j * lds, lds, i0 == 0, yc + j * y_row, y_row); break;
+#endif
+            default: break;
+            }
+        }
+        return;
+    }
     int j = 0;
     for (; j + TILE_C <= nc; j += TILE_C) tile_generic(kind, TILE_C, nb, S + j * lds, lds, wc, w_row, yc + j * y_row, y_row);
     switch (nc - j) {   /* the last < TILE_C activation rows */
