@@ -71,10 +71,12 @@ static int64_t max_act_row(int64_t cols) {
 #define SPLIT_ATTN_MAX_Q 4
 #define ATTN_TILE 32
 
-/* floats of one thread's partials: (max, sum, out[head_dim]) per (query, head) (n_head <= q_dim), plus
- * one head_dim row of tile output */
+/* floats of one thread's partials: (max, sum, out[head_dim]) per (query, head) (n_head <= q_dim), then a
+ * group's tile output (<= q_dim) and its tile scores (n_head x ATTN_TILE) */
 static int64_t part_floats(const oxl_model *m) {
-    return (int64_t)SPLIT_ATTN_MAX_Q * 3 * m->q_dim_max + m->q_dim_max;
+    int n_head_max = 1;
+    for (int il = 0; il < m->n_layer; il++) n_head_max = OXL_MAX(n_head_max, m->layers[il].n_head);
+    return (int64_t)SPLIT_ATTN_MAX_Q * 3 * m->q_dim_max + m->q_dim_max + (int64_t)ATTN_TILE * n_head_max;
 }
 
 /* The scratch layout, computed the same way by the size query and by the forward. */
@@ -283,12 +285,13 @@ void oxl_attention(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_
  * online softmax: it leaves (max m, sum l, unnormalized output o) per (query, head) in `part`.
  * attention_split_merge then combines the threads' partials (flash-decoding). */
 static void attention_split_partial(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv,
-                                    int layer, const float *q, int n_q, const int *pos_q, float *part,
-                                    float *scores, int ith, int nth) {
+                                    int layer, const float *q, int n_q, const int *pos_q, float *part, int ith,
+                                    int nth) {
     const int hd = L->head_dim, kv_dim = L->n_head_kv * hd, q_dim = L->n_head * hd;
     const int group = L->n_head / L->n_head_kv, f16 = kv->type == OXL_TYPE_F16;
     const int64_t stride = hd + 2;
-    float *tmp = part + (int64_t)n_q * L->n_head * stride;
+    float *tmp = part + (int64_t)n_q * L->n_head * stride;     /* (group, hd) tile output */
+    float *scores = tmp + q_dim;                                /* (group, ATTN_TILE) */
     /* this thread's positions: a share of [lo of the first query, last position] */
     const int lo_all = L->sliding_window > 0 ? OXL_MAX(0, pos_q[0] - L->sliding_window + 1) : 0;
     int64_t b, e;
@@ -307,35 +310,46 @@ static void attention_split_partial(const oxl_kernel_table *kt, const oxl_layer 
         }
         for (int t0 = t_begin; t0 < t_end; t0 += ATTN_TILE) {
             const int cnt = OXL_MIN(ATTN_TILE, t_end - t0);
-            for (int h = 0; h < L->n_head; h++) {
-                const int g = h / group;
-                const float *qh = q + (int64_t)i * q_dim + h * hd;
+            for (int g = 0; g < L->n_head_kv; g++) {
+                /* the group's heads g * group .. (g + 1) * group - 1 read the same K/V rows */
+                const float *qg = q + (int64_t)i * q_dim + (int64_t)g * group * hd;
                 const int64_t off0 = (int64_t)t0 * kv_dim + g * hd;
-                float *ph = part + ((int64_t)i * L->n_head + h) * stride, *o = ph + 2;
                 if (f16) {
-                    kt->ops.attn_scores_f16(qh, (const oxl_half *)kv->k[layer] + off0, kv_dim, cnt, hd,
-                                            L->attn_scale, scores);
+                    kt->ops.attn_scores_f16_group(qg, group, (const oxl_half *)kv->k[layer] + off0, kv_dim, cnt, hd,
+                                                  L->attn_scale, scores);
                 } else {
-                    for (int t = 0; t < cnt; t++)
-                        scores[t] = L->attn_scale *
-                                    kt->ops.dot_f32(qh, (const float *)kv->k[layer] + off0 + (int64_t)t * kv_dim, hd);
+                    for (int k = 0; k < group; k++)
+                        for (int t = 0; t < cnt; t++)
+                            scores[k * cnt + t] = L->attn_scale * kt->ops.dot_f32(qg + k * hd,
+                                (const float *)kv->k[layer] + off0 + (int64_t)t * kv_dim, hd);
                 }
                 if (L->attn_softcap > 0.0f)
-                    for (int t = 0; t < cnt; t++) scores[t] = L->attn_softcap * tanhf(scores[t] / L->attn_softcap);
-                float m_tile = -INFINITY;
-                for (int t = 0; t < cnt; t++) m_tile = fmaxf(m_tile, scores[t]);
-                const float m_new = fmaxf(ph[0], m_tile);
-                const float c = expf(ph[0] - m_new);   /* 0 on the first tile (m = -inf) */
-                ph[1] = ph[1] * c + kt->ops.exp_shift_sum(scores, cnt, m_new);
-                ph[0] = m_new;
-                if (f16) {
-                    kt->ops.attn_values_f16(scores, (const oxl_half *)kv->v[layer] + off0, kv_dim, cnt, hd, tmp);
-                } else {
-                    memset(tmp, 0, (size_t)hd * 4);
-                    for (int t = 0; t < cnt; t++)
-                        kt->ops.axpy(tmp, scores[t], (const float *)kv->v[layer] + off0 + (int64_t)t * kv_dim, hd);
+                    for (int t = 0; t < group * cnt; t++) scores[t] = L->attn_softcap * tanhf(scores[t] / L->attn_softcap);
+                float cs[group];   /* per head: how much the running output shrinks for the new max */
+                for (int k = 0; k < group; k++) {
+                    float *ph = part + ((int64_t)i * L->n_head + g * group + k) * stride, *sk = scores + k * cnt;
+                    float m_tile = -INFINITY;
+                    for (int t = 0; t < cnt; t++) m_tile = sk[t] > m_tile ? sk[t] : m_tile;
+                    const float m_new = ph[0] > m_tile ? ph[0] : m_tile;
+                    cs[k] = expf(ph[0] - m_new);   /* 0 on the first tile (m = -inf) */
+                    ph[1] = ph[1] * cs[k] + kt->ops.exp_shift_sum(sk, cnt, m_new);
+                    ph[0] = m_new;
                 }
-                for (int d = 0; d < hd; d++) o[d] = o[d] * c + tmp[d];
+                if (f16) {
+                    kt->ops.attn_values_f16_group(scores, group, (const oxl_half *)kv->v[layer] + off0, kv_dim, cnt,
+                                                  hd, tmp);
+                } else {
+                    memset(tmp, 0, (size_t)group * hd * 4);
+                    for (int k = 0; k < group; k++)
+                        for (int t = 0; t < cnt; t++)
+                            kt->ops.axpy(tmp + k * hd, scores[k * cnt + t],
+                                         (const float *)kv->v[layer] + off0 + (int64_t)t * kv_dim, hd);
+                }
+                for (int k = 0; k < group; k++) {
+                    float *o = part + ((int64_t)i * L->n_head + g * group + k) * stride + 2;
+                    const float *tk = tmp + k * hd;
+                    for (int d = 0; d < hd; d++) o[d] = o[d] * cs[k] + tk[d];
+                }
             }
         }
     }
@@ -504,7 +518,7 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
                 if (n <= SPLIT_ATTN_MAX_Q) {
                     const int64_t pstride = part_floats(m);
                     float *parts = (float *)(base + S.part);
-                    attention_split_partial(kt, L, kv, il, qsrc, n, pos, parts + ith * pstride, scores, ith, nth);
+                    attention_split_partial(kt, L, kv, il, qsrc, n, pos, parts + ith * pstride, ith, nth);
                     OXL_BARRIER();
                     attention_split_merge(L, n, parts, pstride, out, ith, nth);
                 } else {

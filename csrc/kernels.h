@@ -90,6 +90,13 @@ typedef struct {
     void (*attn_scores_f16)(const float *q, const oxl_half *K, int64_t stride, int n, int hd, float scale,
                             float *scores);
     void (*attn_values_f16)(const float *p, const oxl_half *V, int64_t stride, int n, int hd, float *out);
+    /* The same for the G query heads of one GQA group (q: G rows of hd, contiguous) against shared
+     * rows, each row converted from f16 once for all G heads:
+     * scores[h * n + t] = scale * dot(q_h, K[t]);  out[h * hd + i] = sum_t p[h * n + t] * V[t][i] */
+    void (*attn_scores_f16_group)(const float *q, int G, const oxl_half *K, int64_t stride, int n, int hd,
+                                  float scale, float *scores);
+    void (*attn_values_f16_group)(const float *p, int G, const oxl_half *V, int64_t stride, int n, int hd,
+                                  float *out);
     /* x = exp(x - m) in place; returns the sum (the online softmax of tiled attention) */
     float (*exp_shift_sum)(float *x, int n, float m);
 } oxl_ops;

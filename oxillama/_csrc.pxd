@@ -34,6 +34,8 @@ cdef extern from "kernels.h" nogil:
         void (*attn_scores_f16)(const float *q, const uint16_t *K, int64_t stride, int n, int hd, float scale,
                                 float *scores)
         void (*attn_values_f16)(const float *p, const uint16_t *V, int64_t stride, int n, int hd, float *out)
+        void (*attn_scores_f16_group)(const float *q, int G, const uint16_t *K, int64_t stride, int n, int hd, float scale, float *scores)
+        void (*attn_values_f16_group)(const float *p, int G, const uint16_t *V, int64_t stride, int n, int hd, float *out)
         float (*exp_shift_sum)(float *x, int n, float m)
 
     ctypedef struct oxl_kernel_table:

@@ -93,3 +93,25 @@ def op_attn_f16(const float[::1] q, const uint16_t[:, ::1] K, const uint16_t[:, 
     k.ops.attn_scores_f16(&q[0], &K[0, 0], hd, n, hd, scale, &s[0])
     k.ops.attn_values_f16(&s[0], &V[0, 0], hd, n, hd, &o[0])
     return scores, out
+
+
+def op_attn_f16_group(const float[:, ::1] q, const uint16_t[:, ::1] K, const uint16_t[:, ::1] V, float scale,
+                      Py_ssize_t stride=0, tier=None):
+    """(scores (G, n), out (G, hd)) for the G query heads of one GQA group: scale * K @ q_h, then the
+    softmax-free weighted sums scores_h @ V. K and V rows are `stride` halves apart (default head_dim):
+    the head's slice of a cache row of several KV heads."""
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef int G = q.shape[0], hd = q.shape[1]
+    if stride == 0:
+        stride = hd
+    if G < 1 or hd < 1 or stride < hd or K.shape[1] != stride or V.shape[1] != stride or K.shape[0] < 1 \
+            or V.shape[0] != K.shape[0]:
+        raise InvalidArgumentError("op_attn_f16_group: q must be (G, hd), K and V (n, stride) with stride >= hd")
+    cdef int n = K.shape[0]
+    scores = np.empty((G, n), dtype=np.float32)
+    out = np.empty((G, hd), dtype=np.float32)
+    cdef float[:, ::1] s = scores
+    cdef float[:, ::1] o = out
+    k.ops.attn_scores_f16_group(&q[0, 0], G, &K[0, 0], stride, n, hd, scale, &s[0, 0])
+    k.ops.attn_values_f16_group(&s[0, 0], G, &V[0, 0], stride, n, hd, &o[0, 0])
+    return scores, out

@@ -109,6 +109,16 @@ static void attn_values_f16_scalar(const float *p, const oxl_half *V, int64_t st
     for (int t = 0; t < n; t++) axpy_f16_scalar(out, p[t], V + t * stride, hd);
 }
 
+static void attn_scores_f16_group_scalar(const float *q, int G, const oxl_half *K, int64_t stride, int n, int hd,
+                                         float scale, float *scores) {
+    for (int h = 0; h < G; h++) attn_scores_f16_scalar(q + (int64_t)h * hd, K, stride, n, hd, scale, scores + (int64_t)h * n);
+}
+
+static void attn_values_f16_group_scalar(const float *p, int G, const oxl_half *V, int64_t stride, int n, int hd,
+                                         float *out) {
+    for (int h = 0; h < G; h++) attn_values_f16_scalar(p + (int64_t)h * n, V, stride, n, hd, out + (int64_t)h * hd);
+}
+
 void oxl_register_scalar_ops(oxl_kernel_table *t) {
     t->ops = (oxl_ops){
         .rms_norm = rms_norm_scalar,
@@ -125,6 +135,8 @@ void oxl_register_scalar_ops(oxl_kernel_table *t) {
         .fp32_to_fp16 = fp32_to_fp16_scalar,
         .attn_scores_f16 = attn_scores_f16_scalar,
         .attn_values_f16 = attn_values_f16_scalar,
+        .attn_scores_f16_group = attn_scores_f16_group_scalar,
+        .attn_values_f16_group = attn_values_f16_group_scalar,
         .exp_shift_sum = exp_shift_sum_scalar,
     };
 }

@@ -99,3 +99,19 @@ def test_attention_over_f16_cache(tier, n, hd):
     want = 0.125 * (K.astype(np.float64) @ q)
     np.testing.assert_allclose(scores, want, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(out, scores.astype(np.float64) @ V.astype(np.float64), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("G,n,hd,stride", [(1, 5, 64, 64), (2, 33, 64, 192), (3, 32, 64, 192), (4, 7, 256, 256),
+                                           (5, 3, 64, 320), (7, 40, 24, 168), (3, 9, 20, 60), (8, 2, 128, 128)])
+def test_attention_of_a_gqa_group_over_shared_rows(tier, G, n, hd, stride):
+    """The heads of a group share each K/V row (converted once): the same as one head at a time, for
+    groups smaller and larger than a kernel pass, odd row counts and head sizes not a multiple of 16."""
+    rng = np.random.default_rng(G * n * hd)
+    q = rng.standard_normal((G, hd)).astype(np.float32)
+    K = rng.standard_normal((n, stride)).astype(np.float16)
+    V = rng.standard_normal((n, stride)).astype(np.float16)
+    scores, out = _core.op_attn_f16_group(q, K.view(np.uint16), V.view(np.uint16), 0.125, stride, tier)
+    want = 0.125 * (q.astype(np.float64) @ K[:, :hd].astype(np.float64).T)
+    np.testing.assert_allclose(scores, want, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(out, scores.astype(np.float64) @ V[:, :hd].astype(np.float64), rtol=1e-5, atol=1e-4)

@@ -234,6 +234,113 @@ static void attn_values_f16_avx2(const float *p, const oxl_half *V, int64_t stri
     }
 }
 
+/* GQA groups: up to GROUP_MAX heads of a group in one pass over the rows, so each f16 row is converted
+ * once for all of them (the conversion, not the FMA, bounded the one-head kernels). */
+#define GROUP_MAX 4
+
+static inline __m256 load_h8(const oxl_half *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+
+/* G (<= GROUP_MAX) heads x 2 rows per pass: 8 accumulators, reduced together by one hadd tree */
+OXL_INLINE void scores_group_avx2(const float *q, const int G, const oxl_half *K, int64_t stride, int n, int hd,
+                                  float scale, float *scores) {
+    int t = 0;
+    for (; t + 2 <= n; t += 2) {
+        __m256 a[2][GROUP_MAX];
+        for (int h = 0; h < GROUP_MAX; h++) a[0][h] = a[1][h] = _mm256_setzero_ps();
+        const oxl_half *k0 = K + t * stride, *k1 = k0 + stride;
+        for (int i = 0; i < hd; i += 8) {
+            const __m256 x0 = load_h8(k0 + i), x1 = load_h8(k1 + i);
+            for (int h = 0; h < G; h++) {
+                const __m256 qv = _mm256_loadu_ps(q + h * hd + i);
+                a[0][h] = _mm256_fmadd_ps(qv, x0, a[0][h]);
+                a[1][h] = _mm256_fmadd_ps(qv, x1, a[1][h]);
+            }
+        }
+        /* 8 accumulators -> [row0 h0..h3 | row1 h0..h3] */
+        const __m256 s0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0][0], a[0][1]), _mm256_hadd_ps(a[0][2], a[0][3]));
+        const __m256 s1 = _mm256_hadd_ps(_mm256_hadd_ps(a[1][0], a[1][1]), _mm256_hadd_ps(a[1][2], a[1][3]));
+        const __m256 r = _mm256_add_ps(_mm256_permute2f128_ps(s0, s1, 0x20), _mm256_permute2f128_ps(s0, s1, 0x31));
+        float out[8];
+        _mm256_storeu_ps(out, _mm256_mul_ps(r, _mm256_set1_ps(scale)));
+        for (int h = 0; h < G; h++) {
+            scores[h * n + t] = out[h];
+            scores[h * n + t + 1] = out[4 + h];
+        }
+    }
+    for (; t < n; t++)
+        for (int h = 0; h < G; h++) scores[h * n + t] = scale * dot_f16_avx2(q + h * hd, K + t * stride, hd);
+}
+
+static void attn_scores_f16_group_avx2(const float *q, int G, const oxl_half *K, int64_t stride, int n, int hd,
+                                       float scale, float *scores) {
+    for (int h0 = 0; h0 < G; h0 += GROUP_MAX) {
+        const int g = OXL_MIN(GROUP_MAX, G - h0);
+        const float *qg = q + (int64_t)h0 * hd;
+        float *sg = scores + (int64_t)h0 * n;
+        if (hd % 8) {
+            for (int h = 0; h < g; h++) attn_scores_f16_avx2(qg + h * hd, K, stride, n, hd, scale, sg + h * n);
+            continue;
+        }
+        switch (g) {   /* a constant G per case: the loops over heads unroll */
+        case 1: attn_scores_f16_avx2(qg, K, stride, n, hd, scale, sg); break;
+        case 2: scores_group_avx2(qg, 2, K, stride, n, hd, scale, sg); break;
+        case 3: scores_group_avx2(qg, 3, K, stride, n, hd, scale, sg); break;
+        default: scores_group_avx2(qg, 4, K, stride, n, hd, scale, sg); break;
+        }
+    }
+}
+
+/* out (G x hd): 16 dims of every head (2 registers each) per pass over the rows */
+OXL_INLINE void values_group_avx2(const float *p, const int G, const oxl_half *V, int64_t stride, int n, int hd,
+                                  float *out) {
+    int i0 = 0;
+    for (; i0 + 16 <= hd; i0 += 16) {
+        __m256 a[GROUP_MAX][2];
+        for (int h = 0; h < GROUP_MAX; h++) a[h][0] = a[h][1] = _mm256_setzero_ps();
+        for (int t = 0; t < n; t++) {
+            const oxl_half *v = V + t * stride + i0;
+            const __m256 x0 = load_h8(v), x1 = load_h8(v + 8);
+            for (int h = 0; h < G; h++) {
+                const __m256 pt = _mm256_broadcast_ss(p + h * n + t);
+                a[h][0] = _mm256_fmadd_ps(pt, x0, a[h][0]);
+                a[h][1] = _mm256_fmadd_ps(pt, x1, a[h][1]);
+            }
+        }
+        for (int h = 0; h < G; h++) {
+            _mm256_storeu_ps(out + h * hd + i0, a[h][0]);
+            _mm256_storeu_ps(out + h * hd + i0 + 8, a[h][1]);
+        }
+    }
+    for (; i0 < hd; i0 += 8) {   /* hd % 16 == 8 */
+        __m256 a[GROUP_MAX];
+        for (int h = 0; h < GROUP_MAX; h++) a[h] = _mm256_setzero_ps();
+        for (int t = 0; t < n; t++) {
+            const __m256 x0 = load_h8(V + t * stride + i0);
+            for (int h = 0; h < G; h++) a[h] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + h * n + t), x0, a[h]);
+        }
+        for (int h = 0; h < G; h++) _mm256_storeu_ps(out + h * hd + i0, a[h]);
+    }
+}
+
+static void attn_values_f16_group_avx2(const float *p, int G, const oxl_half *V, int64_t stride, int n, int hd,
+                                       float *out) {
+    for (int h0 = 0; h0 < G; h0 += GROUP_MAX) {
+        const int g = OXL_MIN(GROUP_MAX, G - h0);
+        const float *pg = p + (int64_t)h0 * n;
+        float *og = out + (int64_t)h0 * hd;
+        if (hd % 8) {
+            for (int h = 0; h < g; h++) attn_values_f16_avx2(pg + h * n, V, stride, n, hd, og + h * hd);
+            continue;
+        }
+        switch (g) {
+        case 1: attn_values_f16_avx2(pg, V, stride, n, hd, og); break;
+        case 2: values_group_avx2(pg, 2, V, stride, n, hd, og); break;
+        case 3: values_group_avx2(pg, 3, V, stride, n, hd, og); break;
+        default: values_group_avx2(pg, 4, V, stride, n, hd, og); break;
+        }
+    }
+}
+
 void oxl_register_avx2_ops(oxl_kernel_table *t) {
     t->ops.rms_norm = rms_norm_avx2;
     t->ops.softmax = softmax_avx2;
@@ -248,4 +355,6 @@ void oxl_register_avx2_ops(oxl_kernel_table *t) {
     t->ops.attn_scores_f16 = attn_scores_f16_avx2;
     t->ops.attn_values_f16 = attn_values_f16_avx2;
     t->ops.exp_shift_sum = exp_shift_sum_avx2;
+    t->ops.attn_scores_f16_group = attn_scores_f16_group_avx2;
+    t->ops.attn_values_f16_group = attn_values_f16_group_avx2;
 }
