@@ -79,6 +79,14 @@ static int64_t part_floats(const oxl_model *m) {
     return (int64_t)SPLIT_ATTN_MAX_Q * 3 * m->q_dim_max + m->q_dim_max + (int64_t)ATTN_TILE * n_head_max;
 }
 
+/* the most query heads that share one KV head, over the layers */
+static int group_max(const oxl_model *m) {
+    int g = 1;
+    for (int il = 0; il < m->n_layer; il++)
+        if (m->layers[il].n_head_kv > 0) g = OXL_MAX(g, m->layers[il].n_head / m->layers[il].n_head_kv);
+    return g;
+}
+
 /* The scratch layout, computed the same way by the size query and by the forward. */
 typedef struct {
     int64_t x, xn, q, k, v, attn, tmp, gate, up, act[MAX_ACT_TYPES], scores, rope, part, total;
@@ -102,7 +110,7 @@ static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_t
     TAKE(up, n * m->n_ff_max * 4);
     s.act_bytes = n * max_act_row(widest);
     for (int i = 0; i < MAX_ACT_TYPES; i++) TAKE(act[i], s.act_bytes);
-    TAKE(scores, (int64_t)n_threads * n_ctx * 4);
+    TAKE(scores, (int64_t)n_threads * n_ctx * group_max(m) * 4);   /* a group's scores per thread */
     TAKE(rope, (int64_t)n_threads * 2 * OXL_MAX(m->q_dim_max, m->kv_dim) * 4);
     TAKE(part, (int64_t)n_threads * part_floats(m) * 4);
 #undef TAKE
@@ -249,31 +257,34 @@ void oxl_attention(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_
     const int group = L->n_head / L->n_head_kv;
     const int f16 = kv->type == OXL_TYPE_F16;
     const void *K = kv->k[layer], *V = kv->v[layer];
-    const int64_t total = (int64_t)n_q * L->n_head;
-    int64_t b, e;
-    oxl_split_range(total, nth, ith, 1, &b, &e);
-    for (int64_t w = b; w < e; w++) {
-        const int i = (int)(w / L->n_head), h = (int)(w % L->n_head), g = h / group;
+    /* work items are (query, KV head): the group's heads read each K/V row together. Dealt round-robin:
+     * a causal item's cost grows with its position, so contiguous shares would leave the first thread idle */
+    const int64_t total = (int64_t)n_q * L->n_head_kv;
+    for (int64_t w = ith; w < total; w += nth) {
+        const int i = (int)(w / L->n_head_kv), g = (int)(w % L->n_head_kv);
         const int p = pos_q[i];
         const int lo = L->sliding_window > 0 ? OXL_MAX(0, p - L->sliding_window + 1) : 0;
-        const float *qh = q + (int64_t)i * q_dim + h * hd;
+        const float *qg = q + (int64_t)i * q_dim + (int64_t)g * group * hd;
+        float *og = out + (int64_t)i * q_dim + (int64_t)g * group * hd;
         const int cnt = p - lo + 1;
         const int64_t off0 = (int64_t)lo * kv_dim + g * hd;
         if (f16) {
-            kt->ops.attn_scores_f16(qh, (const oxl_half *)K + off0, kv_dim, cnt, hd, L->attn_scale, scores);
+            kt->ops.attn_scores_f16_group(qg, group, (const oxl_half *)K + off0, kv_dim, cnt, hd, L->attn_scale, scores);
         } else {
-            for (int t = 0; t < cnt; t++)
-                scores[t] = L->attn_scale * kt->ops.dot_f32(qh, (const float *)K + off0 + (int64_t)t * kv_dim, hd);
+            for (int k = 0; k < group; k++)
+                for (int t = 0; t < cnt; t++)
+                    scores[k * cnt + t] = L->attn_scale * kt->ops.dot_f32(qg + k * hd, (const float *)K + off0 + (int64_t)t * kv_dim, hd);
         }
         if (L->attn_softcap > 0.0f)
-            for (int t = 0; t < cnt; t++) scores[t] = L->attn_softcap * tanhf(scores[t] / L->attn_softcap);
-        kt->ops.softmax(scores, cnt);
-        float *o = out + (int64_t)i * q_dim + h * hd;
+            for (int t = 0; t < group * cnt; t++) scores[t] = L->attn_softcap * tanhf(scores[t] / L->attn_softcap);
+        for (int k = 0; k < group; k++) kt->ops.softmax(scores + k * cnt, cnt);
         if (f16) {
-            kt->ops.attn_values_f16(scores, (const oxl_half *)V + off0, kv_dim, cnt, hd, o);
+            kt->ops.attn_values_f16_group(scores, group, (const oxl_half *)V + off0, kv_dim, cnt, hd, og);
         } else {
-            memset(o, 0, (size_t)hd * 4);
-            for (int t = 0; t < cnt; t++) kt->ops.axpy(o, scores[t], (const float *)V + off0 + (int64_t)t * kv_dim, hd);
+            memset(og, 0, (size_t)group * hd * 4);
+            for (int k = 0; k < group; k++)
+                for (int t = 0; t < cnt; t++)
+                    kt->ops.axpy(og + k * hd, scores[k * cnt + t], (const float *)V + off0 + (int64_t)t * kv_dim, hd);
         }
     }
 }
@@ -443,7 +454,7 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
 #endif
         int local_sense = 0;
         int call = 0;   /* index of this thread's next product, the same sequence on every thread */
-        float *scores = (float *)(base + S.scores) + (int64_t)ith * kv->n_ctx;
+        float *scores = (float *)(base + S.scores) + (int64_t)ith * kv->n_ctx * group_max(m);
         float *cs = (float *)(base + S.rope) + (int64_t)ith * 2 * OXL_MAX(m->q_dim_max, m->kv_dim);
         int64_t t0, t1;  /* this thread's tokens */
         oxl_split_range(n, nth, ith, 1, &t0, &t1);
