@@ -63,7 +63,9 @@ cdef class Vocab:
     """
     cdef readonly int32_t n_vocab
     cdef readonly object byte, depth, end, tok_off, toks, below, tok_bytes_off, tok_bytes
+    cdef readonly tuple skip
     cdef oxg_trie trie
+    cdef object __weakref__
     cdef const int64_t *_off
     cdef const uint8_t *_data
 
@@ -81,6 +83,7 @@ cdef class Vocab:
         self.tok_bytes_off = off
         self.tok_bytes = np.frombuffer(b"".join(vocab_bytes) + b"\0", dtype=np.uint8)
         skip_set = set(int(t) for t in skip)
+        self.skip = tuple(sorted(skip_set))
         order = sorted((i for i in range(n) if lengths[i] > 0 and i not in skip_set), key=vocab_bytes.__getitem__)
         self._build(np.asarray(order, dtype=np.int32))
         cdef const int64_t[::1] off_v = self.tok_bytes_off
