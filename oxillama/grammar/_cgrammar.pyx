@@ -267,16 +267,20 @@ cdef class Machine:
             return 0
         return <int32_t>_check(oxg_walk(self.m, state, vocab._data + a, b - a))
 
-    def fill_mask(self, int32_t state, Vocab vocab, mask):
+    def fill_mask(self, int32_t state, Vocab vocab, mask, bint skip_loops=True):
         """mask[t] = True for every trie token the state accepts, False elsewhere; returns the
-        number of trie nodes visited."""
+        number of trie nodes visited. skip_loops=False walks every subtree the state does not
+        reject (the reference the tests hold the faster walk to)."""
         if mask.ndim != 1 or mask.shape[0] != vocab.n_vocab or mask.dtype.itemsize != 1 \
                 or mask.dtype.kind not in "bu" or not mask.flags.c_contiguous or not mask.flags.writeable:
             raise GrammarError(f"mask must be a writable contiguous bool array of shape ({vocab.n_vocab},), "
                                f"got {mask.dtype} {tuple(mask.shape)}")
         cdef uint8_t[::1] mv = mask.view(np.uint8)
         memset(&mv[0], 0, vocab.n_vocab)
-        return _check(oxg_fill_mask(self.m, state, &vocab.trie, &mv[0]))
+        cdef oxg_trie trie = vocab.trie
+        if not skip_loops:
+            trie.below = NULL
+        return _check(oxg_fill_mask(self.m, state, &trie, &mv[0]))
 
 
 def apply_mask_to_logits(logits, mask, out=None):
