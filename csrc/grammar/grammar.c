@@ -651,3 +651,53 @@ void oxg_apply_mask(const float *src, const uint8_t *mask, float *dst, int64_t n
     const float ninf = -__builtin_inff();
     for (int64_t i = 0; i < n; i++) dst[i] = mask[i] ? src[i] : ninf;
 }
+
+/* ---- vocabulary order ----------------------------------------------------------------------- */
+
+static int tok_cmp_from(const uint8_t *data, const int64_t *off, int32_t a, int32_t b, int64_t d) {
+    int64_t la = off[a + 1] - off[a] - d, lb = off[b + 1] - off[b] - d;
+    int c = memcmp(data + off[a] + d, data + off[b] + d, (size_t)(la < lb ? la : lb));
+    return c ? c : (la > lb) - (la < lb);
+}
+
+/* MSD radix sort of ids[0..n) by their bytes from byte d on; tmp has room for n ids. */
+static void radix_sort(const uint8_t *data, const int64_t *off, int32_t *ids, int32_t *tmp, int32_t n, int64_t d) {
+    while (n > 1) {
+        if (n < 24) {   /* insertion sort: few tokens left */
+            for (int32_t i = 1; i < n; i++) {
+                int32_t v = ids[i], j = i - 1;
+                while (j >= 0 && tok_cmp_from(data, off, ids[j], v, d) > 0) { ids[j + 1] = ids[j]; j--; }
+                ids[j + 1] = v;
+            }
+            return;
+        }
+        int32_t count[257] = {0};   /* bucket 0: tokens that end before byte d */
+        for (int32_t i = 0; i < n; i++) {
+            int32_t t = ids[i];
+            count[off[t] + d < off[t + 1] ? 1 + data[off[t] + d] : 0]++;
+        }
+        int32_t start[258];
+        start[0] = 0;
+        for (int b = 0; b < 257; b++) start[b + 1] = start[b] + count[b];
+        int32_t pos[257];
+        memcpy(pos, start, sizeof(pos));
+        for (int32_t i = 0; i < n; i++) {
+            int32_t t = ids[i];
+            tmp[pos[off[t] + d < off[t + 1] ? 1 + data[off[t] + d] : 0]++] = t;
+        }
+        memcpy(ids, tmp, (size_t)n * sizeof(int32_t));
+        /* recurse into every byte bucket but the largest, which the loop continues with */
+        int big = 1;
+        for (int b = 2; b < 257; b++)
+            if (count[b] > count[big]) big = b;
+        for (int b = 1; b < 257; b++)
+            if (b != big && count[b] > 1) radix_sort(data, off, ids + start[b], tmp, count[b], d + 1);
+        ids += start[big];
+        n = count[big];
+        d++;
+    }
+}
+
+void oxg_sort_tokens(const uint8_t *data, const int64_t *off, int32_t *ids, int32_t *tmp, int32_t n) {
+    radix_sort(data, off, ids, tmp, n, 0);
+}

@@ -99,6 +99,9 @@ int oxg_unit(const uint8_t *bytes, int64_t n, int32_t *len);
  * Returns the number of trie nodes visited, or a negative error. */
 int64_t oxg_fill_mask(oxg_machine *m, int32_t state, const oxg_trie *trie, uint8_t *mask);
 
+/* Sort token ids by their bytes data[off[id] .. off[id+1]) (a prefix first); tmp holds n ids. */
+void oxg_sort_tokens(const uint8_t *data, const int64_t *off, int32_t *ids, int32_t *tmp, int32_t n);
+
 /* dst[i] = mask[i] ? src[i] : -inf. */
 void oxg_apply_mask(const float *src, const uint8_t *mask, float *dst, int64_t n);
 

@@ -43,6 +43,7 @@ cdef extern from "grammar/grammar.h":
     int32_t oxg_import(oxg_machine *m, const int32_t *data, int64_t n)
     int64_t oxg_fill_mask(oxg_machine *m, int32_t state, const oxg_trie *trie, uint8_t *mask)
     void oxg_apply_mask(const float *src, const uint8_t *mask, float *dst, int64_t n) nogil
+    void oxg_sort_tokens(const uint8_t *data, const int64_t *off, int32_t *ids, int32_t *tmp, int32_t n)
 
 
 cdef int64_t _check(int64_t rc) except -1:
@@ -77,15 +78,23 @@ cdef class Vocab:
             if not isinstance(b, (bytes, bytearray)):
                 raise GrammarError(f"vocab_bytes[{i}] must be bytes, not {type(b).__name__}")
         self.n_vocab = <int32_t>n
-        lengths = np.fromiter((len(b) for b in vocab_bytes), dtype=np.int64, count=n)
+        lengths = np.fromiter(map(len, vocab_bytes), dtype=np.int64, count=n)
         off = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths, out=off[1:])
         self.tok_bytes_off = off
         self.tok_bytes = np.frombuffer(b"".join(vocab_bytes) + b"\0", dtype=np.uint8)
         skip_set = set(int(t) for t in skip)
         self.skip = tuple(sorted(skip_set))
-        order = sorted((i for i in range(n) if lengths[i] > 0 and i not in skip_set), key=vocab_bytes.__getitem__)
-        self._build(np.asarray(order, dtype=np.int32))
+        keep = lengths > 0
+        keep[[t for t in skip_set if 0 <= t < n]] = False
+        order = np.flatnonzero(keep).astype(np.int32)
+        tmp = np.empty_like(order)
+        cdef int32_t[::1] order_v = order, tmp_v = tmp
+        cdef const int64_t[::1] off_s = off
+        cdef const uint8_t[::1] data_s = self.tok_bytes
+        if order.shape[0] > 1:
+            oxg_sort_tokens(&data_s[0], &off_s[0], &order_v[0], &tmp_v[0], <int32_t>order.shape[0])
+        self._build(order)
         cdef const int64_t[::1] off_v = self.tok_bytes_off
         cdef const uint8_t[::1] data_v = self.tok_bytes
         self._off = &off_v[0]

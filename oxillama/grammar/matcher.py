@@ -47,6 +47,9 @@ def _as_byte_list(vocab_bytes) -> list:
     """bytes per token id, from a list of bytes or of (id, bytes) pairs (``Tokenizer.vocab_bytes()``)."""
     vocab_bytes = list(vocab_bytes)
     if vocab_bytes and isinstance(vocab_bytes[0], tuple):
+        if all(type(p) is tuple and len(p) == 2 for p in vocab_bytes) and \
+                [p[0] for p in vocab_bytes] == list(range(len(vocab_bytes))):
+            return [p[1] for p in vocab_bytes]      # pairs in id order, as Tokenizer gives them
         out = [b""] * len(vocab_bytes)
         for pair in vocab_bytes:
             if not (isinstance(pair, tuple) and len(pair) == 2):

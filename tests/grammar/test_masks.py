@@ -105,6 +105,19 @@ def test_unit_summaries_of_trie_nodes():
         assert end[i] > i
 
 
+def test_trie_orders_tokens_by_bytes():
+    # many shared prefixes, NUL bytes, duplicates and long tokens: every path of the radix sort
+    rng = np.random.default_rng(4)
+    vocab = [bytes(rng.choice(np.frombuffer(b"\x00ab\xffc", np.uint8), int(rng.integers(0, 40))))
+             for _ in range(3000)] + TRICKY
+    skip = [5, 17, len(vocab) - 1]
+    v = Vocab(vocab, skip)
+    want = sorted((i for i, b in enumerate(vocab) if b and i not in skip), key=lambda i: (vocab[i], i))
+    got = np.asarray(v.toks)[:-1].tolist()
+    assert [vocab[i] for i in got] == [vocab[i] for i in want]
+    assert sorted(got) == sorted(want)
+
+
 @pytest.mark.parametrize("name", list(GRAMMARS))
 def test_looping_walk_equals_plain_walk_tricky_vocab(name):
     m = GrammarMatcher(grammar(name), TRICKY, [len(TRICKY) - 1])
