@@ -1,14 +1,18 @@
 """Grammar matcher speed on a 262,144-token vocabulary (Gemma 3's when the model file is present,
-else a synthetic one of the same size).
+else a synthetic one of the same size), and constrained against free decoding on the real models.
 
     python -m pytest bench/bench_grammar.py --benchmark-only
 
 What the decode loop pays per token: the single-token check always, the full mask only when the
-sampled token is rejected. The mask is timed with its per-state cache cleared, in the worst state
-for JSON (inside a string, where almost every token is allowed) and in a structural state.
+sampled token is rejected. The mask is timed with its caches cleared, in the worst state for JSON
+(inside a string, where almost every token is allowed) and in a structural state.
+
+test_decode_json_vs_free is issue 7's target (constrained decode >= 80% of free decode tokens/s
+with Grammar.json()): extra_info holds both tokens/s and their ratio.
 """
 import os
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -16,7 +20,9 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "grammar"))
 from grammar_helpers import GEMMA3, gemma3_vocab  # noqa: E402
 
+from oxillama import hub  # noqa: E402
 from oxillama.grammar import Grammar, GrammarMatcher  # noqa: E402
+from oxillama.grammar.matcher import shared_masks  # noqa: E402
 
 N_VOCAB = 262_144
 
@@ -60,7 +66,8 @@ def test_fill_mask_json(benchmark, vocab, where):
     mask = np.zeros(m.n_vocab, dtype=bool)
 
     def run():
-        m._masks.clear()  # time the trie walk, not the per-state cache
+        m._masks.clear()  # time the trie walk, not the per-state caches
+        shared_masks(m.vocab).clear()
         m.fill_mask(mask)
 
     benchmark(run)
@@ -83,3 +90,48 @@ def test_matcher_construction(benchmark, vocab):
     # the trie is cached by content, so this is the cost a second generate() call pays
     GrammarMatcher(Grammar.json(), *vocab)
     benchmark(lambda: GrammarMatcher(Grammar.json(), *vocab))
+
+
+# prompts after which both models tend to write a JSON object of 64 tokens or more
+DECODE_PROMPTS = [
+    "package.json:\n",
+    "The following JSON describes a novel: title, author, year, genres, and a long summary.\n",
+    '{"users": [{"name": "Ada", "email": "ada@example.com"}, {"name": "Bob", "email": "bob@example.com"}]}\n\n'
+    "The same list with three more users and their cities:\n",
+    "A JSON record of a customer of a web shop, with name, email, address, and a list of past orders:\n",
+]
+DECODE_TOKENS = 64
+
+
+def _decode_seconds_per_token(engine, prompt, seed, grammar, no_eog):
+    """Prefill and the first token untimed, then DECODE_TOKENS - 1 more timed; seconds per token."""
+    engine.generate(prompt, max_tokens=1, seed=seed, grammar=grammar, banned_tokens=no_eog)
+    t = time.perf_counter()
+    out = engine.generate(None, max_tokens=DECODE_TOKENS - 1)
+    return (time.perf_counter() - t) / max(len(out.tokens), 1)
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m", "gemma3-270m"])
+def test_decode_json_vs_free(benchmark, model):
+    """Free and Grammar.json() decoding alternate run by run (the machine may be busy), over
+    DECODE_PROMPTS x 2 seeds with the default sampler; the ratio is the median of the per-pair
+    ratios. End-of-generation is banned so free runs are full length; a JSON value that closes
+    ends its run early, and its tokens/s counts the tokens it made."""
+    from oxillama.runtime import InferenceEngine
+    with InferenceEngine.from_gguf(hub.pull(model, progress=False), n_ctx=512, n_threads=2) as engine:
+        no_eog = tuple(sorted(engine.tokenizer.eog_ids))
+        grammar = Grammar.json()
+        cases = [(p, seed) for p in DECODE_PROMPTS for seed in (0, 1)]
+        _decode_seconds_per_token(engine, cases[0][0], 0, grammar, no_eog)   # warm up: tokenizer trie, caches
+        free, json_ = [], []
+
+        def run():
+            for prompt, seed in cases:
+                free.append(_decode_seconds_per_token(engine, prompt, seed, None, no_eog))
+                json_.append(_decode_seconds_per_token(engine, prompt, seed, grammar, no_eog))
+
+        benchmark.pedantic(run, rounds=2, iterations=1)
+    free_tps, json_tps = 1 / np.median(free), 1 / np.median(json_)
+    benchmark.extra_info["free_tokens_per_s"] = round(free_tps, 1)
+    benchmark.extra_info["json_tokens_per_s"] = round(json_tps, 1)
+    benchmark.extra_info["json_over_free"] = round(float(np.median(np.array(free) / np.array(json_))), 3)

@@ -24,6 +24,7 @@ struct oxg_machine {
     int32_t n_states, cap_states;
     uint8_t *st_can_end;
     int32_t *trans;               /* cap_states * 256, -1 = not computed yet */
+    uint64_t *loop_known, *loop;  /* per state: unit kinds tested, and those that lead back to it */
     int32_t *st_tab;
     uint32_t st_tab_mask;
     /* scratch */
@@ -49,6 +50,9 @@ static int grow32(int32_t **p, int32_t *cap, int64_t need) {
     *cap = (int32_t)c;
     return rc;
 }
+
+/* unit kinds no state ever loops on: tested once per state, for free */
+#define NEVER_LOOPS ((uint64_t)1 << OXG_UNIT_OTHER | (uint64_t)1 << OXG_UNIT_UNALIGNED)
 
 static inline uint32_t hash2(uint32_t a, uint32_t b) {
     uint64_t h = ((uint64_t)a << 32 | b) * 0x9E3779B97F4A7C15ull;
@@ -174,6 +178,12 @@ static int32_t intern_state(oxg_machine *m) {
         if (!t) return OXG_ERR_NOMEM;
         memset(t + (size_t)m->cap_states * 256, 0xff, (size_t)(c - m->cap_states) * 256 * sizeof(int32_t));
         m->trans = t;
+        uint64_t *lk = realloc(m->loop_known, (size_t)c * sizeof(uint64_t));
+        if (!lk) return OXG_ERR_NOMEM;
+        m->loop_known = lk;
+        uint64_t *lp = realloc(m->loop, (size_t)c * sizeof(uint64_t));
+        if (!lp) return OXG_ERR_NOMEM;
+        m->loop = lp;
         m->cap_states = c;
     }
     if (grow((void **)&m->st_data, &m->cap_st_data, m->n_st_data + n, sizeof(int32_t))) return OXG_ERR_NOMEM;
@@ -182,6 +192,8 @@ static int32_t intern_state(oxg_machine *m) {
     m->n_st_data += n;
     m->st_off[s + 1] = m->n_st_data;
     m->st_can_end[s] = (uint8_t)(n > 0 && a[0] == 0);
+    m->loop_known[s] = NEVER_LOOPS;
+    m->loop[s] = 0;
     m->st_tab[h] = s;
     if ((uint32_t)m->n_states * 2 > m->st_tab_mask + 1) {
         int rc = st_tab_rebuild(m, (m->st_tab_mask + 1) * 2);
@@ -310,6 +322,7 @@ oxg_machine *oxg_new(const int32_t *seq, int32_t n_seq, const int32_t *alt_off, 
 void oxg_reset(oxg_machine *m) {
     free(m->node_pos); free(m->node_parent); free(m->visit); free(m->node_tab);
     free(m->st_off); free(m->st_data); free(m->st_can_end); free(m->trans); free(m->st_tab);
+    free(m->loop_known); free(m->loop);
     m->cap_nodes = 1024;
     m->node_pos = malloc(1024 * sizeof(int32_t));
     m->node_parent = malloc(1024 * sizeof(int32_t));
@@ -322,12 +335,16 @@ void oxg_reset(oxg_machine *m) {
     m->st_tab = malloc(512 * sizeof(int32_t));
     m->cap_st_data = 1024;
     m->st_data = malloc(1024 * sizeof(int32_t));
+    m->loop_known = malloc(256 * sizeof(uint64_t));
+    m->loop = malloc(256 * sizeof(uint64_t));
     if (!m->node_pos || !m->node_parent || !m->visit || !m->node_tab || !m->st_off || !m->st_can_end ||
-        !m->trans || !m->st_tab || !m->st_data) {
+        !m->trans || !m->st_tab || !m->st_data || !m->loop_known || !m->loop) {
         free(m->node_pos); free(m->node_parent); free(m->visit); free(m->node_tab);
         free(m->st_off); free(m->st_data); free(m->st_can_end); free(m->trans); free(m->st_tab);
+        free(m->loop_known); free(m->loop);
         m->node_pos = NULL; m->node_parent = NULL; m->visit = NULL; m->node_tab = NULL;
         m->st_off = NULL; m->st_data = NULL; m->st_can_end = NULL; m->trans = NULL; m->st_tab = NULL;
+        m->loop_known = NULL; m->loop = NULL;
         return;
     }
     memset(m->node_tab, 0xff, 2048 * sizeof(int32_t));
@@ -344,6 +361,8 @@ void oxg_reset(oxg_machine *m) {
     m->st_off[1] = 0;
     m->n_st_data = 0;
     m->st_can_end[0] = 0;
+    m->loop_known[0] = ~(uint64_t)0;  /* the dead state is never walked from */
+    m->loop[0] = 0;
     m->n_states = 1;
     for (int b = 0; b < 256; b++) m->trans[b] = OXG_DEAD;
     uint32_t h = hash_nodes(NULL, 0) & m->st_tab_mask;
@@ -355,6 +374,7 @@ void oxg_free(oxg_machine *m) {
     free(m->seq); free(m->alt_off); free(m->alts); free(m->sets);
     free(m->node_pos); free(m->node_parent); free(m->visit); free(m->node_tab);
     free(m->st_off); free(m->st_data); free(m->st_can_end); free(m->trans); free(m->st_tab);
+    free(m->loop_known); free(m->loop);
     free(m->work); free(m->out); free(m->path);
     free(m);
 }
@@ -461,6 +481,131 @@ int32_t oxg_import(oxg_machine *m, const int32_t *data, int64_t n) {
     return intern_state(m);
 }
 
+/* ---- vocabulary masks ------------------------------------------------------------------------ */
+
+int oxg_ascii_unit(uint8_t b) {
+    if (b == '\t') return 1;
+    if (b == '\n') return 2;
+    if (b == '\r') return 3;
+    if (b < 0x20) return 0;
+    if (b == ' ') return 4;
+    if (b >= '0' && b <= '9') return 5;
+    if (b >= 'a' && b <= 'z') return 6;
+    if (b >= 'A' && b <= 'Z') return 7;
+    if (b == 0x7f) return 8;
+    /* punctuation: 0x21-0x2F, 0x3A-0x40, 0x5B-0x60, 0x7B-0x7E -> 9..40 */
+    if (b <= 0x2f) return 9 + (b - 0x21);
+    if (b <= 0x40) return 24 + (b - 0x3a);
+    if (b <= 0x60) return 31 + (b - 0x5b);
+    return 37 + (b - 0x7b);
+}
+
+/* Well-formed UTF-8 (RFC 3629, table 3-7): lead byte range and the range of the second byte;
+ * every later byte is 0x80-0xBF. */
+typedef struct { uint8_t lead_lo, lead_hi, second_lo, second_hi, len; } utf8_row;
+static const utf8_row UTF8_ROWS[] = {
+    {0xC2, 0xDF, 0x80, 0xBF, 2},
+    {0xE0, 0xE0, 0xA0, 0xBF, 3}, {0xE1, 0xEC, 0x80, 0xBF, 3}, {0xED, 0xED, 0x80, 0x9F, 3},
+    {0xEE, 0xEF, 0x80, 0xBF, 3},
+    {0xF0, 0xF0, 0x90, 0xBF, 4}, {0xF1, 0xF3, 0x80, 0xBF, 4}, {0xF4, 0xF4, 0x80, 0x8F, 4},
+};
+#define N_UTF8_ROWS ((int)(sizeof(UTF8_ROWS) / sizeof(UTF8_ROWS[0])))
+
+int oxg_unit(const uint8_t *bytes, int64_t n, int32_t *len) {
+    uint8_t b = bytes[0];
+    if (b < 0x80) { *len = 1; return oxg_ascii_unit(b); }
+    int32_t want = b >= 0xC0 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF7 ? 4 : 1;
+    *len = (int32_t)(want < n ? want : n);
+    if (want == 1 || n < want) return OXG_UNIT_OTHER;
+    for (int r = 0; r < N_UTF8_ROWS; r++) {
+        const utf8_row *w = &UTF8_ROWS[r];
+        if (b < w->lead_lo || b > w->lead_hi) continue;
+        if (bytes[1] < w->second_lo || bytes[1] > w->second_hi) return OXG_UNIT_OTHER;
+        for (int k = 2; k < want; k++)
+            if (bytes[k] < 0x80 || bytes[k] > 0xBF) return OXG_UNIT_OTHER;
+        return OXG_UNIT_UTF8_2 + (want - 2);
+    }
+    return OXG_UNIT_OTHER;
+}
+
+static inline int32_t step(oxg_machine *m, int32_t s, uint8_t b) {
+    int32_t t = m->trans[(size_t)s * 256 + b];
+    if (t < 0) {
+        t = compute_step(m, s, b);
+        if (t >= 0) m->trans[(size_t)s * 256 + b] = t;
+    }
+    return t;
+}
+
+/* 1 if every byte string of `depth` continuation bytes (0x80-0xBF) leads t to `home`, 0 if not,
+ * <0 on error. The few distinct intermediate states make this cheap despite 64^depth strings. */
+static int conts_lead_home(oxg_machine *m, int32_t t, int depth, int32_t home) {
+    if (depth == 0) return t == home;
+    if (t == OXG_DEAD) return 0;
+    int32_t seen[8];
+    int n_seen = 0;
+    for (int b = 0x80; b <= 0xBF; b++) {
+        int32_t u = step(m, t, (uint8_t)b);
+        if (u < 0) return u;
+        int known = 0;
+        for (int k = 0; k < n_seen; k++) known |= seen[k] == u;
+        if (known) continue;
+        int rc = conts_lead_home(m, u, depth - 1, home);
+        if (rc <= 0) return rc;
+        if (n_seen < 8) seen[n_seen++] = u;
+    }
+    return 1;
+}
+
+/* 1 if every unit of kind `unit` leads state s back to s, 0 if not, <0 on error. */
+static int unit_loops(oxg_machine *m, int32_t s, int unit) {
+    if (unit < OXG_UNIT_UTF8_2) {
+        for (int b = 0; b < 0x80; b++) {
+            if (oxg_ascii_unit((uint8_t)b) != unit) continue;
+            int32_t t = step(m, s, (uint8_t)b);
+            if (t != s) return t < 0 ? t : 0;
+        }
+        return 1;
+    }
+    int len = unit - OXG_UNIT_UTF8_2 + 2;
+    for (int r = 0; r < N_UTF8_ROWS; r++) {
+        const utf8_row *w = &UTF8_ROWS[r];
+        if (w->len != len) continue;
+        for (int lead = w->lead_lo; lead <= w->lead_hi; lead++) {
+            int32_t t = step(m, s, (uint8_t)lead);
+            if (t <= 0) return t;
+            for (int b = w->second_lo; b <= w->second_hi; b++) {
+                int32_t u = step(m, t, (uint8_t)b);
+                if (u <= 0) return u;
+                int rc = conts_lead_home(m, u, len - 2, s);
+                if (rc <= 0) return rc;
+            }
+        }
+    }
+    return 1;
+}
+
+/* 1 if state s loops on every unit kind in `units`, testing (once per state and kind) only the
+ * kinds not yet known, and stopping at the first that fails. */
+static int loops_on(oxg_machine *m, int32_t s, uint64_t units) {
+    if (units & m->loop_known[s] & ~m->loop[s]) return 0;
+    uint64_t todo = units & ~m->loop_known[s];
+    while (todo) {
+        int u = __builtin_ctzll(todo);
+        todo &= todo - 1;
+        int rc = unit_loops(m, s, u);
+        if (rc < 0) return rc;
+        m->loop_known[s] |= (uint64_t)1 << u;
+        if (!rc) return 0;
+        m->loop[s] |= (uint64_t)1 << u;
+    }
+    return 1;
+}
+
+static inline void mark(uint8_t *mask, const int32_t *toks, int32_t lo, int32_t hi) {
+    for (int32_t j = lo; j < hi; j++) mask[toks[j]] = 1;
+}
+
 int64_t oxg_fill_mask(oxg_machine *m, int32_t state, const oxg_trie *trie, uint8_t *mask) {
     if (!valid_state(m, state) || !trie || !mask || trie->n_nodes < 0 || trie->max_depth < 0) return OXG_ERR_ARG;
     if (grow32(&m->path, &m->cap_path, (int64_t)trie->max_depth + 1)) return OXG_ERR_NOMEM;
@@ -469,24 +614,90 @@ int64_t oxg_fill_mask(oxg_machine *m, int32_t state, const oxg_trie *trie, uint8
     int64_t visited = 0;
     int32_t i = 0;
     const int32_t n = trie->n_nodes;
+    const int32_t *tok_off = trie->tok_off;
     while (i < n) {
         int32_t d = trie->depth[i];
         int32_t s = states[d - 1];
-        uint8_t b = trie->byte[i];
-        int32_t t = m->trans[(size_t)s * 256 + b];
-        if (t < 0) {
-            t = compute_step(m, s, b);
-            if (t < 0) return t;
-            m->trans[(size_t)s * 256 + b] = t;
+        uint64_t below = trie->below ? trie->below[i] : 0;
+        if (below) {
+            int rc = loops_on(m, s, below);
+            if (rc < 0) return rc;
+            if (rc) {
+                /* every token below node i comes back to s: allowed without a walk */
+                mark(mask, trie->toks, tok_off[i + 1], tok_off[trie->end[i]]);
+                int32_t t = step(m, s, trie->byte[i]);
+                if (t < 0) return t;
+                if (t != OXG_DEAD) mark(mask, trie->toks, tok_off[i], tok_off[i + 1]);
+                visited++;
+                i = trie->end[i];
+                continue;
+            }
         }
+        int32_t t = step(m, s, trie->byte[i]);
+        if (t < 0) return t;
         visited++;
         if (t == OXG_DEAD) {
             i = trie->end[i];
             continue;
         }
         states[d] = t;
-        for (int32_t j = trie->tok_off[i]; j < trie->tok_off[i + 1]; j++) mask[trie->toks[j]] = 1;
+        mark(mask, trie->toks, tok_off[i], tok_off[i + 1]);
         i++;
     }
     return visited;
+}
+
+void oxg_apply_mask(const float *src, const uint8_t *mask, float *dst, int64_t n) {
+    const float ninf = -__builtin_inff();
+    for (int64_t i = 0; i < n; i++) dst[i] = mask[i] ? src[i] : ninf;
+}
+
+/* ---- vocabulary order ----------------------------------------------------------------------- */
+
+static int tok_cmp_from(const uint8_t *data, const int64_t *off, int32_t a, int32_t b, int64_t d) {
+    int64_t la = off[a + 1] - off[a] - d, lb = off[b + 1] - off[b] - d;
+    int c = memcmp(data + off[a] + d, data + off[b] + d, (size_t)(la < lb ? la : lb));
+    return c ? c : (la > lb) - (la < lb);
+}
+
+/* MSD radix sort of ids[0..n) by their bytes from byte d on; tmp has room for n ids. */
+static void radix_sort(const uint8_t *data, const int64_t *off, int32_t *ids, int32_t *tmp, int32_t n, int64_t d) {
+    while (n > 1) {
+        if (n < 24) {   /* insertion sort: few tokens left */
+            for (int32_t i = 1; i < n; i++) {
+                int32_t v = ids[i], j = i - 1;
+                while (j >= 0 && tok_cmp_from(data, off, ids[j], v, d) > 0) { ids[j + 1] = ids[j]; j--; }
+                ids[j + 1] = v;
+            }
+            return;
+        }
+        int32_t count[257] = {0};   /* bucket 0: tokens that end before byte d */
+        for (int32_t i = 0; i < n; i++) {
+            int32_t t = ids[i];
+            count[off[t] + d < off[t + 1] ? 1 + data[off[t] + d] : 0]++;
+        }
+        int32_t start[258];
+        start[0] = 0;
+        for (int b = 0; b < 257; b++) start[b + 1] = start[b] + count[b];
+        int32_t pos[257];
+        memcpy(pos, start, sizeof(pos));
+        for (int32_t i = 0; i < n; i++) {
+            int32_t t = ids[i];
+            tmp[pos[off[t] + d < off[t + 1] ? 1 + data[off[t] + d] : 0]++] = t;
+        }
+        memcpy(ids, tmp, (size_t)n * sizeof(int32_t));
+        /* recurse into every byte bucket but the largest, which the loop continues with */
+        int big = 1;
+        for (int b = 2; b < 257; b++)
+            if (count[b] > count[big]) big = b;
+        for (int b = 1; b < 257; b++)
+            if (b != big && count[b] > 1) radix_sort(data, off, ids + start[b], tmp, count[b], d + 1);
+        ids += start[big];
+        n = count[big];
+        d++;
+    }
+}
+
+void oxg_sort_tokens(const uint8_t *data, const int64_t *off, int32_t *ids, int32_t *tmp, int32_t n) {
+    radix_sort(data, off, ids, tmp, n, 0);
 }

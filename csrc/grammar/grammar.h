@@ -58,7 +58,26 @@ int32_t oxg_import(oxg_machine *m, const int32_t *data, int64_t n);
 
 /* Vocabulary prefix trie in preorder: node i (depth[i] >= 1) is reached by byte[i] from the
  * nearest earlier node of depth depth[i]-1; its subtree ends before end[i]; the tokens whose
- * bytes end at node i are toks[tok_off[i] .. tok_off[i+1]). */
+ * bytes end at node i are toks[tok_off[i] .. tok_off[i+1]), so the tokens strictly below node i
+ * are toks[tok_off[i+1] .. tok_off[end[i]]).
+ *
+ * below[i] summarises the bytes of those tokens from node i on, as *units*: a unit starts at a
+ * byte below 0x80 or 0x80-0xBF/0xF8-0xFF (one byte), or at a lead byte 0xC0-0xDF / 0xE0-0xEF /
+ * 0xF0-0xF7 (two / three / four bytes, fewer if the token ends first). Unit starts depend only on
+ * the bytes before them, so "node i's byte starts a unit" is a property of the node. Bit u of
+ * below[i] is set if some token below i has a unit of kind u (OXG_UNIT_*) at or after node i's
+ * byte; OXG_UNIT_UNALIGNED is set if node i's byte does not start a unit. Zero: no tokens below.
+ * When every kind in below[i] leads a state s back to s for every byte string of that kind, all
+ * tokens below node i are allowed from s without walking them (a JSON string's content). */
+enum {
+    /* ASCII kinds 0..40: each byte has one kind (oxg_ascii_unit) */
+    OXG_UNIT_UTF8_2 = 41,       /* well-formed two-byte character (RFC 3629) */
+    OXG_UNIT_UTF8_3 = 42,       /* well-formed three-byte character (no surrogates) */
+    OXG_UNIT_UTF8_4 = 43,       /* well-formed four-byte character (up to U+10FFFF) */
+    OXG_UNIT_OTHER = 44,        /* a stray continuation byte, 0xF8-0xFF, a malformed or cut sequence */
+    OXG_UNIT_UNALIGNED = 63,    /* node i's byte is inside a unit */
+};
+
 typedef struct {
     int32_t n_nodes;
     int32_t max_depth;
@@ -67,10 +86,23 @@ typedef struct {
     const int32_t *end;
     const int32_t *tok_off;
     const int32_t *toks;
+    const uint64_t *below;
 } oxg_trie;
+
+/* Kind (0..40) of an ASCII byte: the control bytes other than tab, LF and CR share one kind,
+ * digits one, a-z one, A-Z one; tab, LF, CR, space, DEL and each punctuation byte are their own. */
+int oxg_ascii_unit(uint8_t byte);
+/* Kind of the unit starting at bytes[0] of a token with n bytes left, and its length in bytes. */
+int oxg_unit(const uint8_t *bytes, int64_t n, int32_t *len);
 
 /* mask[tok] = 1 for every trie token that the state accepts (mask is not cleared first).
  * Returns the number of trie nodes visited, or a negative error. */
 int64_t oxg_fill_mask(oxg_machine *m, int32_t state, const oxg_trie *trie, uint8_t *mask);
+
+/* Sort token ids by their bytes data[off[id] .. off[id+1]) (a prefix first); tmp holds n ids. */
+void oxg_sort_tokens(const uint8_t *data, const int64_t *off, int32_t *ids, int32_t *tmp, int32_t n);
+
+/* dst[i] = mask[i] ? src[i] : -inf. */
+void oxg_apply_mask(const float *src, const uint8_t *mask, float *dst, int64_t n);
 
 #endif

@@ -5,7 +5,7 @@ Private: oxillama.grammar.matcher and oxillama.grammar.grammar are the public fa
 """
 import numpy as np
 
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memset
 
 from oxillama.errors import GrammarError
@@ -23,7 +23,10 @@ cdef extern from "grammar/grammar.h":
         const int32_t *end
         const int32_t *tok_off
         const int32_t *toks
+        const uint64_t *below
 
+    int OXG_UNIT_UNALIGNED
+    int oxg_unit(const uint8_t *bytes, int64_t n, int32_t *len)
     int OXG_ERR_NOMEM, OXG_ERR_ARG, OXG_ERR_LIMIT, OXG_DEAD
     oxg_machine *oxg_new(const int32_t *seq, int32_t n_seq, const int32_t *alt_off, const int32_t *alts,
                          int32_t n_rules, const uint8_t *sets, int32_t n_sets)
@@ -39,6 +42,8 @@ cdef extern from "grammar/grammar.h":
     int64_t oxg_export(const oxg_machine *m, int32_t state, int32_t *out, int64_t cap)
     int32_t oxg_import(oxg_machine *m, const int32_t *data, int64_t n)
     int64_t oxg_fill_mask(oxg_machine *m, int32_t state, const oxg_trie *trie, uint8_t *mask)
+    void oxg_apply_mask(const float *src, const uint8_t *mask, float *dst, int64_t n) nogil
+    void oxg_sort_tokens(const uint8_t *data, const int64_t *off, int32_t *ids, int32_t *tmp, int32_t n)
 
 
 cdef int64_t _check(int64_t rc) except -1:
@@ -58,8 +63,10 @@ cdef class Vocab:
     trie, so the grammar never allows them through the trie.
     """
     cdef readonly int32_t n_vocab
-    cdef readonly object byte, depth, end, tok_off, toks, tok_bytes_off, tok_bytes
+    cdef readonly object byte, depth, end, tok_off, toks, below, tok_bytes_off, tok_bytes
+    cdef readonly tuple skip
     cdef oxg_trie trie
+    cdef object __weakref__
     cdef const int64_t *_off
     cdef const uint8_t *_data
 
@@ -71,14 +78,23 @@ cdef class Vocab:
             if not isinstance(b, (bytes, bytearray)):
                 raise GrammarError(f"vocab_bytes[{i}] must be bytes, not {type(b).__name__}")
         self.n_vocab = <int32_t>n
-        lengths = np.fromiter((len(b) for b in vocab_bytes), dtype=np.int64, count=n)
+        lengths = np.fromiter(map(len, vocab_bytes), dtype=np.int64, count=n)
         off = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths, out=off[1:])
         self.tok_bytes_off = off
         self.tok_bytes = np.frombuffer(b"".join(vocab_bytes) + b"\0", dtype=np.uint8)
         skip_set = set(int(t) for t in skip)
-        order = sorted((i for i in range(n) if lengths[i] > 0 and i not in skip_set), key=vocab_bytes.__getitem__)
-        self._build(np.asarray(order, dtype=np.int32))
+        self.skip = tuple(sorted(skip_set))
+        keep = lengths > 0
+        keep[[t for t in skip_set if 0 <= t < n]] = False
+        order = np.flatnonzero(keep).astype(np.int32)
+        tmp = np.empty_like(order)
+        cdef int32_t[::1] order_v = order, tmp_v = tmp
+        cdef const int64_t[::1] off_s = off
+        cdef const uint8_t[::1] data_s = self.tok_bytes
+        if order.shape[0] > 1:
+            oxg_sort_tokens(&data_s[0], &off_s[0], &order_v[0], &tmp_v[0], <int32_t>order.shape[0])
+        self._build(order)
         cdef const int64_t[::1] off_v = self.tok_bytes_off
         cdef const uint8_t[::1] data_v = self.tok_bytes
         self._off = &off_v[0]
@@ -101,13 +117,29 @@ cdef class Vocab:
         for i in range(n_tok):
             max_depth = max(max_depth, <int32_t>(off[order[i] + 1] - off[order[i]]))
         open_a = np.zeros(max_depth + 2, dtype=np.int32)
+        below_a = np.zeros(total + 1, dtype=np.uint64)
+        suffix_a = np.zeros(max_depth + 2, dtype=np.uint64)
         cdef int32_t[::1] open_ = open_a
-        cdef int32_t n_open = 0, n_nodes = 0, lcp, length, prev = -1, tok
+        cdef uint64_t[::1] below = below_a, suffix = suffix_a
+        cdef uint64_t unaligned = (<uint64_t>1) << OXG_UNIT_UNALIGNED
+        cdef int32_t n_open = 0, n_nodes = 0, lcp, length, prev = -1, tok, unit_len, unit
         cdef int64_t a, b
         for i in range(n_tok):
             tok = order[i]
             a = off[tok]
             length = <int32_t>(off[tok + 1] - a)
+            # suffix[k]: kinds of the units starting at byte k or later, plus the unaligned bit if
+            # byte k is inside a unit (see oxg_trie in grammar.h)
+            suffix[length] = 0
+            k = 0
+            while k < length:
+                unit = oxg_unit(&data[a + k], length - k, &unit_len)
+                suffix[k] = (<uint64_t>1) << unit
+                for j in range(k + 1, k + unit_len):
+                    suffix[j] = unaligned
+                k += unit_len
+            for k in range(length - 1, -1, -1):
+                suffix[k] |= suffix[k + 1] & ~unaligned
             lcp = 0
             if prev >= 0:
                 b = off[prev]
@@ -124,6 +156,8 @@ cdef class Vocab:
                 n_open += 1
                 n_nodes += 1
             tnode[i] = open_[length - 1]
+            for k in range(length - 1):   # the nodes this token passes below
+                below[open_[k]] |= suffix[k]
             prev = tok
         while n_open > 0:
             n_open -= 1
@@ -138,6 +172,7 @@ cdef class Vocab:
         self.depth = depth_a
         self.end = end_a
         self.tok_off = tok_off_a
+        self.below = below_a
         toks_a = np.append(order_a, 0).astype(np.int32)  # tokens sorted by bytes attach in preorder
         self.toks = toks_a
         cdef const int32_t[::1] toks = toks_a
@@ -148,6 +183,7 @@ cdef class Vocab:
         self.trie.end = &end[0]
         self.trie.tok_off = &tok_off[0]
         self.trie.toks = &toks[0]
+        self.trie.below = &below[0]
 
     @property
     def n_trie_nodes(self):
@@ -240,26 +276,29 @@ cdef class Machine:
             return 0
         return <int32_t>_check(oxg_walk(self.m, state, vocab._data + a, b - a))
 
-    def fill_mask(self, int32_t state, Vocab vocab, mask):
+    def fill_mask(self, int32_t state, Vocab vocab, mask, bint skip_loops=True):
         """mask[t] = True for every trie token the state accepts, False elsewhere; returns the
-        number of trie nodes visited."""
+        number of trie nodes visited. skip_loops=False walks every subtree the state does not
+        reject (the reference the tests hold the faster walk to)."""
         if mask.ndim != 1 or mask.shape[0] != vocab.n_vocab or mask.dtype.itemsize != 1 \
                 or mask.dtype.kind not in "bu" or not mask.flags.c_contiguous or not mask.flags.writeable:
             raise GrammarError(f"mask must be a writable contiguous bool array of shape ({vocab.n_vocab},), "
                                f"got {mask.dtype} {tuple(mask.shape)}")
         cdef uint8_t[::1] mv = mask.view(np.uint8)
         memset(&mv[0], 0, vocab.n_vocab)
-        return _check(oxg_fill_mask(self.m, state, &vocab.trie, &mv[0]))
+        cdef oxg_trie trie = vocab.trie
+        if not skip_loops:
+            trie.below = NULL
+        return _check(oxg_fill_mask(self.m, state, &trie, &mv[0]))
 
 
-def apply_mask_to_logits(logits, mask):
-    """logits[~mask] = -inf, in place, for float32 logits."""
-    cdef float[::1] lg = logits
+def apply_mask_to_logits(logits, mask, out=None):
+    """out[i] = logits[i] where mask[i], else -inf, for float32 logits; out=None: in place."""
+    cdef const float[::1] src = logits
+    cdef float[::1] dst = logits if out is None else out
     cdef const uint8_t[::1] mk = mask.view(np.uint8)
-    if lg.shape[0] != mk.shape[0]:
-        raise GrammarError(f"logits length {lg.shape[0]} differs from the vocabulary size {mk.shape[0]}")
-    cdef Py_ssize_t i
-    cdef float ninf = -np.inf
-    for i in range(lg.shape[0]):
-        if not mk[i]:
-            lg[i] = ninf
+    if src.shape[0] != mk.shape[0] or dst.shape[0] != mk.shape[0]:
+        raise GrammarError(f"logits length {src.shape[0]} differs from the vocabulary size {mk.shape[0]}")
+    if mk.shape[0]:
+        with nogil:
+            oxg_apply_mask(&src[0], &mk[0], &dst[0], mk.shape[0])

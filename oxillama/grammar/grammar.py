@@ -1,6 +1,7 @@
 """The public Grammar: parse GBNF or compile a JSON schema, check whole strings."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 
@@ -28,20 +29,14 @@ class Grammar:
     """
 
     def __init__(self, text: str, root: str = "root"):
-        cp = gbnf.parse_gbnf(text, root)
+        if not isinstance(text, str):
+            raise GrammarError(f"grammar text must be str, not {type(text).__name__}")
         self.text = text
         self.root = root
         # names the grammar in saved matcher states, so a state is not restored into another grammar
         self.fingerprint = hashlib.sha256(f"{root}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        ir = gbnf.lower_to_bytes(cp)
-        self.n_rules = len(ir.rule_alts)
-        alt_off = [0]
-        alts = []
-        for starts in ir.rule_alts:
-            alts.extend(starts)
-            alt_off.append(len(alts))
-        self._arrays = (ir.seq, alt_off, alts, b"".join(ir.sets))
-        self._root_id = ir.root
+        self._arrays, self._root_id = _compile(text, root)
+        self.n_rules = len(self._arrays[1]) - 1
         self._machine = None
 
     @classmethod
@@ -98,6 +93,19 @@ class Grammar:
     def __repr__(self):
         first = self.text.strip().splitlines()[0] if self.text.strip() else ""
         return f"Grammar({first[:60]!r}..., {self.n_rules} rules)"
+
+
+@functools.lru_cache(maxsize=32)
+def _compile(text: str, root: str) -> tuple:
+    """((seq, alt_off, alts, sets), root rule id) of a GBNF text, cached: Grammar.json() and
+    response_format grammars are built again for every generate() call."""
+    ir = gbnf.lower_to_bytes(gbnf.parse_gbnf(text, root))
+    alt_off = [0]
+    alts = []
+    for starts in ir.rule_alts:
+        alts.extend(starts)
+        alt_off.append(len(alts))
+    return (tuple(ir.seq), tuple(alt_off), tuple(alts), b"".join(ir.sets)), ir.root
 
 
 def grammar_from_response_format(response_format) -> Grammar | None:

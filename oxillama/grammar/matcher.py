@@ -6,9 +6,14 @@ How the decode loop uses it (the engine's side):
 2. ``is_token_allowed(tok)``: a walk of that token's bytes through the cached transition table,
    about a microsecond;
 3. if rejected, ``apply_to_logits(logits)`` (or ``fill_mask``) masks the whole vocabulary with one
-   pass over the vocabulary's prefix trie, pruning every subtree the grammar rejects, and the
-   engine samples again;
+   pass over the vocabulary's prefix trie, pruning every subtree the grammar rejects and allowing
+   whole every subtree the state provably loops over (JSON string content), and the engine
+   samples again;
 4. ``accept_token(tok)``.
+
+Masks are cached per parse state, twice: by state id in each matcher, and by the state's stacks
+in a cache shared by every matcher of the same grammar over the same vocabulary (so the next
+generate() call, or a matcher restored from a snapshot, starts warm).
 
 End-of-generation tokens are allowed exactly where the grammar can end. The state is a set of
 parse stacks; ``get_state()`` returns it as plain lists (msgpack-friendly) for session snapshots.
@@ -17,12 +22,13 @@ from __future__ import annotations
 
 import collections
 import logging
+import threading
 import weakref
 
 import numpy as np
 
 from oxillama.errors import GrammarError
-from oxillama.grammar._cgrammar import apply_mask_to_logits
+from oxillama.grammar._cgrammar import Vocab, apply_mask_to_logits
 from oxillama.grammar.grammar import Grammar
 from oxillama.grammar.vocab import vocab_trie
 
@@ -33,12 +39,17 @@ MAX_MACHINE_STATES = 30_000
 """The lazily built transition table (1 KiB per state) is rebuilt from the current state past this."""
 MASK_CACHE_SIZE = 16
 """Full vocabulary masks kept per matcher, keyed by parse state (grammars revisit states often)."""
+SHARED_MASK_CACHE_SIZE = 64
+"""Masks kept per vocabulary for all matchers, keyed by (grammar, parse stacks): 16 MiB for 262,144 tokens."""
 
 
 def _as_byte_list(vocab_bytes) -> list:
     """bytes per token id, from a list of bytes or of (id, bytes) pairs (``Tokenizer.vocab_bytes()``)."""
     vocab_bytes = list(vocab_bytes)
     if vocab_bytes and isinstance(vocab_bytes[0], tuple):
+        if all(type(p) is tuple and len(p) == 2 for p in vocab_bytes) and \
+                [p[0] for p in vocab_bytes] == list(range(len(vocab_bytes))):
+            return [p[1] for p in vocab_bytes]      # pairs in id order, as Tokenizer gives them
         out = [b""] * len(vocab_bytes)
         for pair in vocab_bytes:
             if not (isinstance(pair, tuple) and len(pair) == 2):
@@ -51,13 +62,20 @@ def _as_byte_list(vocab_bytes) -> list:
     return vocab_bytes
 
 
-# tokenizer -> (vocab bytes with control tokens blanked, eog ids), built once per tokenizer
+# tokenizer -> (vocab bytes with control tokens blanked, eog ids, their trie), built once per tokenizer
 _tokenizer_vocab: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def tokenizer_vocab(tokenizer) -> tuple:
-    """(vocab bytes, eog ids) for a Tokenizer: control and unknown tokens get b"", so a grammar can
-    never spell them out (an end-of-generation token is allowed only through eog ids)."""
+def _special_flags(tokenizer, n: int) -> list:
+    """is_special(id) for every id; from the token types in one pass when the tokenizer has them."""
+    from oxillama.tokenizer.builder import TOKEN_CONTROL, TOKEN_UNKNOWN
+    types = getattr(getattr(tokenizer, "vocab", None), "token_type", None)
+    if types is not None and len(types) == n:
+        return np.isin(np.asarray(types), (TOKEN_CONTROL, TOKEN_UNKNOWN)).tolist()
+    return [bool(tokenizer.is_special(i)) for i in range(n)]
+
+
+def _tokenizer_entry(tokenizer) -> tuple:
     try:
         hit = _tokenizer_vocab.get(tokenizer)
     except TypeError:
@@ -65,13 +83,59 @@ def tokenizer_vocab(tokenizer) -> tuple:
     if hit is not None:
         return hit
     vb = _as_byte_list(tokenizer.vocab_bytes())
-    out = [b"" if tokenizer.is_special(i) else b for i, b in enumerate(vb)]
-    result = (out, sorted(tokenizer.eog_ids))
+    out = [b"" if s else b for b, s in zip(vb, _special_flags(tokenizer, len(vb)))]
+    eog = sorted(tokenizer.eog_ids)
+    entry = (out, eog, vocab_trie(out, eog))
     try:
-        _tokenizer_vocab[tokenizer] = result
+        _tokenizer_vocab[tokenizer] = entry
     except TypeError:
         pass
-    return result
+    return entry
+
+
+def tokenizer_vocab(tokenizer) -> tuple:
+    """(vocab bytes, eog ids) for a Tokenizer: control and unknown tokens get b"", so a grammar can
+    never spell them out (an end-of-generation token is allowed only through eog ids)."""
+    out, eog, _ = _tokenizer_entry(tokenizer)
+    return out, eog
+
+
+class _SharedMasks:
+    """Masks of one vocabulary keyed by (grammar fingerprint, eog ids, parse stacks), LRU."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._masks: collections.OrderedDict = collections.OrderedDict()
+
+    def get(self, key):
+        with self._lock:
+            m = self._masks.get(key)
+            if m is not None:
+                self._masks.move_to_end(key)
+            return m
+
+    def put(self, key, mask) -> None:
+        with self._lock:
+            self._masks[key] = mask
+            while len(self._masks) > SHARED_MASK_CACHE_SIZE:
+                self._masks.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._masks.clear()
+
+
+_shared_masks: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # Vocab -> _SharedMasks
+_shared_lock = threading.Lock()
+
+
+def shared_masks(vocab: Vocab) -> _SharedMasks:
+    """The mask cache every matcher over this vocabulary trie shares."""
+    with _shared_lock:
+        c = _shared_masks.get(vocab)
+        if c is None:
+            c = _shared_masks[vocab] = _SharedMasks()
+        return c
 
 
 class GrammarMatcher:
@@ -80,7 +144,8 @@ class GrammarMatcher:
     Args:
         grammar: the Grammar.
         vocab_bytes: bytes of every token, indexed by token id, or ``[(id, bytes)]`` pairs as
-            ``Tokenizer.vocab_bytes()`` gives them. Tokens with empty bytes are never allowed.
+            ``Tokenizer.vocab_bytes()`` gives them, or a prebuilt trie (``vocab.vocab_trie``) made
+            with the same eog_ids. Tokens with empty bytes are never allowed.
             Prefer ``GrammarMatcher.from_tokenizer``, which also hides control tokens.
         eog_ids: end-of-generation token ids, allowed only where the grammar can end.
     """
@@ -89,16 +154,21 @@ class GrammarMatcher:
     def from_tokenizer(cls, grammar: Grammar, tokenizer) -> "GrammarMatcher":
         """A matcher over a Tokenizer's vocabulary: control tokens are never allowed, and the
         tokenizer's end-of-generation tokens only where the grammar can end."""
-        vocab, eog = tokenizer_vocab(tokenizer)
-        return cls(grammar, vocab, eog)
+        _, eog, trie = _tokenizer_entry(tokenizer)
+        return cls(grammar, trie, eog)
 
     def __init__(self, grammar: Grammar, vocab_bytes, eog_ids=()):
         if not isinstance(grammar, Grammar):
             raise GrammarError(f"GrammarMatcher needs a Grammar, not {type(grammar).__name__}")
         self.grammar = grammar
-        self.vocab = vocab_trie(_as_byte_list(vocab_bytes), eog_ids)
-        self.n_vocab = self.vocab.n_vocab
         eog = sorted(set(int(t) for t in eog_ids))
+        if isinstance(vocab_bytes, Vocab):
+            if vocab_bytes.skip != tuple(eog):
+                raise GrammarError("the vocabulary trie was built for other end-of-generation ids")
+            self.vocab = vocab_bytes
+        else:
+            self.vocab = vocab_trie(_as_byte_list(vocab_bytes), eog)
+        self.n_vocab = self.vocab.n_vocab
         for t in eog:
             if not 0 <= t < self.n_vocab:
                 raise GrammarError(f"end-of-generation id {t} out of range for a vocabulary of {self.n_vocab}")
@@ -106,6 +176,8 @@ class GrammarMatcher:
         self._eog_set = frozenset(eog)
         self._machine = grammar.new_machine()
         self._masks: collections.OrderedDict = collections.OrderedDict()
+        self._shared = shared_masks(self.vocab)
+        self._shared_prefix = (grammar.fingerprint, tuple(eog))
         self.reset()
 
     # -- state -----------------------------------------------------------------------------------
@@ -208,6 +280,18 @@ class GrammarMatcher:
             return m
         self._compact()
         key = (self._state, self._ended)
+        # state ids belong to this matcher's machine; other matchers know the state by its stacks
+        shared_key = self._shared_prefix + (self._ended, tuple(map(tuple, self._machine.export(self._state))))
+        m = self._shared.get(shared_key)
+        if m is None:
+            m = self._compute_mask()
+            self._shared.put(shared_key, m)
+        self._masks[key] = m
+        while len(self._masks) > MASK_CACHE_SIZE:
+            self._masks.popitem(last=False)
+        return m
+
+    def _compute_mask(self) -> np.ndarray:
         m = np.empty(self.n_vocab, dtype=np.bool_)
         if self._ended:
             m[:] = False
@@ -216,9 +300,6 @@ class GrammarMatcher:
             if len(self.eog_ids):
                 m[self.eog_ids] = self._machine.can_end(self._state)
         m.flags.writeable = False
-        self._masks[key] = m
-        while len(self._masks) > MASK_CACHE_SIZE:
-            self._masks.popitem(last=False)
         return m
 
     def fill_mask(self, mask: np.ndarray) -> np.ndarray:
@@ -232,15 +313,19 @@ class GrammarMatcher:
         """Ids of every token allowed next."""
         return np.flatnonzero(self._mask())
 
-    def apply_to_logits(self, logits: np.ndarray) -> np.ndarray:
-        """Set logits of disallowed tokens to -inf, in place (float32, shape (n_vocab,))."""
-        if not isinstance(logits, np.ndarray) or logits.dtype != np.float32 or logits.shape != (self.n_vocab,) \
-                or not logits.flags.c_contiguous:
-            raise GrammarError(f"logits must be a contiguous float32 array of shape ({self.n_vocab},)")
+    def apply_to_logits(self, logits: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Set logits of disallowed tokens to -inf (float32, shape (n_vocab,)): in place, or into
+        `out` (the allowed ones copied) in the same pass. Returns the masked array."""
+        for a in (logits, out):
+            if a is None:
+                continue
+            if not isinstance(a, np.ndarray) or a.dtype != np.float32 or a.shape != (self.n_vocab,) \
+                    or not a.flags.c_contiguous or (a is out and not a.flags.writeable):
+                raise GrammarError(f"logits must be a contiguous float32 array of shape ({self.n_vocab},)")
         mask = self._mask()
         if not self._ended and not mask.any():
             # nothing to sample from: say why instead of handing the sampler all -inf
             raise GrammarError("no token of the vocabulary can continue the grammar here "
                                f"(after {self._machine.n_stacks(self._state)} parse stacks)")
-        apply_mask_to_logits(logits, mask)
-        return logits
+        apply_mask_to_logits(logits, mask, out)
+        return logits if out is None else out

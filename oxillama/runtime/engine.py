@@ -479,8 +479,7 @@ class InferenceEngine:
         masked = self._masked
         if masked is None:
             masked = self._masked = np.empty_like(self._logits)
-        masked[:] = self._logits
-        m.apply_to_logits(masked)
+        m.apply_to_logits(self._logits, out=masked)
         return int(self._sampler.sample(masked, history))
 
     def _generate_iter(self, max_tokens: int, stops, criteria, n_logprobs, callback) -> Iterator[str]:

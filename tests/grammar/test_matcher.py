@@ -297,3 +297,14 @@ def test_vocabulary_that_cannot_continue_raises_on_apply():
     assert not m.allowed_tokens().size
     with pytest.raises(GrammarError, match="no token of the vocabulary"):
         m.apply_to_logits(np.zeros(3, np.float32))
+
+
+def test_tokenizer_vocab_blanks_exactly_the_special_tokens(smollm2_tokenizer, smollm2):
+    tok = smollm2_tokenizer
+    vocab, eog = smollm2
+    raw = dict(tok.vocab_bytes())
+    assert [i for i, b in enumerate(vocab) if b != raw[i]] == [i for i in range(tok.n_vocab) if tok.is_special(i)]
+    assert eog == sorted(tok.eog_ids)
+    # every matcher over the tokenizer reuses one trie (and so one shared mask cache)
+    assert GrammarMatcher.from_tokenizer(Grammar.json(), tok).vocab is \
+        GrammarMatcher.from_tokenizer(Grammar.from_string('root ::= "x"'), tok).vocab
