@@ -73,22 +73,31 @@ class Grammar:
 
     def accepts(self, text) -> bool:
         """True if the whole of `text` (str, or UTF-8 bytes) is in the grammar's language."""
+        state = self._walk(text, "accepts")
+        return state != 0 and self._machine.can_end(state)
+
+    def accepts_prefix(self, text) -> bool:
+        """True if `text` can be continued into a string of the language (a generation cut off by
+        max_tokens under this grammar is one); every complete match is also a prefix."""
+        return self._walk(text, "accepts_prefix") != 0
+
+    def _walk(self, text, what: str) -> int:
+        """The machine state after walking `text` from the root, 0 if rejected on the way."""
         if isinstance(text, str):
             try:
                 data = text.encode("utf-8")
             except UnicodeEncodeError:
-                return False  # lone surrogates are not text any grammar can match
+                return 0  # lone surrogates are not text any grammar can match
         elif isinstance(text, (bytes, bytearray)):
             data = bytes(text)
         else:
-            raise GrammarError(f"accepts() needs str or bytes, not {type(text).__name__}")
+            raise GrammarError(f"{what}() needs str or bytes, not {type(text).__name__}")
         if self._machine is None:
             self._machine = self.new_machine()
         m = self._machine
         if m.n_states > 100_000:  # keep the lazily built tables bounded
             m.reset()
-        state = m.walk(m.initial(self._root_id), data)
-        return state != 0 and m.can_end(state)
+        return m.walk(m.initial(self._root_id), data)
 
     def __repr__(self):
         first = self.text.strip().splitlines()[0] if self.text.strip() else ""

@@ -19,6 +19,16 @@ def test_literal_alternation_and_sequence():
     assert accepts('root ::= "ab" "c" | "d"', "abc", "d", "ab", "abcd", "") == [True, True, False, False, False]
 
 
+def test_prefixes_of_the_language_are_told_from_strings_that_left_it():
+    g = Grammar.from_string('root ::= "(" [0-9]+ ")" | "ab"')
+    assert [g.accepts_prefix(s) for s in ["", "(", "(12", "(12)", "a", "ab", "(x", "(12))", "b", "abc"]] == \
+        [True, True, True, True, True, True, False, False, False, False]
+    assert [g.accepts(s) for s in ["(12", "(12)"]] == [False, True]
+    assert g.accepts_prefix(b"(7") and not g.accepts_prefix("\ud800")
+    with pytest.raises(GrammarError, match="accepts_prefix"):
+        g.accepts_prefix(12)
+
+
 def test_literal_escapes():
     g = Grammar.from_string(r'root ::= "\n\t\r\\\"\x41\u00e9\U0001F600"')
     assert g.accepts('\n\t\r\\"A\u00e9\U0001F600')
