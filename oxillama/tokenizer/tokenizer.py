@@ -23,6 +23,7 @@ import re
 import numpy as np
 
 from oxillama.errors import ChatTemplateError, TokenizerError
+from oxillama._system import release_free_heap
 from oxillama.tokenizer import builder
 from oxillama.tokenizer.builder import (SPM_SPACE, TOKEN_BYTE, TOKEN_CONTROL, TOKEN_NORMAL, TOKEN_UNKNOWN,
                                         TOKEN_USER_DEFINED, Vocab)
@@ -221,6 +222,9 @@ class Tokenizer:
             self._ugm_normalizer = normalizers.Precompiled(vocab.precompiled_charsmap)
         self._vocab_bytes = None
         self._chat = None
+        # the text -> id dict served the build; token_to_id() rebuilds it on demand (14 MB for 262k tokens)
+        vocab.__dict__.pop("token_to_id", None)
+        release_free_heap()
 
     # ------------------------------------------------------------------ construction
     @classmethod
