@@ -13,7 +13,7 @@ from collections import Counter
 
 import numpy as np
 
-from oxillama.gguf import GGUFFile, GGUFValueType
+from oxillama.gguf import GGUFFile, GGUFValueType, StringArray
 
 # keys shown in the tokenizer summary (never the arrays themselves)
 _TOKEN_ID_KEYS = ("bos", "eos", "eot", "unknown", "padding", "separator", "mask")
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _plain(value):
     """A metadata value as JSON-ready data; arrays of numbers become lists."""
-    if isinstance(value, np.ndarray):
+    if isinstance(value, (np.ndarray, StringArray)):
         return value.tolist()
     return value
 
@@ -57,7 +57,7 @@ def _tokenizer(f: GGUFFile) -> dict:
     md = f.metadata
     tokens = md.get("tokenizer.ggml.tokens")
     tok = {"model": md.get("tokenizer.ggml.model"), "pre": md.get("tokenizer.ggml.pre"),
-           "vocab_size": len(tokens) if isinstance(tokens, list) else None}
+           "vocab_size": len(tokens) if isinstance(tokens, (list, StringArray)) else None}
     merges = md.get("tokenizer.ggml.merges")
     if merges is not None:
         tok["n_merges"] = len(merges)
@@ -65,7 +65,7 @@ def _tokenizer(f: GGUFFile) -> dict:
         tid = md.get(f"tokenizer.ggml.{name}_token_id")
         if isinstance(tid, int):
             tok[f"{name}_token_id"] = tid
-            if isinstance(tokens, list) and 0 <= tid < len(tokens):
+            if isinstance(tokens, (list, StringArray)) and 0 <= tid < len(tokens):
                 tok[f"{name}_token"] = tokens[tid]
     for flag in ("add_bos_token", "add_eos_token", "add_space_prefix"):
         if f"tokenizer.ggml.{flag}" in md:

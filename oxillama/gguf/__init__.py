@@ -11,6 +11,7 @@
 """
 from oxillama.gguf.constants import GGUFValueType
 from oxillama.gguf.reader import GGUFFile, TensorInfo
+from oxillama.gguf.strings import StringArray
 from oxillama.gguf.writer import GGUFWriter
 
-__all__ = ["GGUFFile", "GGUFValueType", "GGUFWriter", "TensorInfo"]
+__all__ = ["GGUFFile", "GGUFValueType", "GGUFWriter", "StringArray", "TensorInfo"]

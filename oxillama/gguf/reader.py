@@ -20,6 +20,7 @@ from oxillama.gguf.constants import (GGML_MAX_DIMS, GGML_MAX_NAME, GGUF_DEFAULT_
                                      GGUF_MAX_ALIGNMENT, INT64_MAX, KNOWN_KEY_TYPES, MIN_KV_BYTES,
                                      MIN_TENSOR_INFO_BYTES, SCALAR_DTYPE, SCALAR_FORMAT, SCALAR_SIZE,
                                      SUPPORTED_VERSIONS, GGUFValueType)
+from oxillama.gguf.strings import StringArray
 from oxillama.quant.types import TYPES, GGMLType, TypeInfo
 
 log = logging.getLogger("oxillama.gguf")
@@ -335,13 +336,18 @@ class GGUFFile:
             value = np.frombuffer(self._map, dtype=SCALAR_DTYPE[etype], count=n, offset=pos).copy()
         return value, pos + nbytes
 
-    def _string_array(self, pos: int, key: str, n: int) -> tuple[list[str], int]:
-        # The hot loop of opening a model (vocabularies have up to ~260k entries): kept flat.
+    def _string_array(self, pos: int, key: str, n: int) -> tuple[StringArray, int]:
+        # The hot loop of opening a model (vocabularies have up to ~260k entries): kept flat. The strings
+        # stay one UTF-8 buffer (StringArray), decoded when read.
         m = self._map
         size = self.file_size
         unpack = _U64.unpack_from
-        out: list[str] = []
-        append = out.append
+        parts: list[bytes] = []
+        append = parts.append
+        offsets = np.empty(n + 1, dtype=np.int64)
+        offsets[0] = 0
+        lengths = []
+        add_length = lengths.append
         for i in range(n):
             if size - pos < 8:
                 self._need(pos, 8, f"length of string {i} of {key!r}")
@@ -350,14 +356,23 @@ class GGUFFile:
             if ln > size - pos:
                 raise self._error(pos - 8, f"length of string {i} of {key!r}",
                                   f"string length {ln} is larger than the {size - pos} bytes left")
-            raw = m[pos:pos + ln]
+            append(m[pos:pos + ln])
+            add_length(ln)
             pos += ln
-            try:
-                append(raw.decode("utf-8"))
-            except UnicodeDecodeError:
-                self._invalid_utf8 += 1
-                append(raw.decode("utf-8", "surrogateescape"))
-        return out, pos
+        if n:
+            np.cumsum(lengths, out=offsets[1:])
+        data = b"".join(parts)
+        del parts
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:  # count the strings that are not UTF-8 (they decode with surrogateescape)
+            off = offsets.tolist()
+            for i in range(n):
+                try:
+                    data[off[i]:off[i + 1]].decode("utf-8")
+                except UnicodeDecodeError:
+                    self._invalid_utf8 += 1
+        return StringArray(data, offsets), pos
 
     def _parse_tensor_infos(self, pos: int, n_tensors: int) -> int:
         pending = []  # (name, ne, type id, relative offset, nbytes, n_elements, offset field position)

@@ -19,12 +19,13 @@ from oxillama.gguf.constants import (ARCH_KEY_DEFAULT_TYPES, DTYPE_TO_TYPE, FLOA
                                      GGML_MAX_NAME, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_ALIGNMENT,
                                      GGUF_VERSION, INT_RANGE, INTEGER_TYPES, KNOWN_KEY_TYPES, SCALAR_DTYPE,
                                      SCALAR_FORMAT, GGUFValueType)
+from oxillama.gguf.strings import StringArray
 from oxillama.quant.types import GGMLType, TypeInfo, type_info
 
 log = logging.getLogger("oxillama.gguf")
 
 VT = GGUFValueType
-_ARRAY_LIKE = (list, tuple, np.ndarray)
+_ARRAY_LIKE = (list, tuple, np.ndarray, StringArray)
 # numpy dtype -> the ggml type a tensor of that dtype is stored as when no qtype is given
 _DTYPE_TO_GGML = {np.dtype(np.float32): GGMLType.F32, np.dtype(np.float16): GGMLType.F16,
                   np.dtype(np.float64): GGMLType.F64, np.dtype(np.int8): GGMLType.I8,

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from oxillama.errors import TokenizerError
+from oxillama.gguf.strings import StringArray
 from oxillama.tokenizer import pretokenizers
 
 logger = logging.getLogger("oxillama.tokenizer")
@@ -130,6 +131,8 @@ def _str_list(md: dict, key: str) -> list[str] | None:
     value = md.get(key)
     if value is None:
         return None
+    if isinstance(value, StringArray):  # as the GGUF reader gives it: kept compact, items are str
+        return value
     if isinstance(value, np.ndarray) and value.dtype.kind in "US":
         value = value.tolist()
     if not isinstance(value, (list, tuple)):

@@ -5,6 +5,7 @@ llama.cpp's own reader (the PyPI `gguf` package) is the oracle, through goldens 
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -48,7 +49,7 @@ def test_smollm2_header(smollm2_path):
         assert isinstance(md["llama.attention.layer_norm_rms_epsilon"], float)
         assert md["tokenizer.ggml.model"] == "gpt2" and md["tokenizer.ggml.pre"] == "smollm"
         tokens = md["tokenizer.ggml.tokens"]
-        assert isinstance(tokens, list) and len(tokens) == 49152 and tokens[:3] == ["<|endoftext|>", "<|im_start|>",
+        assert isinstance(tokens, Sequence) and len(tokens) == 49152 and tokens[:3] == ["<|endoftext|>", "<|im_start|>",
                                                                                      "<|im_end|>"]
         assert md["tokenizer.ggml.merges"][0] == "Ġ t"
         tt = md["tokenizer.ggml.token_type"]
