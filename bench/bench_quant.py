@@ -15,8 +15,9 @@ import pytest
 from oxillama import _core
 from oxillama.quant import QMatrix, quantize
 
-TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "F16", "BF16", "F32")
-HOT_TYPES = ("Q4_0", "Q4_1", "Q8_0", "Q5_0", "F16")
+TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS",
+         "F16", "BF16", "F32")
+HOT_TYPES = ("Q4_0", "Q4_1", "Q8_0", "Q5_0", "Q4_K", "Q6_K", "F16")
 TIERS = tuple(t for t in _core.usable_tiers() if t != "scalar")
 N_THREADS = 2
 MATMUL_ROWS = 64
