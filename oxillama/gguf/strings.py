@@ -86,5 +86,15 @@ class StringArray(Sequence):
         return f"StringArray([{head}{', ...' if n > 3 else ''}], n={n})"
 
     @property
+    def buffer(self) -> bytes:
+        """All strings' UTF-8 bytes, back to back."""
+        return self._data
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """(n + 1,) int64: string i is buffer[offsets[i]:offsets[i + 1]] (do not modify)."""
+        return self._offsets
+
+    @property
     def nbytes(self) -> int:
         return len(self._data) + self._offsets.nbytes

@@ -425,6 +425,22 @@ def _build_spm(vocab: Vocab):
     return Tokenizer(model)
 
 
+def build_spm_model(vocab: Vocab):
+    """llama.cpp's SPM encoder in C (oxillama.tokenizer._spm) over the vocabulary's UTF-8 texts: a hash of
+    token ids over one text buffer, a few MB where the equivalent Hugging Face BPE (every split of every
+    token as a merge) holds ~75 MB for a 262k vocabulary."""
+    from oxillama.tokenizer._spm import SpmModel
+
+    tokens = vocab.tokens
+    if not isinstance(tokens, StringArray):
+        tokens = StringArray.from_strings(tokens)
+    has_bytes = bool(np.any(vocab.token_type == TOKEN_BYTE))
+    unk = vocab.special.get("unk")
+    scores = vocab.scores if vocab.scores is not None else np.zeros(vocab.n_vocab, np.float32)
+    return SpmModel(tokens.buffer, tokens.offsets, scores, has_bytes,
+                    unk if (unk is not None and not has_bytes) else -1)
+
+
 # Stands in for tokens the Unigram lattice must never match (control, byte, unknown): a private-use code point
 # plus the id keeps the texts unique and unreachable from ordinary text.
 _UNMATCHABLE = "\U0010fffd\U0010fffe{}"

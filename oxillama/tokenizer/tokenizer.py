@@ -210,7 +210,9 @@ class Tokenizer:
         if not isinstance(vocab, Vocab):
             raise TokenizerError("Tokenizer(vocab) needs a Vocab; use Tokenizer.from_gguf or from_metadata")
         self._vocab = vocab
-        self._hf = builder.build_hf_tokenizer(vocab)
+        # SPM vocabularies encode in C (tokenizer/_spm); the Hugging Face equivalent is built on demand
+        self._spm = builder.build_spm_model(vocab) if vocab.model == "llama" else None
+        self._hf = builder.build_hf_tokenizer(vocab) if self._spm is None else None
         tt = vocab.token_type
         self._is_special = np.isin(tt, (TOKEN_CONTROL, TOKEN_UNKNOWN))  # hidden when skip_special
         self._pieces = self._build_pieces()
@@ -281,7 +283,10 @@ class Tokenizer:
     @property
     def hf_tokenizer(self):
         """The Hugging Face tokenizer that encodes raw fragments: no special-token parsing, and for SPM
-        vocabularies spaces must already be U+2581 (see `encode` for the whole pipeline)."""
+        vocabularies spaces must already be U+2581 (see `encode` for the whole pipeline). SPM vocabularies
+        encode without it; asking for it builds it (seconds and ~75 MB for a 262k vocabulary)."""
+        if self._hf is None:
+            self._hf = builder.build_hf_tokenizer(self._vocab)
         return self._hf
 
     @property
@@ -420,6 +425,9 @@ class Tokenizer:
             for i, enc in zip(owner, self._hf.encode_batch_fast(pieces, add_special_tokens=False)):
                 out[i].extend(enc.ids)
             return out
+        if self._spm is not None:
+            encode = self._spm.encode
+            return [encode(t.encode("utf-8", "surrogatepass")) for t in texts]
         if len(texts) == 1:
             return [self._hf.encode(texts[0], add_special_tokens=False).ids] if texts[0] else [[]]
         return [e.ids for e in self._hf.encode_batch_fast(texts, add_special_tokens=False)]

@@ -168,6 +168,60 @@ def test_spm_merges_follow_scores():
     assert [tok.token_text(i) for i in tok.encode("abc", add_special=False)] == ["ab", "c"]
 
 
+def _spm_oracle(text, t2i, scores, unk):
+    """llama.cpp's SPM by brute force: merge the best adjacent pair (highest score, then leftmost) until
+    none is a token; pieces that are not tokens become byte tokens <0xNN> (here all present) or unk."""
+    syms = list(text)
+    while True:
+        best = None
+        for i in range(len(syms) - 1):
+            tid = t2i.get(syms[i] + syms[i + 1])
+            if tid is not None and (best is None or scores[tid] > best[0]):
+                best = (scores[tid], i)
+        if best is None:
+            break
+        i = best[1]
+        syms[i:i + 2] = [syms[i] + syms[i + 1]]
+    out = []
+    for s in syms:
+        if s in t2i:
+            out.append(t2i[s])
+        else:
+            byte_ids = [t2i.get(f"<0x{b:02X}>") for b in s.encode()]
+            out.extend(byte_ids if None not in byte_ids else [unk])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_spm_agrees_with_llama_cpp_algorithm_on_random_vocabularies(seed):
+    """Random vocabularies over a few characters with many equal scores (ties go to the leftmost pair),
+    one character ("é") that is never a token: the C encoder against a brute-force oracle."""
+    rng = np.random.default_rng(seed)
+    alphabet = ["a", "b", "c", "\u2581"]
+    texts = {"".join(rng.choice(alphabet, size=int(rng.integers(2, 5)))) for _ in range(40)}
+    pieces = [(ch, -1.0) for ch in alphabet] + [(t, float(rng.choice([-3.0, -2.0, -2.0, -1.5]))) for t in sorted(texts)]
+    for byte_tokens in (True, False):
+        md = spm_metadata(pieces, add_space_prefix=False, byte_tokens=byte_tokens)
+        tok = Tokenizer.from_metadata(md)
+        t2i = {t: i for i, t in enumerate(md["tokenizer.ggml.tokens"])}
+        scores = md["tokenizer.ggml.scores"]
+        for _ in range(200):
+            text = "".join(rng.choice(alphabet + ["\u00e9"], size=int(rng.integers(1, 14))))
+            expect = _spm_oracle(text.replace(" ", "\u2581"), t2i, scores, tok.unk_id)
+            assert tok.encode(text, add_special=False) == expect, (text, byte_tokens)
+
+
+def test_spm_ties_go_to_the_leftmost_pair_and_tokens_may_start_with_an_unknown_character():
+    base = [("a", -1.0), ("b", -1.0)]
+    tok = Tokenizer.from_metadata(spm_metadata(base + [("ab", -2.0), ("ba", -2.0)], add_space_prefix=False))
+    assert [tok.token_text(i) for i in tok.encode("aba", add_special=False)] == ["ab", "a"]
+    assert [tok.token_text(i) for i in tok.encode("bab", add_special=False)] == ["ba", "b"]
+    # "é" alone is no token, "éa" is: llama.cpp merges it like any other pair
+    tok = Tokenizer.from_metadata(spm_metadata(base + [("éa", -1.0)], add_space_prefix=False,
+                                               byte_tokens=False))
+    assert [tok.token_text(i) for i in tok.encode("béaé", add_special=False)] == ["b", "éa", "<unk>"]
+
+
 def test_spm_space_prefix_byte_fallback_and_decode():
     pieces = [("\u2581", -1.0), ("a", -1.0), ("b", -1.0), ("\u2581a", -0.5), ("\u2581ab", -0.1), ("ab", -0.3)]
     tok = Tokenizer.from_metadata(spm_metadata(pieces))
