@@ -107,3 +107,34 @@ class ChatTemplate:
         except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError,
                 OverflowError, RecursionError) as exc:
             raise ChatTemplateError(f"chat template failed to render: {type(exc).__name__}: {exc}") from None
+
+
+# For GGUF files that carry no template, one is picked by the turn tokens the vocabulary holds, as
+# llama-cpp-python guesses a chat format. Gemma folds a system message into the first user turn.
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% if messages and messages[0]['role'] == 'system' %}"
+    "{% set prefix = messages[0]['content'] + '\n\n' %}{% set turns = messages[1:] %}"
+    "{% else %}{% set prefix = '' %}{% set turns = messages %}{% endif %}"
+    "{% for m in turns %}"
+    "{{ '<start_of_turn>' + ('model' if m['role'] == 'assistant' else m['role']) + '\n' }}"
+    "{{ (prefix if loop.first else '') + m['content'] | trim }}{{ '<end_of_turn>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
+)
+CHATML_TEMPLATE = (
+    "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+BUILTIN_TEMPLATES = [  # (name, tokens the vocabulary must have, template)
+    ("gemma", ("<start_of_turn>", "<end_of_turn>"), GEMMA_TEMPLATE),
+    ("chatml", ("<|im_start|>", "<|im_end|>"), CHATML_TEMPLATE),
+]
+
+
+def builtin_template(special_texts) -> tuple[str, str] | None:
+    """(name, template) of the first built-in format whose turn tokens are all among `special_texts`."""
+    for name, needed, source in BUILTIN_TEMPLATES:
+        if all(t in special_texts for t in needed):
+            return name, source
+    return None

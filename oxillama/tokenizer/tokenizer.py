@@ -524,6 +524,21 @@ class Tokenizer:
     def chat_template(self) -> str | None:
         return self._vocab.chat_template
 
+    def _default_template_source(self) -> str:
+        """The file's template, else a built-in one matching the vocabulary's turn tokens."""
+        if self._vocab.chat_template is not None:
+            return self._vocab.chat_template
+        from oxillama.tokenizer.chat import builtin_template
+
+        tt = self._vocab.token_type
+        special = {self._vocab.tokens[i] for i in np.flatnonzero(tt != TOKEN_NORMAL).tolist()}
+        found = builtin_template(special)
+        if found is None:
+            raise ChatTemplateError("this model's GGUF file has no tokenizer.chat_template and its vocabulary "
+                                    "matches no built-in chat format; pass chat_template= to apply_chat_template")
+        logger.info("no chat template in the GGUF file: using the built-in %s format", found[0])
+        return found[1]
+
     def apply_chat_template(self, messages, add_generation_prompt: bool = True, tools=None,
                             chat_template: str | None = None, **kwargs) -> str:
         """Render `messages` with the model's chat template (or `chat_template`, a template text or the name
@@ -531,11 +546,8 @@ class Tokenizer:
         from oxillama.tokenizer.chat import ChatTemplate
 
         if chat_template is None:
-            if self._vocab.chat_template is None:
-                raise ChatTemplateError("this model's GGUF file has no tokenizer.chat_template; "
-                                        "pass chat_template= to apply_chat_template")
             if self._chat is None:
-                self._chat = ChatTemplate(self._vocab.chat_template)
+                self._chat = ChatTemplate(self._default_template_source())
             template = self._chat
         elif chat_template in self._vocab.chat_templates:
             template = ChatTemplate(self._vocab.chat_templates[chat_template])

@@ -53,11 +53,13 @@ def test_smollm2_template_matches_plain_jinja2(smollm2_tokenizer):
     assert ids.count(tok.token_to_id("<|im_start|>")) == 5 and ids[-1] == 198  # system + 3 turns + prompt
 
 
-def test_gemma3_needs_a_template_and_renders_the_override(gemma3_tokenizer):
+def test_gemma3_without_a_template_gets_the_builtin_gemma_format_and_renders_the_override(gemma3_tokenizer):
     tok = gemma3_tokenizer
     assert tok.chat_template is None
-    with pytest.raises(ChatTemplateError, match="no tokenizer.chat_template"):
-        tok.apply_chat_template(CONVERSATION)
+    official = tok.apply_chat_template(CONVERSATION, chat_template=GEMMA3_TEMPLATE)
+    assert tok.apply_chat_template(CONVERSATION) == official      # the file has none: the built-in one
+    assert tok.apply_chat_template(CONVERSATION[1:2], add_generation_prompt=False) == \
+        tok.apply_chat_template(CONVERSATION[1:2], add_generation_prompt=False, chat_template=GEMMA3_TEMPLATE)
     got = tok.apply_chat_template(CONVERSATION, chat_template=GEMMA3_TEMPLATE)
     want = plain_jinja2(GEMMA3_TEMPLATE, messages=CONVERSATION, add_generation_prompt=True,
                         bos_token="<bos>", eos_token="<eos>",
@@ -130,3 +132,16 @@ def test_named_templates_and_special_token_names():
     assert tok.apply_chat_template(msgs, chat_template="tool_use", tools=[{}, {}]) == "tools=2"
     assert tok.apply_chat_template(msgs, chat_template="[{{ messages[0].role }}]") == "[user]"
     assert tok.apply_chat_template(msgs, bos_token="B") == "Bhi</s>"
+
+
+def test_a_vocabulary_without_turn_tokens_needs_a_template_and_chatml_ones_get_chatml():
+    from oxillama.tokenizer import Tokenizer
+
+    from .test_vocab import CONTROL, gpt2_metadata
+
+    plain = Tokenizer.from_metadata(gpt2_metadata([("<s>", CONTROL)]))
+    with pytest.raises(ChatTemplateError, match="no tokenizer.chat_template"):
+        plain.apply_chat_template([{"role": "user", "content": "hi"}])
+    chatml = Tokenizer.from_metadata(gpt2_metadata([("<|im_start|>", CONTROL), ("<|im_end|>", CONTROL)]))
+    assert chatml.apply_chat_template([{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]) == \
+        "<|im_start|>system\ns<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
