@@ -100,3 +100,23 @@ def test_unsupported_architecture_names_the_supported_ones(tmp_path):
     assert "'mamba'" in msg
     for arch in ARCHS:
         assert arch in msg
+
+
+# Decode attention (the cache cut into chunks that threads take in turn, merged with an online softmax)
+# against the prefill path (whole rows per query and KV head) over the same cache: summation order only.
+DECODE_VS_PREFILL_TOL = 1e-4   # max |decode - prefill| / std (measured ~1e-6 with an F32 cache)
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma3"])
+@pytest.mark.parametrize("kv_type", ["f32", "f16"])
+def test_decode_after_a_long_prompt_matches_the_prefill_path(name, kv_type):
+    """1,000 cached positions: more cache chunks than threads, GQA groups, and for gemma3 sliding windows
+    that have left the first chunks behind."""
+    with InferenceEngine.from_gguf(os.path.join(DATA, f"{name}.gguf"), n_ctx=1024, n_threads=2,
+                                   kv_type=kv_type) as e:
+        tokens = [(7 + 31 * i) % e.n_vocab for i in range(1000)]
+        whole = e.forward(tokens, all_logits=True)[-4:]
+        e.reset()
+        e.forward(tokens[:-4])
+        stepped = np.stack([e.forward(tokens[i:i + 1]) for i in range(len(tokens) - 4, len(tokens))])
+    assert rel_err(stepped, whole) < DECODE_VS_PREFILL_TOL
