@@ -27,6 +27,8 @@ cdef class SpmModel:
     cdef bytes _data
     cdef object _offsets
     cdef object _scores
+    cdef bint _byte_fallback
+    cdef int _unk_id
     cdef readonly int32_t n_vocab
 
     def __cinit__(self, bytes data, offsets, scores, bint byte_fallback, int unk_id=-1):
@@ -42,6 +44,7 @@ cdef class SpmModel:
         if not -1 <= unk_id < n:
             raise TokenizerError(f"SPM vocabulary: unknown-token id {unk_id} out of range [0, {n})")
         self._data, self._offsets, self._scores, self.n_vocab = data, offsets, scores, n
+        self._byte_fallback, self._unk_id = byte_fallback, unk_id
         cdef int32_t[::1] byte_ids = np.full(256, -1, dtype=np.int32)
         cdef const int64_t[::1] off = offsets
         cdef const float[::1] sc = scores
@@ -56,6 +59,9 @@ cdef class SpmModel:
             self._s = oxl_spm_new(p, len(data), &off[0], <int32_t>n, &sc[0], &byte_ids[0], unk_id)
             if self._s == NULL:
                 raise MemoryError("SPM vocabulary")
+
+    def __reduce__(self):
+        return SpmModel, (self._data, self._offsets, self._scores, self._byte_fallback, self._unk_id)
 
     def __dealloc__(self):
         oxl_spm_free(self._s)

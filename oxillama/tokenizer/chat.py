@@ -76,6 +76,9 @@ class ChatTemplate:
         self.source = source
         self._template = None
 
+    def __getstate__(self):   # the compiled template holds a sandbox class: pickle the source only
+        return {"source": self.source, "_template": None}
+
     def _compiled(self):
         if self._template is None:
             import jinja2

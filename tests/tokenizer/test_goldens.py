@@ -96,3 +96,13 @@ def test_unigram_matches_llama_cpp(gemma3_metadata):
     for case in load_golden("goldens_t5_variant.json")["cases"]:
         assert tok.encode(case["text"]) == case["add1_parse0"], case["text"]
         assert tok.encode(case["text"], add_special=False, parse_special=True) == case["add0_parse1"], case["text"]
+
+
+def test_a_pickled_tokenizer_encodes_the_same(real_model):
+    """Tokenizers travel to worker processes (multiprocessing pickles them)."""
+    import pickle
+
+    name, tok, golden = real_model
+    copy = pickle.loads(pickle.dumps(tok))
+    for case in golden["cases"][:40]:
+        assert copy.encode(case["text"], parse_special=True) == tok.encode(case["text"], parse_special=True)
