@@ -76,16 +76,17 @@ void oxl_spm_free(oxl_spm *s) {
     free(s);
 }
 
+/* 16 bytes each: a text of len bytes needs at most len symbols and 3 len pairs (64 bytes a byte) */
 typedef struct {
-    int64_t start;    /* byte offset in the text */
-    int64_t n;        /* bytes; 0 once merged into its left neighbour */
-    int64_t prev, next;
+    int32_t start;    /* byte offset in the text */
+    int32_t n;        /* bytes; 0 once merged into its left neighbour */
+    int32_t prev, next;
 } symbol;
 
 typedef struct {
     float score;
-    int64_t left, right;
-    int64_t size;
+    int32_t left, right;
+    int32_t size;
 } bigram;
 
 /* heap order: higher score first, then the leftmost pair */
@@ -119,10 +120,10 @@ static bigram heap_pop(bigram *h, int64_t *n) {
     return top;
 }
 
-static void try_add(const oxl_spm *s, const uint8_t *text, const symbol *sym, int64_t left, int64_t right,
+static void try_add(const oxl_spm *s, const uint8_t *text, const symbol *sym, int32_t left, int32_t right,
                     bigram *heap, int64_t *n_heap) {
     if (left < 0 || right < 0) return;
-    const int64_t size = sym[left].n + sym[right].n;
+    const int32_t size = sym[left].n + sym[right].n;
     const int32_t id = oxl_spm_lookup(s, text + sym[left].start, size);
     if (id < 0) return;
     const bigram b = {s->scores[id], left, right, size};
@@ -138,7 +139,8 @@ static int utf8_len(uint8_t lead) {
 }
 
 int64_t oxl_spm_encode(const oxl_spm *s, const uint8_t *text, int64_t len, int32_t *out, int64_t cap) {
-    if (!s || len < 0 || (len > 0 && !text) || cap < 0 || (cap > 0 && !out)) return OXL_SPM_ERR_ARG;
+    if (!s || len < 0 || len > OXL_SPM_MAX_TEXT || (len > 0 && !text) || cap < 0 || (cap > 0 && !out))
+        return OXL_SPM_ERR_ARG;
     if (len == 0) return 0;
     symbol *sym = malloc((size_t)len * sizeof *sym);
     /* n - 1 first pairs, then at most two new pairs per merge (n - 1 merges) */
@@ -148,14 +150,14 @@ int64_t oxl_spm_encode(const oxl_spm *s, const uint8_t *text, int64_t len, int32
         free(heap);
         return OXL_SPM_ERR_NOMEM;
     }
-    int64_t n_sym = 0;
-    for (int64_t off = 0; off < len; n_sym++) {
-        const int64_t n = utf8_len(text[off]) < len - off ? utf8_len(text[off]) : len - off;
+    int32_t n_sym = 0;
+    for (int32_t off = 0; off < len; n_sym++) {
+        const int32_t n = utf8_len(text[off]) < len - off ? utf8_len(text[off]) : (int32_t)(len - off);
         sym[n_sym] = (symbol){off, n, n_sym - 1, off + n < len ? n_sym + 1 : -1};
         off += n;
     }
     int64_t n_heap = 0;
-    for (int64_t i = 1; i < n_sym; i++) try_add(s, text, sym, i - 1, i, heap, &n_heap);
+    for (int32_t i = 1; i < n_sym; i++) try_add(s, text, sym, i - 1, i, heap, &n_heap);
     while (n_heap > 0) {
         const bigram b = heap_pop(heap, &n_heap);
         symbol *l = &sym[b.left], *r = &sym[b.right];
@@ -169,7 +171,7 @@ int64_t oxl_spm_encode(const oxl_spm *s, const uint8_t *text, int64_t len, int32
     }
     int64_t n_out = 0;
 #define EMIT(id) do { if (n_out < cap) out[n_out] = (id); n_out++; } while (0)
-    for (int64_t i = 0; i >= 0; i = sym[i].next) {
+    for (int32_t i = 0; i >= 0; i = sym[i].next) {
         const uint8_t *p = text + sym[i].start;
         const int32_t id = oxl_spm_lookup(s, p, sym[i].n);
         if (id >= 0) {
@@ -178,9 +180,9 @@ int64_t oxl_spm_encode(const oxl_spm *s, const uint8_t *text, int64_t len, int32
         }
         /* never merged, so one character that is not a token: its byte tokens, else unknown */
         int all = 1;
-        for (int64_t k = 0; k < sym[i].n; k++) all &= s->byte_ids[p[k]] >= 0;
+        for (int32_t k = 0; k < sym[i].n; k++) all &= s->byte_ids[p[k]] >= 0;
         if (all) {
-            for (int64_t k = 0; k < sym[i].n; k++) EMIT(s->byte_ids[p[k]]);
+            for (int32_t k = 0; k < sym[i].n; k++) EMIT(s->byte_ids[p[k]]);
         } else if (s->unk_id >= 0) {
             EMIT(s->unk_id);
         }

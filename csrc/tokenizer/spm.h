@@ -17,6 +17,7 @@ typedef struct oxl_spm oxl_spm;
 
 #define OXL_SPM_ERR_NOMEM (-1)
 #define OXL_SPM_ERR_ARG (-2)
+#define OXL_SPM_MAX_TEXT ((int64_t)1 << 30)   /* bytes one encode call takes (positions are int32) */
 
 /* NULL on bad arguments (offsets not rising within data_len, n_vocab < 1) or no memory.
  * byte_ids[b]: the id of <0xBB>, or -1; unk_id: -1 if none. */
@@ -29,7 +30,8 @@ int32_t oxl_spm_lookup(const oxl_spm *s, const uint8_t *bytes, int64_t n);
 
 /* Encode text[0:len] into out (room for cap ids). Returns the number of ids; if that is more than
  * cap, only the first cap were written and the caller retries with a larger buffer (never more than
- * 4 * len ids). Negative: OXL_SPM_ERR_*. Thread-safe: the table is read-only after oxl_spm_new. */
+ * len ids). Negative: OXL_SPM_ERR_* (ARG also for a text longer than OXL_SPM_MAX_TEXT). Thread-safe:
+ * the table is read-only after oxl_spm_new. */
 int64_t oxl_spm_encode(const oxl_spm *s, const uint8_t *text, int64_t len, int32_t *out, int64_t cap);
 
 #endif

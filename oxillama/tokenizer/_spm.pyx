@@ -14,6 +14,7 @@ cdef extern from "tokenizer/spm.h" nogil:
     ctypedef struct oxl_spm:
         pass
     int64_t OXL_SPM_ERR_NOMEM
+    int64_t OXL_SPM_MAX_TEXT
     oxl_spm *oxl_spm_new(const uint8_t *data, int64_t data_len, const int64_t *offsets, int32_t n_vocab,
                          const float *scores, const int32_t *byte_ids, int32_t unk_id)
     void oxl_spm_free(oxl_spm *s)
@@ -76,6 +77,9 @@ cdef class SpmModel:
         cdef const uint8_t *p = <const uint8_t *>text
         if n == 0:
             return []
+        if n > OXL_SPM_MAX_TEXT:
+            raise TokenizerError(f"a text fragment of {n} bytes is longer than the SPM encoder takes "
+                                 f"({OXL_SPM_MAX_TEXT}); split it")
         cdef int32_t[::1] out = np.empty(n, dtype=np.int32)   # never more ids than bytes
         with nogil:
             got = oxl_spm_encode(self._s, p, n, &out[0], n)
