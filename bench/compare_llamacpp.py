@@ -8,7 +8,9 @@ so neither library's threads, caches or memory disturb the other. Reported per m
   prefill   tokens/s for a 512-token prompt from an empty cache
   decode    tokens/s for 128 greedy tokens after a short prompt
   decode@1k tokens/s for 128 greedy tokens after a 1,024-token prompt
-  rss       resident memory after the run (oxillama: compared with file size + KV cache)
+  rss       resident memory after the run (oxillama: file size + KV cache + the rest)
+
+and, per library, the median over rounds of decode@1k / decode (how much a long context slows decode).
 
 with min/median/max over the rounds and the median ratio oxillama / llama.cpp. Without
 llama-cpp-python installed it says so and exits with status 2.
@@ -159,9 +161,13 @@ def main(argv=None) -> int:
             ratio = statistics.median(x[key] for x in runs["oxillama"]) / statistics.median(
                 x[key] for x in runs["llamacpp"])
             print(f"{key:12s} {'ratio':9s} {ratio:26.2f}x")
+        # decode after 1,024 tokens against decode after a short prompt, per round (the same process)
+        slow = {lib: statistics.median(x["decode@1k"] / x["decode"] for x in runs[lib]) for lib in runs}
+        print(f"decode@1k / decode: oxillama {slow['oxillama']:.2f}, llama.cpp {slow['llamacpp']:.2f}")
         ox = runs["oxillama"][-1]
-        print(f"rss: oxillama {ox['rss_mb']:.0f} MB (file {ox['file_mb']:.0f} + KV {ox['kv_mb']:.0f}), "
-              f"llama.cpp {runs['llamacpp'][-1]['rss_mb']:.0f} MB")
+        extra = ox["rss_mb"] - ox["file_mb"] - ox["kv_mb"]
+        print(f"rss: oxillama {ox['rss_mb']:.0f} MB (file {ox['file_mb']:.0f} + KV {ox['kv_mb']:.0f} + "
+              f"{extra:.0f}), llama.cpp {runs['llamacpp'][-1]['rss_mb']:.0f} MB")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"cpu": cpu, "threads": threads, "results": results}, f, indent=1)
