@@ -251,41 +251,58 @@ static void store_kv(const oxl_kv_cache *kv, const oxl_kernel_table *kt, void *d
     }
 }
 
+/* the first cache position a query at `pos` attends to */
+static inline int attn_lo(const oxl_layer *L, int pos) {
+    return L->sliding_window > 0 ? OXL_MAX(0, pos - L->sliding_window + 1) : 0;
+}
+
+/* scores (group, cnt) = attn_scale * (the group's query heads qg) . (cnt K rows from element off0),
+ * soft-capped where the layer says so */
+static void group_scores(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
+                         const float *qg, int64_t off0, int cnt, float *scores) {
+    const int hd = L->head_dim, kv_dim = L->n_head_kv * hd, group = L->n_head / L->n_head_kv;
+    if (kv->type == OXL_TYPE_F16) {
+        kt->ops.attn_scores_f16_group(qg, group, (const oxl_half *)kv->k[layer] + off0, kv_dim, cnt, hd,
+                                      L->attn_scale, scores);
+    } else {
+        for (int k = 0; k < group; k++)
+            for (int t = 0; t < cnt; t++)
+                scores[k * cnt + t] = L->attn_scale * kt->ops.dot_f32(qg + k * hd,
+                    (const float *)kv->k[layer] + off0 + (int64_t)t * kv_dim, hd);
+    }
+    if (L->attn_softcap > 0.0f)
+        for (int t = 0; t < group * cnt; t++) scores[t] = L->attn_softcap * tanhf(scores[t] / L->attn_softcap);
+}
+
+/* out (group, hd) = weights (group, cnt) . (cnt V rows from element off0) */
+static void group_values(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
+                         const float *weights, int64_t off0, int cnt, float *out) {
+    const int hd = L->head_dim, kv_dim = L->n_head_kv * hd, group = L->n_head / L->n_head_kv;
+    if (kv->type == OXL_TYPE_F16) {
+        kt->ops.attn_values_f16_group(weights, group, (const oxl_half *)kv->v[layer] + off0, kv_dim, cnt, hd, out);
+    } else {
+        memset(out, 0, (size_t)group * hd * 4);
+        for (int k = 0; k < group; k++)
+            for (int t = 0; t < cnt; t++)
+                kt->ops.axpy(out + k * hd, weights[k * cnt + t], (const float *)kv->v[layer] + off0 + (int64_t)t * kv_dim,
+                             hd);
+    }
+}
+
 void oxl_attention(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
                    const float *q, int n_q, const int *pos_q, float *out, float *scores, int ith, int nth) {
     const int hd = L->head_dim, kv_dim = L->n_head_kv * hd, q_dim = L->n_head * hd;
     const int group = L->n_head / L->n_head_kv;
-    const int f16 = kv->type == OXL_TYPE_F16;
-    const void *K = kv->k[layer], *V = kv->v[layer];
     /* work items are (query, KV head): the group's heads read each K/V row together. Dealt round-robin:
      * a causal item's cost grows with its position, so contiguous shares would leave the first thread idle */
     const int64_t total = (int64_t)n_q * L->n_head_kv;
     for (int64_t w = ith; w < total; w += nth) {
         const int i = (int)(w / L->n_head_kv), g = (int)(w % L->n_head_kv);
-        const int p = pos_q[i];
-        const int lo = L->sliding_window > 0 ? OXL_MAX(0, p - L->sliding_window + 1) : 0;
-        const float *qg = q + (int64_t)i * q_dim + (int64_t)g * group * hd;
-        float *og = out + (int64_t)i * q_dim + (int64_t)g * group * hd;
-        const int cnt = p - lo + 1;
+        const int p = pos_q[i], lo = attn_lo(L, p), cnt = p - lo + 1;
         const int64_t off0 = (int64_t)lo * kv_dim + g * hd;
-        if (f16) {
-            kt->ops.attn_scores_f16_group(qg, group, (const oxl_half *)K + off0, kv_dim, cnt, hd, L->attn_scale, scores);
-        } else {
-            for (int k = 0; k < group; k++)
-                for (int t = 0; t < cnt; t++)
-                    scores[k * cnt + t] = L->attn_scale * kt->ops.dot_f32(qg + k * hd, (const float *)K + off0 + (int64_t)t * kv_dim, hd);
-        }
-        if (L->attn_softcap > 0.0f)
-            for (int t = 0; t < group * cnt; t++) scores[t] = L->attn_softcap * tanhf(scores[t] / L->attn_softcap);
+        group_scores(kt, L, kv, layer, q + (int64_t)i * q_dim + (int64_t)g * group * hd, off0, cnt, scores);
         for (int k = 0; k < group; k++) kt->ops.softmax(scores + k * cnt, cnt);
-        if (f16) {
-            kt->ops.attn_values_f16_group(scores, group, (const oxl_half *)V + off0, kv_dim, cnt, hd, og);
-        } else {
-            memset(og, 0, (size_t)group * hd * 4);
-            for (int k = 0; k < group; k++)
-                for (int t = 0; t < cnt; t++)
-                    kt->ops.axpy(og + k * hd, scores[k * cnt + t], (const float *)V + off0 + (int64_t)t * kv_dim, hd);
-        }
+        group_values(kt, L, kv, layer, scores, off0, cnt, out + (int64_t)i * q_dim + (int64_t)g * group * hd);
     }
 }
 
@@ -299,19 +316,19 @@ static void attention_split_partial(const oxl_kernel_table *kt, const oxl_layer 
                                     int layer, const float *q, int n_q, const int *pos_q, float *part, int ith,
                                     int nth) {
     const int hd = L->head_dim, kv_dim = L->n_head_kv * hd, q_dim = L->n_head * hd;
-    const int group = L->n_head / L->n_head_kv, f16 = kv->type == OXL_TYPE_F16;
+    const int group = L->n_head / L->n_head_kv;
     const int64_t stride = hd + 2;
     float *tmp = part + (int64_t)n_q * L->n_head * stride;     /* (group, hd) tile output */
     float *scores = tmp + q_dim;                                /* (group, ATTN_TILE) */
     /* this thread's positions: a share of [lo of the first query, last position] */
-    const int lo_all = L->sliding_window > 0 ? OXL_MAX(0, pos_q[0] - L->sliding_window + 1) : 0;
+    const int lo_all = attn_lo(L, pos_q[0]);
     int64_t b, e;
     oxl_split_range(pos_q[n_q - 1] + 1 - lo_all, nth, ith, 8, &b, &e);
     b += lo_all;
     e += lo_all;
     for (int i = 0; i < n_q; i++) {
         const int p = pos_q[i];
-        const int lo = L->sliding_window > 0 ? OXL_MAX(0, p - L->sliding_window + 1) : 0;
+        const int lo = attn_lo(L, p);
         const int t_begin = (int)OXL_MAX(b, lo), t_end = (int)OXL_MIN(e, (int64_t)p + 1);
         for (int h = 0; h < L->n_head; h++) {
             float *ph = part + ((int64_t)i * L->n_head + h) * stride;
@@ -323,19 +340,8 @@ static void attention_split_partial(const oxl_kernel_table *kt, const oxl_layer 
             const int cnt = OXL_MIN(ATTN_TILE, t_end - t0);
             for (int g = 0; g < L->n_head_kv; g++) {
                 /* the group's heads g * group .. (g + 1) * group - 1 read the same K/V rows */
-                const float *qg = q + (int64_t)i * q_dim + (int64_t)g * group * hd;
                 const int64_t off0 = (int64_t)t0 * kv_dim + g * hd;
-                if (f16) {
-                    kt->ops.attn_scores_f16_group(qg, group, (const oxl_half *)kv->k[layer] + off0, kv_dim, cnt, hd,
-                                                  L->attn_scale, scores);
-                } else {
-                    for (int k = 0; k < group; k++)
-                        for (int t = 0; t < cnt; t++)
-                            scores[k * cnt + t] = L->attn_scale * kt->ops.dot_f32(qg + k * hd,
-                                (const float *)kv->k[layer] + off0 + (int64_t)t * kv_dim, hd);
-                }
-                if (L->attn_softcap > 0.0f)
-                    for (int t = 0; t < group * cnt; t++) scores[t] = L->attn_softcap * tanhf(scores[t] / L->attn_softcap);
+                group_scores(kt, L, kv, layer, q + (int64_t)i * q_dim + (int64_t)g * group * hd, off0, cnt, scores);
                 float cs[group];   /* per head: how much the running output shrinks for the new max */
                 for (int k = 0; k < group; k++) {
                     float *ph = part + ((int64_t)i * L->n_head + g * group + k) * stride, *sk = scores + k * cnt;
@@ -346,16 +352,7 @@ static void attention_split_partial(const oxl_kernel_table *kt, const oxl_layer 
                     ph[1] = ph[1] * cs[k] + kt->ops.exp_shift_sum(sk, cnt, m_new);
                     ph[0] = m_new;
                 }
-                if (f16) {
-                    kt->ops.attn_values_f16_group(scores, group, (const oxl_half *)kv->v[layer] + off0, kv_dim, cnt,
-                                                  hd, tmp);
-                } else {
-                    memset(tmp, 0, (size_t)group * hd * 4);
-                    for (int k = 0; k < group; k++)
-                        for (int t = 0; t < cnt; t++)
-                            kt->ops.axpy(tmp + k * hd, scores[k * cnt + t],
-                                         (const float *)kv->v[layer] + off0 + (int64_t)t * kv_dim, hd);
-                }
+                group_values(kt, L, kv, layer, scores, off0, cnt, tmp);
                 for (int k = 0; k < group; k++) {
                     float *o = part + ((int64_t)i * L->n_head + g * group + k) * stride + 2;
                     const float *tk = tmp + k * hd;

@@ -35,7 +35,7 @@ int32_t oxl_spm_lookup(const oxl_spm *s, const uint8_t *bytes, int64_t n) {
 }
 
 oxl_spm *oxl_spm_new(const uint8_t *data, int64_t data_len, const int64_t *offsets, int32_t n_vocab,
-                     const float *scores, const int32_t *byte_ids, int32_t unk_id) {
+                     const float *scores, int byte_fallback, int32_t unk_id) {
     if (!data || !offsets || !scores || n_vocab < 1 || offsets[0] != 0 || data_len < 0) return NULL;
     for (int32_t i = 0; i < n_vocab; i++)
         if (offsets[i + 1] < offsets[i] || offsets[i + 1] > data_len) return NULL;
@@ -63,9 +63,10 @@ oxl_spm *oxl_spm_new(const uint8_t *data, int64_t data_len, const int64_t *offse
         while (s->slots[i] >= 0 && !same_text(s, s->slots[i], p, n)) i = (i + 1) & s->mask;
         s->slots[i] = id;
     }
+    static const char hex[] = "0123456789ABCDEF";
     for (int b = 0; b < 256; b++) {
-        const int32_t id = byte_ids ? byte_ids[b] : -1;
-        s->byte_ids[b] = (id >= 0 && id < n_vocab) ? id : -1;
+        const uint8_t name[6] = {'<', '0', 'x', (uint8_t)hex[b >> 4], (uint8_t)hex[b & 15], '>'};
+        s->byte_ids[b] = byte_fallback ? oxl_spm_lookup(s, name, 6) : -1;
     }
     return s;
 }

@@ -20,9 +20,9 @@ typedef struct oxl_spm oxl_spm;
 #define OXL_SPM_MAX_TEXT ((int64_t)1 << 30)   /* bytes one encode call takes (positions are int32) */
 
 /* NULL on bad arguments (offsets not rising within data_len, n_vocab < 1) or no memory.
- * byte_ids[b]: the id of <0xBB>, or -1; unk_id: -1 if none. */
+ * byte_fallback: characters without a token become their <0xHH> tokens; unk_id: -1 if none. */
 oxl_spm *oxl_spm_new(const uint8_t *data, int64_t data_len, const int64_t *offsets, int32_t n_vocab,
-                     const float *scores, const int32_t *byte_ids, int32_t unk_id);
+                     const float *scores, int byte_fallback, int32_t unk_id);
 void oxl_spm_free(oxl_spm *s);
 
 /* The id of the token whose text is bytes[0:n] (the last such id), or -1. */

@@ -344,10 +344,6 @@ class GGUFFile:
         unpack = _U64.unpack_from
         parts: list[bytes] = []
         append = parts.append
-        offsets = np.empty(n + 1, dtype=np.int64)
-        offsets[0] = 0
-        lengths = []
-        add_length = lengths.append
         for i in range(n):
             if size - pos < 8:
                 self._need(pos, 8, f"length of string {i} of {key!r}")
@@ -357,22 +353,19 @@ class GGUFFile:
                 raise self._error(pos - 8, f"length of string {i} of {key!r}",
                                   f"string length {ln} is larger than the {size - pos} bytes left")
             append(m[pos:pos + ln])
-            add_length(ln)
             pos += ln
-        if n:
-            np.cumsum(lengths, out=offsets[1:])
-        data = b"".join(parts)
+        strings = StringArray.from_bytes(parts)
         del parts
+        data, off = strings.buffer, strings.offsets.tolist()
         try:
             data.decode("utf-8")
         except UnicodeDecodeError:  # count the strings that are not UTF-8 (they decode with surrogateescape)
-            off = offsets.tolist()
             for i in range(n):
                 try:
                     data[off[i]:off[i + 1]].decode("utf-8")
                 except UnicodeDecodeError:
                     self._invalid_utf8 += 1
-        return StringArray(data, offsets), pos
+        return strings, pos
 
     def _parse_tensor_infos(self, pos: int, n_tensors: int) -> int:
         pending = []  # (name, ne, type id, relative offset, nbytes, n_elements, offset field position)

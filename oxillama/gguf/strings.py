@@ -11,6 +11,13 @@ from collections.abc import Sequence
 import numpy as np
 
 
+def _decode(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "surrogateescape")
+
+
 class StringArray(Sequence):
     """Read-only sequence of str over `data` (UTF-8 bytes) cut at `offsets` ((n + 1,) int64, rising).
 
@@ -29,21 +36,21 @@ class StringArray(Sequence):
         self._offsets = offsets
 
     @classmethod
+    def from_bytes(cls, items: list) -> "StringArray":
+        """From each string's UTF-8 bytes (bytes or memoryview slices)."""
+        offsets = np.zeros(len(items) + 1, dtype=np.int64)
+        np.cumsum([len(b) for b in items], out=offsets[1:])
+        return cls(b"".join(items), offsets)
+
+    @classmethod
     def from_strings(cls, items) -> "StringArray":
-        encoded = [s.encode("utf-8", "surrogateescape") for s in items]
-        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum([len(b) for b in encoded], out=offsets[1:])
-        return cls(b"".join(encoded), offsets)
+        return cls.from_bytes([s.encode("utf-8", "surrogateescape") for s in items])
 
     def __len__(self) -> int:
         return self._offsets.size - 1
 
     def _item(self, i: int) -> str:
-        raw = self._data[self._offsets[i]:self._offsets[i + 1]]
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return raw.decode("utf-8", "surrogateescape")
+        return _decode(self._data[self._offsets[i]:self._offsets[i + 1]])
 
     def __getitem__(self, index):
         if isinstance(index, slice):
@@ -62,11 +69,7 @@ class StringArray(Sequence):
     def __iter__(self):
         data, off = self._data, self._offsets.tolist()
         for i in range(len(off) - 1):
-            raw = data[off[i]:off[i + 1]]
-            try:
-                yield raw.decode("utf-8")
-            except UnicodeDecodeError:
-                yield raw.decode("utf-8", "surrogateescape")
+            yield _decode(data[off[i]:off[i + 1]])
 
     def tolist(self) -> list[str]:
         return list(self)

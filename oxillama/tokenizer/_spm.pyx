@@ -16,7 +16,7 @@ cdef extern from "tokenizer/spm.h" nogil:
     int64_t OXL_SPM_ERR_NOMEM
     int64_t OXL_SPM_MAX_TEXT
     oxl_spm *oxl_spm_new(const uint8_t *data, int64_t data_len, const int64_t *offsets, int32_t n_vocab,
-                         const float *scores, const int32_t *byte_ids, int32_t unk_id)
+                         const float *scores, int byte_fallback, int32_t unk_id)
     void oxl_spm_free(oxl_spm *s)
     int32_t oxl_spm_lookup(const oxl_spm *s, const uint8_t *bytes, int64_t n)
     int64_t oxl_spm_encode(const oxl_spm *s, const uint8_t *text, int64_t len, int32_t *out, int64_t cap)
@@ -46,20 +46,12 @@ cdef class SpmModel:
             raise TokenizerError(f"SPM vocabulary: unknown-token id {unk_id} out of range [0, {n})")
         self._data, self._offsets, self._scores, self.n_vocab = data, offsets, scores, n
         self._byte_fallback, self._unk_id = byte_fallback, unk_id
-        cdef int32_t[::1] byte_ids = np.full(256, -1, dtype=np.int32)
         cdef const int64_t[::1] off = offsets
         cdef const float[::1] sc = scores
-        cdef const uint8_t *p = <const uint8_t *>self._data
-        self._s = oxl_spm_new(p, len(data), &off[0], <int32_t>n, &sc[0], NULL, unk_id)
+        self._s = oxl_spm_new(<const uint8_t *>self._data, len(data), &off[0], <int32_t>n, &sc[0], byte_fallback,
+                              unk_id)
         if self._s == NULL:
             raise TokenizerError("SPM vocabulary: offsets do not cut the token buffer (or out of memory)")
-        if byte_fallback:
-            for b in range(256):
-                byte_ids[b] = self.lookup(b"<0x%02X>" % b)
-            oxl_spm_free(self._s)
-            self._s = oxl_spm_new(p, len(data), &off[0], <int32_t>n, &sc[0], &byte_ids[0], unk_id)
-            if self._s == NULL:
-                raise MemoryError("SPM vocabulary")
 
     def __reduce__(self):
         return SpmModel, (self._data, self._offsets, self._scores, self._byte_fallback, self._unk_id)

@@ -33,21 +33,20 @@ def test_offsets_that_do_not_cover_the_data_are_refused():
     assert len(StringArray(b"", np.array([0]))) == 0
 
 
-def test_a_read_vocabulary_is_compact_and_writes_back_unchanged(tmp_path):
-    tokens = [f"tok{i}" for i in range(5000)] + ["\u00e9t\u00e9", BAD, ""]
-    src = tmp_path / "a.gguf"
-    w = GGUFWriter(str(src))
+def _write_vocabulary(path, tokens) -> str:
+    w = GGUFWriter(str(path))
     w.add_metadata("general.architecture", "llama")
     w.add_metadata("tokenizer.ggml.tokens", tokens)
     w.write()
-    with GGUFFile(str(src)) as f:
+    return str(path)
+
+
+def test_a_read_vocabulary_is_compact_and_writes_back_unchanged(tmp_path):
+    tokens = [f"tok{i}" for i in range(5000)] + ["\u00e9t\u00e9", BAD, ""]
+    with GGUFFile(_write_vocabulary(tmp_path / "a.gguf", tokens)) as f:
         read = f.metadata["tokenizer.ggml.tokens"]
         assert isinstance(read, StringArray) and read == tokens
         assert read.nbytes < 16 * len(tokens)          # buffer + offsets, not one Python str per token
-        copy = tmp_path / "b.gguf"
-        w2 = GGUFWriter(str(copy))
-        w2.add_metadata("general.architecture", "llama")
-        w2.add_metadata("tokenizer.ggml.tokens", read)
-        w2.write()
-    with GGUFFile(str(copy)) as f:
+        copy = _write_vocabulary(tmp_path / "b.gguf", read)
+    with GGUFFile(copy) as f:
         assert f.metadata["tokenizer.ggml.tokens"] == tokens

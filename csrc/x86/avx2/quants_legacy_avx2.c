@@ -64,6 +64,58 @@ VEC_DOT(vec_dot_iq4_nl_q8_0_avx2, K_IQ4_NL)
  * measured a little faster than 4 x 2 and 4 x 1 (each decoded weight block serves more rows). */
 #define TILE_C 3
 
+/* Q4_0 and Q5_0 go in as unsigned q + off (off = 8, 16): sum((q + off) y) - off sum(y), with off sum(y)
+ * computed once per activation block; saves the sign ops on every weight block */
+static inline int tile_off(int kind) { return kind == K_Q4_0 ? 8 : kind == K_Q5_0 ? 16 : 0; }
+
+/* one weight block in the form the tile dot takes: q + off for Q4_0/Q5_0, else as decode() gives it */
+OXL_INLINE __m256i tile_decode(int kind, const char *blk, float *d, float *m) {
+    *m = 0.0f;
+    if (kind == K_Q4_0) {
+        *d = fp16(((const block_q4_0 *)blk)->d);
+        return nibbles_32(((const block_q4_0 *)blk)->qs);
+    }
+    if (kind == K_Q5_0) {
+        const block_q5_0 *b = (const block_q5_0 *)blk;
+        *d = fp16(b->d);
+        return _mm256_or_si256(nibbles_32(b->qs), _mm256_and_si256(bits_32(b->qh), _mm256_set1_epi8(0x10)));
+    }
+    return decode(kind, blk, d, m);
+}
+
+/* block i of RC activation rows: int8 lanes, scale, sum (the _1 kinds) and off * sum of the lanes */
+typedef struct {
+    __m256i q[TILE_C], ysum_off[TILE_C];
+    __m256 d[TILE_C];
+    float s[TILE_C];
+} act_blocks;
+
+OXL_INLINE void load_act_blocks(int kind, const int RC, const char *y, size_t y_row, int i, act_blocks *A) {
+    const int off = tile_off(kind);
+    for (int j = 0; j < RC; j++) {
+        float dy;
+        A->q[j] = act_block(kind, y + j * y_row, i, &dy, &A->s[j]);
+        A->d[j] = _mm256_set1_ps(dy);
+        if (off) A->ysum_off[j] = dot_u8_i8(_mm256_set1_epi8((char)off), A->q[j]);
+    }
+}
+
+/* acc[j] += dx dy_j (qx . qy_j) and summs[j] += mx sy_j for the RC activation rows of A */
+OXL_INLINE void block_dot_rows(int kind, const int RC, __m256i qx, float dx, float mx, const act_blocks *A,
+                               __m256 *acc, float *summs) {
+    const int off = tile_off(kind), as_unsigned = kind_unsigned(kind) || off;
+    const __m256 dxv = _mm256_set1_ps(dx);
+    /* |x| * (y * sign(x)): exact even for x = -128 */
+    const __m256i ax = as_unsigned ? qx : _mm256_sign_epi8(qx, qx);
+    for (int j = 0; j < RC; j++) {
+        const __m256i sy_j = as_unsigned ? A->q[j] : _mm256_sign_epi8(A->q[j], qx);
+        __m256i d32 = dot_u8_i8(ax, sy_j);
+        if (off) d32 = _mm256_sub_epi32(d32, A->ysum_off[j]);
+        acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv, A->d[j]), _mm256_cvtepi32_ps(d32), acc[j]);
+        if (kind_unsigned(kind)) summs[j] += mx * A->s[j];
+    }
+}
+
 /* RC (<= TILE_C) activation rows against TILE_R weight rows; S[j * lds + r] */
 OXL_INLINE void tile_generic(int kind, const int RC, int nb, float *S, int64_t lds, const char *w, size_t w_row,
                              const char *y, size_t y_row) {
@@ -72,44 +124,14 @@ OXL_INLINE void tile_generic(int kind, const int RC, int nb, float *S, int64_t l
     float summs[TILE_R][TILE_C] = {{0}};
     for (int r = 0; r < TILE_R; r++)
         for (int j = 0; j < RC; j++) acc[r][j] = _mm256_setzero_ps();
-    /* Q4_0 and Q5_0 go in as unsigned q + off (off = 8, 16): sum((q + off) y) - off sum(y), with
-     * off sum(y) computed once per activation block; saves the sign ops on every weight block */
-    const int off = kind == K_Q4_0 ? 8 : kind == K_Q5_0 ? 16 : 0;
     for (int i = 0; i < nb; i++) {
-        float dy[TILE_C], sy[TILE_C];
-        __m256 dyv[TILE_C];
-        __m256i qy[TILE_C], ysum_off[TILE_C];
-        for (int j = 0; j < RC; j++) {
-            qy[j] = act_block(kind, y + j * y_row, i, &dy[j], &sy[j]);
-            dyv[j] = _mm256_set1_ps(dy[j]);
-            if (off) ysum_off[j] = dot_u8_i8(_mm256_set1_epi8((char)off), qy[j]);
-        }
+        act_blocks A;
+        load_act_blocks(kind, RC, y, y_row, i, &A);
 #pragma GCC unroll 4
         for (int r = 0; r < TILE_R; r++) {
-            float dx, mx = 0;
-            const char *blk = w + r * w_row + i * bx;
-            __m256i qx;
-            if (kind == K_Q4_0) {
-                dx = fp16(((const block_q4_0 *)blk)->d);
-                qx = nibbles_32(((const block_q4_0 *)blk)->qs);
-            } else if (kind == K_Q5_0) {
-                const block_q5_0 *b = (const block_q5_0 *)blk;
-                dx = fp16(b->d);
-                qx = _mm256_or_si256(nibbles_32(b->qs), _mm256_and_si256(bits_32(b->qh), _mm256_set1_epi8(0x10)));
-            } else {
-                qx = decode(kind, blk, &dx, &mx);
-            }
-            const __m256 dxv = _mm256_set1_ps(dx);
-            /* |x| * (y * sign(x)): exact even for x = -128 */
-            const int as_unsigned = kind_unsigned(kind) || off;
-            const __m256i ax = as_unsigned ? qx : _mm256_sign_epi8(qx, qx);
-            for (int j = 0; j < RC; j++) {
-                const __m256i sy_j = as_unsigned ? qy[j] : _mm256_sign_epi8(qy[j], qx);
-                __m256i d32 = dot_u8_i8(ax, sy_j);
-                if (off) d32 = _mm256_sub_epi32(d32, ysum_off[j]);
-                acc[r][j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv, dyv[j]), _mm256_cvtepi32_ps(d32), acc[r][j]);
-                if (kind_unsigned(kind)) summs[r][j] += mx * sy[j];
-            }
+            float dx, mx;
+            const __m256i qx = tile_decode(kind, w + r * w_row + i * bx, &dx, &mx);
+            block_dot_rows(kind, RC, qx, dx, mx, &A, acc[r], summs[r]);
         }
     }
     for (int j = 0; j < RC; j++)
@@ -128,23 +150,9 @@ typedef struct {
 
 OXL_INLINE void panel_decode(int kind, tile_panel *P, const char *w, size_t w_row, int i0, int pb) {
     const size_t bx = kind_block_bytes(kind);
-    for (int r = 0; r < TILE_R; r++) {
-        for (int i = 0; i < pb; i++) {
-            const char *blk = w + r * w_row + (size_t)(i0 + i) * bx;
-            float mx = 0.0f;
-            if (kind == K_Q4_0) {
-                P->d[r][i] = fp16(((const block_q4_0 *)blk)->d);
-                P->q[r][i] = nibbles_32(((const block_q4_0 *)blk)->qs);
-            } else if (kind == K_Q5_0) {
-                const block_q5_0 *b = (const block_q5_0 *)blk;
-                P->d[r][i] = fp16(b->d);
-                P->q[r][i] = _mm256_or_si256(nibbles_32(b->qs), _mm256_and_si256(bits_32(b->qh), _mm256_set1_epi8(0x10)));
-            } else {
-                P->q[r][i] = decode(kind, blk, &P->d[r][i], &mx);
-            }
-            P->m[r][i] = mx;
-        }
-    }
+    for (int r = 0; r < TILE_R; r++)
+        for (int i = 0; i < pb; i++)
+            P->q[r][i] = tile_decode(kind, w + r * w_row + (size_t)(i0 + i) * bx, &P->d[r][i], &P->m[r][i]);
 }
 
 /* RC activation rows against the panel's blocks [i0, i0 + pb); S = (first ? 0 : S) + result */
@@ -154,30 +162,12 @@ OXL_INLINE void tile_panel_rows(int kind, const int RC, const tile_panel *P, int
     float summs[TILE_R][TILE_C] = {{0}};
     for (int r = 0; r < TILE_R; r++)
         for (int j = 0; j < RC; j++) acc[r][j] = _mm256_setzero_ps();
-    const int off = kind == K_Q4_0 ? 8 : kind == K_Q5_0 ? 16 : 0;
-    const int as_unsigned = kind_unsigned(kind) || off;
     for (int i = 0; i < pb; i++) {
-        float dy[TILE_C], sy[TILE_C];
-        __m256 dyv[TILE_C];
-        __m256i qy[TILE_C], ysum_off[TILE_C];
-        for (int j = 0; j < RC; j++) {
-            qy[j] = act_block(kind, y + j * y_row, i0 + i, &dy[j], &sy[j]);
-            dyv[j] = _mm256_set1_ps(dy[j]);
-            if (off) ysum_off[j] = dot_u8_i8(_mm256_set1_epi8((char)off), qy[j]);
-        }
+        act_blocks A;
+        load_act_blocks(kind, RC, y, y_row, i0 + i, &A);
 #pragma GCC unroll 4
-        for (int r = 0; r < TILE_R; r++) {
-            const __m256i qx = _mm256_load_si256(&P->q[r][i]);
-            const __m256 dxv = _mm256_set1_ps(P->d[r][i]);
-            const __m256i ax = as_unsigned ? qx : _mm256_sign_epi8(qx, qx);
-            for (int j = 0; j < RC; j++) {
-                const __m256i sy_j = as_unsigned ? qy[j] : _mm256_sign_epi8(qy[j], qx);
-                __m256i d32 = dot_u8_i8(ax, sy_j);
-                if (off) d32 = _mm256_sub_epi32(d32, ysum_off[j]);
-                acc[r][j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv, dyv[j]), _mm256_cvtepi32_ps(d32), acc[r][j]);
-                if (kind_unsigned(kind)) summs[r][j] += P->m[r][i] * sy[j];
-            }
-        }
+        for (int r = 0; r < TILE_R; r++)
+            block_dot_rows(kind, RC, _mm256_load_si256(&P->q[r][i]), P->d[r][i], P->m[r][i], &A, acc[r], summs[r]);
     }
     for (int j = 0; j < RC; j++)
         for (int r = 0; r < TILE_R; r++) {
