@@ -242,13 +242,19 @@ static void rope_apply(const oxl_rope *r, const float *cs, float *x) {
     }
 }
 
-static void store_kv(const oxl_kv_cache *kv, const oxl_kernel_table *kt, void *dst_base, int pos, int kv_dim,
-                     const float *src) {
-    if (kv->type == OXL_TYPE_F16) {
-        kt->ops.fp32_to_fp16(src, (oxl_half *)dst_base + (int64_t)pos * kv_dim, kv_dim);
-    } else {
-        memcpy((float *)dst_base + (int64_t)pos * kv_dim, src, (size_t)kv_dim * 4);
+/* K or V rows of one position (n_head_kv * head_dim floats) into the head-major cache of a layer */
+static void store_kv(const oxl_kv_cache *kv, const oxl_kernel_table *kt, void *layer_base, int pos, const float *src) {
+    const int hd = kv->head_dim;
+    for (int g = 0; g < kv->n_head_kv; g++) {
+        const int64_t at = ((int64_t)g * kv->n_ctx + pos) * hd;
+        if (kv->type == OXL_TYPE_F16) kt->ops.fp32_to_fp16(src + g * hd, (oxl_half *)layer_base + at, hd);
+        else memcpy((float *)layer_base + at, src + g * hd, (size_t)hd * 4);
     }
+}
+
+/* element offset of KV head g's row at position t within a layer */
+static inline int64_t kv_at(const oxl_kv_cache *kv, int g, int t) {
+    return ((int64_t)g * kv->n_ctx + t) * kv->head_dim;
 }
 
 /* the first cache position a query at `pos` attends to */
@@ -256,42 +262,43 @@ static inline int attn_lo(const oxl_layer *L, int pos) {
     return L->sliding_window > 0 ? OXL_MAX(0, pos - L->sliding_window + 1) : 0;
 }
 
-/* scores (group, cnt) = attn_scale * (the group's query heads qg) . (cnt K rows from element off0),
+/* scores (group, cnt) = attn_scale * (the group's query heads qg) . (KV head g's K rows t0 .. t0 + cnt),
  * soft-capped where the layer says so */
 static void group_scores(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
-                         const float *qg, int64_t off0, int cnt, float *scores) {
-    const int hd = L->head_dim, kv_dim = L->n_head_kv * hd, group = L->n_head / L->n_head_kv;
+                         const float *qg, int g, int t0, int cnt, float *scores) {
+    const int hd = L->head_dim, group = L->n_head / L->n_head_kv;
+    const int64_t at = kv_at(kv, g, t0);
     if (kv->type == OXL_TYPE_F16) {
-        kt->ops.attn_scores_f16_group(qg, group, (const oxl_half *)kv->k[layer] + off0, kv_dim, cnt, hd,
-                                      L->attn_scale, scores);
+        kt->ops.attn_scores_f16_group(qg, group, (const oxl_half *)kv->k[layer] + at, hd, cnt, hd, L->attn_scale,
+                                      scores);
     } else {
+        const float *K = (const float *)kv->k[layer] + at;
         for (int k = 0; k < group; k++)
             for (int t = 0; t < cnt; t++)
-                scores[k * cnt + t] = L->attn_scale * kt->ops.dot_f32(qg + k * hd,
-                    (const float *)kv->k[layer] + off0 + (int64_t)t * kv_dim, hd);
+                scores[k * cnt + t] = L->attn_scale * kt->ops.dot_f32(qg + k * hd, K + (int64_t)t * hd, hd);
     }
     if (L->attn_softcap > 0.0f)
         for (int t = 0; t < group * cnt; t++) scores[t] = L->attn_softcap * tanhf(scores[t] / L->attn_softcap);
 }
 
-/* out (group, hd) = weights (group, cnt) . (cnt V rows from element off0) */
+/* out (group, hd) = weights (group, cnt) . (KV head g's V rows t0 .. t0 + cnt) */
 static void group_values(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
-                         const float *weights, int64_t off0, int cnt, float *out) {
-    const int hd = L->head_dim, kv_dim = L->n_head_kv * hd, group = L->n_head / L->n_head_kv;
+                         const float *weights, int g, int t0, int cnt, float *out) {
+    const int hd = L->head_dim, group = L->n_head / L->n_head_kv;
+    const int64_t at = kv_at(kv, g, t0);
     if (kv->type == OXL_TYPE_F16) {
-        kt->ops.attn_values_f16_group(weights, group, (const oxl_half *)kv->v[layer] + off0, kv_dim, cnt, hd, out);
+        kt->ops.attn_values_f16_group(weights, group, (const oxl_half *)kv->v[layer] + at, hd, cnt, hd, out);
     } else {
+        const float *V = (const float *)kv->v[layer] + at;
         memset(out, 0, (size_t)group * hd * 4);
         for (int k = 0; k < group; k++)
-            for (int t = 0; t < cnt; t++)
-                kt->ops.axpy(out + k * hd, weights[k * cnt + t], (const float *)kv->v[layer] + off0 + (int64_t)t * kv_dim,
-                             hd);
+            for (int t = 0; t < cnt; t++) kt->ops.axpy(out + k * hd, weights[k * cnt + t], V + (int64_t)t * hd, hd);
     }
 }
 
 void oxl_attention(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
                    const float *q, int n_q, const int *pos_q, float *out, float *scores, int ith, int nth) {
-    const int hd = L->head_dim, kv_dim = L->n_head_kv * hd, q_dim = L->n_head * hd;
+    const int hd = L->head_dim, q_dim = L->n_head * hd;
     const int group = L->n_head / L->n_head_kv;
     /* work items are (query, KV head): the group's heads read each K/V row together. Dealt round-robin:
      * a causal item's cost grows with its position, so contiguous shares would leave the first thread idle */
@@ -299,23 +306,22 @@ void oxl_attention(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_
     for (int64_t w = ith; w < total; w += nth) {
         const int i = (int)(w / L->n_head_kv), g = (int)(w % L->n_head_kv);
         const int p = pos_q[i], lo = attn_lo(L, p), cnt = p - lo + 1;
-        const int64_t off0 = (int64_t)lo * kv_dim + g * hd;
-        group_scores(kt, L, kv, layer, q + (int64_t)i * q_dim + (int64_t)g * group * hd, off0, cnt, scores);
+        group_scores(kt, L, kv, layer, q + (int64_t)i * q_dim + (int64_t)g * group * hd, g, lo, cnt, scores);
         for (int k = 0; k < group; k++) kt->ops.softmax(scores + k * cnt, cnt);
-        group_values(kt, L, kv, layer, scores, off0, cnt, out + (int64_t)i * q_dim + (int64_t)g * group * hd);
+        group_values(kt, L, kv, layer, scores, g, lo, cnt, out + (int64_t)i * q_dim + (int64_t)g * group * hd);
     }
 }
 
 /* Attention of a few queries (decode), split over the cache instead of over heads: splitting 9 heads
- * over 2 threads leaves one idle a ninth of the time, and each thread walks K/V rows strided, re-reading
- * a group's rows per head. Here each thread takes a contiguous share of the cache positions for every
- * head and walks it in tiles of ATTN_TILE rows, which stay in L1 while every head reads them, with an
- * online softmax: it leaves (max m, sum l, unnormalized output o) per (query, head) in `part`.
- * attention_split_merge then combines the threads' partials (flash-decoding). */
+ * over 2 threads leaves one idle a ninth of the time. Here each thread takes a contiguous share of the
+ * cache positions and, KV head by KV head, walks that head's rows (one contiguous stream of K and one
+ * of V in the head-major cache) in tiles of ATTN_TILE rows that every query head of the group reads
+ * while they are in L1, with an online softmax: it leaves (max m, sum l, unnormalized output o) per
+ * (query, head) in `part`. attention_split_merge then combines the threads' partials (flash-decoding). */
 static void attention_split_partial(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv,
                                     int layer, const float *q, int n_q, const int *pos_q, float *part, int ith,
                                     int nth) {
-    const int hd = L->head_dim, kv_dim = L->n_head_kv * hd, q_dim = L->n_head * hd;
+    const int hd = L->head_dim, q_dim = L->n_head * hd;
     const int group = L->n_head / L->n_head_kv;
     const int64_t stride = hd + 2;
     float *tmp = part + (int64_t)n_q * L->n_head * stride;     /* (group, hd) tile output */
@@ -336,12 +342,12 @@ static void attention_split_partial(const oxl_kernel_table *kt, const oxl_layer 
             ph[1] = 0.0f;
             memset(ph + 2, 0, (size_t)hd * 4);
         }
-        for (int t0 = t_begin; t0 < t_end; t0 += ATTN_TILE) {
-            const int cnt = OXL_MIN(ATTN_TILE, t_end - t0);
-            for (int g = 0; g < L->n_head_kv; g++) {
-                /* the group's heads g * group .. (g + 1) * group - 1 read the same K/V rows */
-                const int64_t off0 = (int64_t)t0 * kv_dim + g * hd;
-                group_scores(kt, L, kv, layer, q + (int64_t)i * q_dim + (int64_t)g * group * hd, off0, cnt, scores);
+        for (int g = 0; g < L->n_head_kv; g++) {
+            /* the group's heads g * group .. (g + 1) * group - 1 read the same K/V rows */
+            const float *qg = q + (int64_t)i * q_dim + (int64_t)g * group * hd;
+            for (int t0 = t_begin; t0 < t_end; t0 += ATTN_TILE) {
+                const int cnt = OXL_MIN(ATTN_TILE, t_end - t0);
+                group_scores(kt, L, kv, layer, qg, g, t0, cnt, scores);
                 float cs[group];   /* per head: how much the running output shrinks for the new max */
                 for (int k = 0; k < group; k++) {
                     float *ph = part + ((int64_t)i * L->n_head + g * group + k) * stride, *sk = scores + k * cnt;
@@ -352,7 +358,7 @@ static void attention_split_partial(const oxl_kernel_table *kt, const oxl_layer 
                     ph[1] = ph[1] * cs[k] + kt->ops.exp_shift_sum(sk, cnt, m_new);
                     ph[0] = m_new;
                 }
-                group_values(kt, L, kv, layer, scores, off0, cnt, tmp);
+                group_values(kt, L, kv, layer, scores, g, t0, cnt, tmp);
                 for (int k = 0; k < group; k++) {
                     float *o = part + ((int64_t)i * L->n_head + g * group + k) * stride + 2;
                     const float *tk = tmp + k * hd;
@@ -405,6 +411,8 @@ static void activate(const oxl_kernel_table *kt, int act, const float *g, const 
 static int check_model(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *tokens, int n, int pos0) {
     if (!m || !kv || !tokens || n <= 0 || pos0 < 0) return OXL_ERR_ARG;
     if ((int64_t)pos0 + n > kv->n_ctx) return OXL_ERR_SIZE;
+    for (int il = 0; il < m->n_layer; il++)   /* the cache's head-major layout must be the layers' */
+        if (m->layers[il].n_head_kv != kv->n_head_kv || m->layers[il].head_dim != kv->head_dim) return OXL_ERR_ARG;
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= m->n_vocab) return OXL_ERR_ARG;
     return OXL_OK;
@@ -512,8 +520,8 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
                     for (int h = 0; h < L->n_head; h++) rope_apply(&L->rope, cs, qi + h * hd);
                     for (int h = 0; h < L->n_head_kv; h++) rope_apply(&L->rope, cs, ki + h * hd);
                 }
-                store_kv(kv, kt, kv->k[il], pos[i], kv_dim, ki);
-                store_kv(kv, kt, kv->v[il], pos[i], kv_dim, vi);
+                store_kv(kv, kt, kv->k[il], pos[i], ki);
+                store_kv(kv, kt, kv->v[il], pos[i], vi);
                 /* attention reads q contiguously: compact strided rows of a fused QKV */
                 if (fused_qkv) memmove(attn + i * q_dim, qi, (size_t)q_dim * 4);
             }

@@ -71,10 +71,14 @@ typedef struct {
     float logit_scale;      /* 1 unless the architecture scales logits (command-r) */
 } oxl_model;
 
+/* The KV cache of one sequence. Per layer, K and V are head-major: (n_head_kv, n_ctx, head_dim), so the
+ * rows one KV head reads during attention are one contiguous stream. Every layer has the cache's
+ * n_head_kv and head_dim (oxl_forward checks). */
 typedef struct {
     int type;        /* OXL_TYPE_F16 or OXL_TYPE_F32 */
     int n_ctx;
-    void **k, **v;   /* per layer: (n_ctx, kv_dim) */
+    int n_head_kv, head_dim;
+    void **k, **v;   /* per layer: (n_head_kv, n_ctx, head_dim) */
 } oxl_kv_cache;
 
 /* Scratch sizes for a forward over up to n_batch tokens with a cache of n_ctx. */

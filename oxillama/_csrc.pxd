@@ -127,6 +127,7 @@ cdef extern from "forward.h" nogil:
     ctypedef struct oxl_kv_cache:
         int type
         int n_ctx
+        int n_head_kv, head_dim
         void **k
         void **v
 

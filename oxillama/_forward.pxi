@@ -22,7 +22,7 @@ cdef class ForwardPlan:
     cdef oxl_model model
     cdef oxl_layer *layers
     cdef list _keep
-    cdef readonly int n_layer, n_embd, n_vocab, kv_dim
+    cdef readonly int n_layer, n_embd, n_vocab, kv_dim, n_head_kv, head_dim
 
     def __cinit__(self):
         self.layers = NULL
@@ -69,8 +69,10 @@ cdef class ForwardPlan:
                                  f"head_dim={L.head_dim}")
             q_dim = L.n_head * L.head_dim
             lkv = L.n_head_kv * L.head_dim
-            if kv_dim >= 0 and lkv != kv_dim:
-                raise ModelError(f"layer {il}: kv dim {lkv} differs from layer 0's {kv_dim}")
+            if il > 0 and (L.n_head_kv, L.head_dim) != (self.n_head_kv, self.head_dim):
+                raise ModelError(f"layer {il}: n_head_kv={L.n_head_kv}, head_dim={L.head_dim} differ from layer 0's "
+                                 f"{self.n_head_kv}, {self.head_dim} (the KV cache has one layout for all layers)")
+            self.n_head_kv, self.head_dim = L.n_head_kv, L.head_dim
             kv_dim = lkv
             q_dim_max = max(q_dim_max, q_dim)
             p = f"blk.{il}."
@@ -165,11 +167,12 @@ cdef class ForwardPlan:
 
 
 cdef class KVBuffers:
-    """Per-layer K and V arrays, (n_layer, n_ctx, kv_dim) float16 or float32, owned by numpy."""
+    """Per-layer K and V arrays, head-major (n_layer, n_head_kv, n_ctx, head_dim) float16 or float32,
+    owned by numpy."""
     cdef oxl_kv_cache kv
     cdef void **ptrs
     cdef readonly object k, v
-    cdef readonly int n_ctx, n_layer, kv_dim
+    cdef readonly int n_ctx, n_layer, n_head_kv, head_dim, kv_dim
 
     def __cinit__(self):
         self.ptrs = NULL
@@ -178,22 +181,28 @@ cdef class KVBuffers:
         free(self.ptrs)
 
     def __init__(self, k, v):
-        if k.shape != v.shape or k.dtype != v.dtype or k.ndim != 3:
-            raise ModelError("K and V caches must be 3-D arrays of equal shape and dtype")
+        if k.shape != v.shape or k.dtype != v.dtype or k.ndim != 4:
+            raise ModelError("K and V caches must be 4-D arrays (n_layer, n_head_kv, n_ctx, head_dim) of equal "
+                             "shape and dtype")
         if k.dtype not in (np.float16, np.float32) or not (k.flags.c_contiguous and v.flags.c_contiguous):
             raise ModelError("K/V caches must be contiguous float16 or float32")
+        if min(k.shape) < 1:
+            raise ModelError(f"K/V cache shape {k.shape} has an empty dimension")
         self.k, self.v = k, v
-        self.n_layer, self.n_ctx, self.kv_dim = k.shape
+        self.n_layer, self.n_head_kv, self.n_ctx, self.head_dim = k.shape
+        self.kv_dim = self.n_head_kv * self.head_dim
         self.ptrs = <void **>calloc(2 * self.n_layer, sizeof(void *))
         if self.ptrs == NULL:
             raise MemoryError()
-        cdef unsigned char[:, :, ::1] kb = k.view(np.uint8)
-        cdef unsigned char[:, :, ::1] vb = v.view(np.uint8)
+        cdef unsigned char[:, :, :, ::1] kb = k.view(np.uint8)
+        cdef unsigned char[:, :, :, ::1] vb = v.view(np.uint8)
         for il in range(self.n_layer):
-            self.ptrs[il] = &kb[il, 0, 0]
-            self.ptrs[self.n_layer + il] = &vb[il, 0, 0]
+            self.ptrs[il] = &kb[il, 0, 0, 0]
+            self.ptrs[self.n_layer + il] = &vb[il, 0, 0, 0]
         self.kv.type = 1 if k.dtype == np.float16 else 0
         self.kv.n_ctx = self.n_ctx
+        self.kv.n_head_kv = self.n_head_kv
+        self.kv.head_dim = self.head_dim
         self.kv.k = self.ptrs
         self.kv.v = self.ptrs + self.n_layer
 
@@ -213,9 +222,9 @@ cdef class ForwardContext:
         free(self.scratch)
 
     def __init__(self, ForwardPlan plan, KVBuffers kv, int n_batch, int n_threads):
-        if kv.n_layer != plan.n_layer or kv.kv_dim != plan.kv_dim:
-            raise ModelError(f"KV cache shape ({kv.n_layer} layers, kv_dim {kv.kv_dim}) does not match the model "
-                             f"({plan.n_layer}, {plan.kv_dim})")
+        if (kv.n_layer, kv.n_head_kv, kv.head_dim) != (plan.n_layer, plan.n_head_kv, plan.head_dim):
+            raise ModelError(f"KV cache layout ({kv.n_layer} layers, {kv.n_head_kv} KV heads of {kv.head_dim}) does "
+                             f"not match the model's ({plan.n_layer} layers, {plan.n_head_kv} KV heads of {plan.head_dim})")
         if n_batch < 1 or n_threads < 1:
             raise ModelError("n_batch and n_threads must be >= 1")
         self.plan, self.kv = plan, kv

@@ -85,9 +85,9 @@ def beam_search(engine, prompt, config: BeamSearchConfig) -> list[BeamHypothesis
     kv0 = engine.kv
     caches, ctxs = [], []
     for _ in range(W if max_new > 1 else 0):
-        c = ContiguousKVCache(kv0.n_layer, n_ctx_beam, kv0.kv_dim, kv0.kv_type)
-        c.k[:, :n_prompt] = kv0.k[:, :n_prompt]
-        c.v[:, :n_prompt] = kv0.v[:, :n_prompt]
+        c = ContiguousKVCache.like(kv0, n_ctx=n_ctx_beam)
+        c.k[:, :, :n_prompt] = kv0.k[:, :, :n_prompt]   # head-major: positions are axis 2
+        c.v[:, :, :n_prompt] = kv0.v[:, :, :n_prompt]
         caches.append(c)
         ctxs.append(_core.ForwardContext(engine.plan, c.buffers, 1, engine.n_threads))
     logits = np.empty((W, engine.n_vocab), dtype=np.float32)
@@ -144,8 +144,8 @@ def beam_search(engine, prompt, config: BeamSearchConfig) -> list[BeamHypothesis
                 slots[j] = free.pop()
                 src, dst = caches[beams[bi][2]], caches[slots[j]]
                 if hi > lo:
-                    dst.k[:, lo:hi] = src.k[:, lo:hi]
-                    dst.v[:, lo:hi] = src.v[:, lo:hi]
+                    dst.k[:, :, lo:hi] = src.k[:, :, lo:hi]
+                    dst.v[:, :, lo:hi] = src.v[:, :, lo:hi]
         new_beams = []
         for j, (s, bi, t) in enumerate(chosen):
             one[0] = t

@@ -32,7 +32,7 @@ def hidden_states(engine, ids) -> np.ndarray:
     if n > engine.n_ctx:
         raise ContextOverflowError(f"input of {n} tokens exceeds n_ctx={engine.n_ctx}")
     kv0 = engine.kv
-    cache = ContiguousKVCache(kv0.n_layer, n, kv0.kv_dim, kv0.kv_type)
+    cache = ContiguousKVCache.like(kv0, n_ctx=n)
     n_batch = min(n, engine.n_batch)
     ctx = _core.ForwardContext(engine.plan, cache.buffers, n_batch, engine.n_threads)
     n_embd = engine.plan.n_embd

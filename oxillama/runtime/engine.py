@@ -58,7 +58,7 @@ class InferenceEngine:
         self.n_batch = min(int(n_batch), n_ctx)
         self.seed = seed
         self.plan = _core.ForwardPlan(self.arch.build())
-        self.kv = ContiguousKVCache(c.n_layer, n_ctx, c.kv_dim, kv_type)
+        self.kv = ContiguousKVCache(c.n_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv)
         self._ctx = _core.ForwardContext(self.plan, self.kv.buffers, self.n_batch, self.n_threads)
         self._logits = np.zeros(c.n_vocab, dtype=np.float32)   # last position's logits, reused
         self._tok_buf = np.zeros(self.n_batch, dtype=np.int32)

@@ -9,8 +9,9 @@ Every cache holds, for each of n_layer layers, K and V rows of kv_dim values for
 
 so state moves between any two of them with `dst.write(*src.read(0, src.n_past), 0)`.
 
-- ContiguousKVCache: (n_layer, n_ctx, kv_dim) arrays the C forward pass writes into directly; the
-  only layout the forward reads.
+- ContiguousKVCache: head-major (n_layer, n_head_kv, n_ctx, head_dim) arrays the C forward pass writes
+  into directly; the only layout the forward reads (each KV head's rows are one contiguous stream for
+  attention). read() and write() still speak rows of kv_dim = n_head_kv * head_dim.
 - PagedKVCache (oxillama.runtime.paged_kv): 16-token pages from a shared PagePool, a block table per
   sequence; the storage for many sequences, copied into an engine's contiguous cache once per switch.
 """
@@ -87,18 +88,30 @@ class KVCache:
 
 
 class ContiguousKVCache(KVCache):
-    """K and V of shape (n_layer, n_ctx, kv_dim), f16 (default) or f32; positions [0, n_past) are valid."""
+    """K and V stored head-major, (n_layer, n_head_kv, n_ctx, head_dim) each, f16 (default) or f32;
+    positions [0, n_past) are valid. kv_dim = n_head_kv * head_dim."""
 
-    def __init__(self, n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16"):
+    def __init__(self, n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16", *, n_head_kv: int = 1):
         dtype = kv_dtype(kv_type)
         if n_ctx < 1:
             raise InvalidArgumentError(f"n_ctx must be >= 1, got {n_ctx}")
+        if n_layer < 1 or kv_dim < 1 or n_head_kv < 1 or kv_dim % n_head_kv:
+            raise InvalidArgumentError(f"need n_layer >= 1 and kv_dim a multiple of n_head_kv >= 1, got n_layer="
+                                       f"{n_layer}, kv_dim={kv_dim}, n_head_kv={n_head_kv}")
         self.kv_type = kv_type
         self.n_layer, self.n_ctx, self.kv_dim = n_layer, n_ctx, kv_dim
-        self.k = np.zeros((n_layer, n_ctx, kv_dim), dtype=dtype)
-        self.v = np.zeros((n_layer, n_ctx, kv_dim), dtype=dtype)
+        self.n_head_kv, self.head_dim = n_head_kv, kv_dim // n_head_kv
+        shape = (n_layer, n_head_kv, n_ctx, self.head_dim)
+        self.k = np.zeros(shape, dtype=dtype)
+        self.v = np.zeros(shape, dtype=dtype)
         self.buffers = _core.KVBuffers(self.k, self.v)
         self.n_past = 0
+
+    @classmethod
+    def like(cls, other: "ContiguousKVCache", n_ctx: int | None = None, n_layer: int | None = None):
+        """An empty cache with other's layout and type (and its n_ctx / n_layer unless given)."""
+        return cls(other.n_layer if n_layer is None else n_layer, other.n_ctx if n_ctx is None else n_ctx,
+                   other.kv_dim, other.kv_type, n_head_kv=other.n_head_kv)
 
     def truncate(self, n: int) -> None:
         """Keep positions [0, n): later ones are overwritten by the next forward."""
@@ -112,18 +125,24 @@ class ContiguousKVCache(KVCache):
     def memory_bytes(self) -> int:
         return self.k.nbytes + self.v.nbytes
 
+    def _rows(self, a: np.ndarray, start: int, stop: int) -> np.ndarray:
+        """(n_layer, stop - start, kv_dim) copy of positions [start, stop) of a head-major array"""
+        return np.ascontiguousarray(a[:, :, start:stop].transpose(0, 2, 1, 3)).reshape(
+            self.n_layer, stop - start, self.kv_dim)
+
     def read(self, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         start, stop = self._range(start, stop)
-        return self.k[:, start:stop].copy(), self.v[:, start:stop].copy()
+        return self._rows(self.k, start, stop), self._rows(self.v, start, stop)
 
     def write(self, k: np.ndarray, v: np.ndarray, pos0: int = 0) -> None:
         n = self._check_rows(k, v, pos0)
         if pos0 + n > self.n_ctx:
             raise ContextOverflowError(f"{n} positions at {pos0} do not fit n_ctx={self.n_ctx}")
-        self.k[:, pos0:pos0 + n] = k
-        self.v[:, pos0:pos0 + n] = v
+        heads = (self.n_layer, n, self.n_head_kv, self.head_dim)
+        self.k[:, :, pos0:pos0 + n] = k.reshape(heads).transpose(0, 2, 1, 3)
+        self.v[:, :, pos0:pos0 + n] = v.reshape(heads).transpose(0, 2, 1, 3)
         self.n_past = pos0 + n
 
     def __repr__(self):
         return (f"ContiguousKVCache(n_layer={self.n_layer}, n_ctx={self.n_ctx}, kv_dim={self.kv_dim}, "
-                f"kv_type={self.kv_type!r}, n_past={self.n_past})")
+                f"kv_type={self.kv_type!r}, n_head_kv={self.n_head_kv}, n_past={self.n_past})")

@@ -223,7 +223,7 @@ class LayerDraftEngine(InferenceEngine):
         spec = self.arch.build()
         spec["layers"] = spec["layers"][:n_layer]
         self.plan = _core.ForwardPlan(spec)
-        self.kv = ContiguousKVCache(n_layer, self.kv.n_ctx, self.kv.kv_dim, self.kv.kv_type)
+        self.kv = ContiguousKVCache.like(self.kv, n_layer=n_layer)
         self._ctx = _core.ForwardContext(self.plan, self.kv.buffers, self.n_batch, self.n_threads)
         self.n_layer_draft = n_layer
         log.info("layer draft: first %d of %d layers", n_layer, target.plan.n_layer)

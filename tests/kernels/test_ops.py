@@ -103,7 +103,8 @@ def test_attention_over_f16_cache(tier, n, hd):
 
 @pytest.mark.parametrize("tier", TIERS)
 @pytest.mark.parametrize("G,n,hd,stride", [(1, 5, 64, 64), (2, 33, 64, 192), (3, 32, 64, 192), (4, 7, 256, 256),
-                                           (5, 3, 64, 320), (7, 40, 24, 168), (3, 9, 20, 60), (8, 2, 128, 128)])
+                                           (5, 3, 64, 320), (7, 40, 24, 168), (3, 9, 20, 60), (8, 2, 128, 128),
+                                           (3, 35, 64, 64), (2, 6, 96, 96), (3, 7, 48, 48), (6, 13, 64, 64)])
 def test_attention_of_a_gqa_group_over_shared_rows(tier, G, n, hd, stride):
     """The heads of a group share each K/V row (converted once): the same as one head at a time, for
     groups smaller and larger than a kernel pass, odd row counts and head sizes not a multiple of 16."""

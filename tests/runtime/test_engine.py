@@ -97,6 +97,16 @@ def test_chunked_prefill_equals_one_batch(smollm2_path):
     np.testing.assert_allclose(a, b, atol=2e-3)
 
 
+def test_forward_refuses_a_cache_of_another_head_layout(smollm2):
+    """The cache is head-major: one with the model's kv_dim but other head counts would be read wrongly."""
+    from oxillama import _core
+    from oxillama.runtime import ContiguousKVCache
+    c = smollm2.config
+    wrong = ContiguousKVCache(c.n_layer, 8, c.kv_dim, n_head_kv=1)   # SmolLM2 has 3 KV heads of 64
+    with pytest.raises(OxillamaError, match="3 KV heads of 64"):
+        _core.ForwardContext(smollm2.plan, wrong.buffers, 1, 1)
+
+
 def test_f32_kv_cache_close_to_f16(smollm2_path):
     with InferenceEngine.from_gguf(smollm2_path, n_ctx=64, kv_type="f32") as e32, \
             InferenceEngine.from_gguf(smollm2_path, n_ctx=64, kv_type="f16") as e16:

@@ -16,7 +16,7 @@ def rows(n, seed, dtype=np.float16):
 
 def make(kind, kv_type="f16", **kw):
     if kind == "contiguous":
-        return ContiguousKVCache(N_LAYER, N_CTX, KV_DIM, kv_type)
+        return ContiguousKVCache(N_LAYER, N_CTX, KV_DIM, kv_type, n_head_kv=2)   # head-major storage
     return PagePool(N_LAYER, KV_DIM, kv_type, **kw).new_sequence()
 
 
@@ -167,7 +167,7 @@ def test_gather_into_engine_cache_and_scatter_back():
     seq.write(k, v)
     seq.gather_into(contiguous)
     assert contiguous.n_past == 20
-    np.testing.assert_array_equal(contiguous.k[:, :20], k)
+    np.testing.assert_array_equal(contiguous.read(0, 20)[0], k)
     # the engine decodes 3 more positions; only those are copied back
     k2, v2 = rows(3, 15)
     contiguous.write(k2, v2, 20)
@@ -248,3 +248,19 @@ def test_two_conversations_take_turns_on_one_engine_through_a_page_pool(smollm2)
         seq, tokens, pending = stored[c]
         assert tokens + [pending] == reference[c]
     assert pool.n_in_use == sum(len(s.block_table) for s, _, _ in stored.values())
+
+
+def test_contiguous_cache_stores_each_kv_head_as_one_stream():
+    """The forward reads a KV head's rows as one contiguous stream: rows written as (n_layer, n, kv_dim)
+    land head-major, head g at [:, g], and read back unchanged."""
+    c = ContiguousKVCache(N_LAYER, N_CTX, KV_DIM, "f16", n_head_kv=2)
+    assert c.k.shape == (N_LAYER, 2, N_CTX, KV_DIM // 2)
+    k, v = rows(5, 21)
+    c.write(k, v, 0)
+    np.testing.assert_array_equal(c.k[:, 1, :5], k[:, :, KV_DIM // 2:])
+    np.testing.assert_array_equal(c.v[:, 0, :5], v[:, :, :KV_DIM // 2])
+    got_k, got_v = c.read(1, 4)
+    np.testing.assert_array_equal(got_k, k[:, 1:4])
+    np.testing.assert_array_equal(got_v, v[:, 1:4])
+    with pytest.raises(InvalidArgumentError, match="multiple of n_head_kv"):
+        ContiguousKVCache(N_LAYER, N_CTX, KV_DIM, n_head_kv=3)

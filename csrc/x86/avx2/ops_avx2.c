@@ -271,6 +271,41 @@ OXL_INLINE void scores_group_avx2(const float *q, const int G, const oxl_half *K
         for (int h = 0; h < G; h++) scores[h * n + t] = scale * dot_f16_avx2(q + h * hd, K + t * stride, hd);
 }
 
+/* G (2 or 3) heads x 4 rows per pass: up to 12 accumulators, each head's 4 row sums reduced by one hadd
+ * tree and stored as 4 floats; 3 heads x 4 rows keeps the FMA units busy without the zero lanes of the
+ * 2-row kernel */
+OXL_INLINE void scores_rows4_avx2(const float *q, const int G, const oxl_half *K, int64_t stride, int n, int hd,
+                                  float scale, float *scores) {
+    const __m256 sc = _mm256_set1_ps(scale);
+    int t = 0;
+    for (; t + 4 <= n; t += 4) {
+        __m256 a[3][4];
+        for (int h = 0; h < 3; h++)
+            for (int r = 0; r < 4; r++) a[h][r] = _mm256_setzero_ps();
+        const oxl_half *k = K + t * stride;
+        for (int i = 0; i < hd; i += 8) {
+            for (int r = 0; r < 4; r++) {
+                const __m256 x = load_h8(k + r * stride + i);
+                for (int h = 0; h < G; h++) a[h][r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * hd + i), x, a[h][r]);
+            }
+        }
+        /* head h: [r0 r1 r2 r3 (low 4 dims) | r0 r1 r2 r3 (high 4)]; two heads share one 256-bit add */
+        __m256 u[3];
+        for (int h = 0; h < G; h++)
+            u[h] = _mm256_hadd_ps(_mm256_hadd_ps(a[h][0], a[h][1]), _mm256_hadd_ps(a[h][2], a[h][3]));
+        const __m256 r01 = _mm256_mul_ps(sc, _mm256_add_ps(_mm256_permute2f128_ps(u[0], u[1], 0x20),
+                                                           _mm256_permute2f128_ps(u[0], u[1], 0x31)));
+        _mm_storeu_ps(scores + t, _mm256_castps256_ps128(r01));
+        _mm_storeu_ps(scores + n + t, _mm256_extractf128_ps(r01, 1));
+        if (G == 3)
+            _mm_storeu_ps(scores + 2 * n + t, _mm_mul_ps(_mm256_castps256_ps128(sc),
+                                                         _mm_add_ps(_mm256_castps256_ps128(u[2]),
+                                                                    _mm256_extractf128_ps(u[2], 1))));
+    }
+    for (; t < n; t++)
+        for (int h = 0; h < G; h++) scores[h * n + t] = scale * dot_f16_avx2(q + h * hd, K + t * stride, hd);
+}
+
 static void attn_scores_f16_group_avx2(const float *q, int G, const oxl_half *K, int64_t stride, int n, int hd,
                                        float scale, float *scores) {
     for (int h0 = 0; h0 < G; h0 += GROUP_MAX) {
@@ -283,10 +318,32 @@ static void attn_scores_f16_group_avx2(const float *q, int G, const oxl_half *K,
         }
         switch (g) {   /* a constant G per case: the loops over heads unroll */
         case 1: attn_scores_f16_avx2(qg, K, stride, n, hd, scale, sg); break;
-        case 2: scores_group_avx2(qg, 2, K, stride, n, hd, scale, sg); break;
-        case 3: scores_group_avx2(qg, 3, K, stride, n, hd, scale, sg); break;
+        case 2: scores_rows4_avx2(qg, 2, K, stride, n, hd, scale, sg); break;
+        case 3: scores_rows4_avx2(qg, 3, K, stride, n, hd, scale, sg); break;
         default: scores_group_avx2(qg, 4, K, stride, n, hd, scale, sg); break;
         }
+    }
+}
+
+/* out (G x hd), G <= 3: 32 dims of every head (4 registers each) per pass over the rows, so each row's
+ * 4 conversions feed 12 independent FMA chains (16 dims left the chains, not the FMA units, the limit) */
+OXL_INLINE void values_wide_avx2(const float *p, const int G, const oxl_half *V, int64_t stride, int n, int hd,
+                                 float *out) {
+    for (int i0 = 0; i0 < hd; i0 += 32) {
+        __m256 a[3][4];
+        for (int h = 0; h < 3; h++)
+            for (int j = 0; j < 4; j++) a[h][j] = _mm256_setzero_ps();
+        for (int t = 0; t < n; t++) {
+            const oxl_half *v = V + t * stride + i0;
+            __m256 pt[3];
+            for (int h = 0; h < G; h++) pt[h] = _mm256_broadcast_ss(p + h * n + t);
+            for (int j = 0; j < 4; j++) {
+                const __m256 x = load_h8(v + 8 * j);
+                for (int h = 0; h < G; h++) a[h][j] = _mm256_fmadd_ps(pt[h], x, a[h][j]);
+            }
+        }
+        for (int h = 0; h < G; h++)
+            for (int j = 0; j < 4; j++) _mm256_storeu_ps(out + h * hd + i0 + 8 * j, a[h][j]);
     }
 }
 
@@ -330,6 +387,11 @@ static void attn_values_f16_group_avx2(const float *p, int G, const oxl_half *V,
         float *og = out + (int64_t)h0 * hd;
         if (hd % 8) {
             for (int h = 0; h < g; h++) attn_values_f16_avx2(pg + h * n, V, stride, n, hd, og + h * hd);
+            continue;
+        }
+        if (g > 1 && g < 4 && hd % 32 == 0) {
+            if (g == 2) values_wide_avx2(pg, 2, V, stride, n, hd, og);
+            else values_wide_avx2(pg, 3, V, stride, n, hd, og);
             continue;
         }
         switch (g) {
