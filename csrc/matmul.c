@@ -20,7 +20,8 @@ void oxl_quantize_act(const oxl_kernel_table *k, int type, const float *x, int64
 /* A matvec streams its weights from memory once per call; the hardware prefetcher alone, following
  * a tile's several row streams, left a core at ~40% of the read bandwidth (Q8_0, 262144 x 640: 7.9
  * GB/s per core, 15.3 on two; with this, 13.7 and 26.5 of the measured 33). Each tile asks for the
- * bytes this far ahead of it, each cache line once; 1-8 KiB measured alike, 16 KiB worse. */
+ * bytes this far ahead of it, each cache line once; 1-8 KiB measured alike, 16 KiB worse
+ * (and again on 2026-11-23 with per-token interleaved A/B: 1, 2, 4, 8 KiB and prefetcht0 within 2%). */
 #define GEMV_PREFETCH_BYTES 2048
 
 static inline void prefetch_ahead(const char *cur, int64_t len, const char *end) {
@@ -38,6 +39,9 @@ void oxl_gemv_range(const oxl_kernel_table *k, int type, const void *W, int64_t 
     int64_t r = r0;
     /* OXL_GEMM_TILE_ROWS rows at a time share each activation block and run independent chains */
     const char *pf_end = w + r1 * row;
+    /* the range's first bytes at once: from here on each tile asks for what lies ahead of it */
+    for (const char *p = w + r0 * row, *e = OXL_MIN(p + GEMV_PREFETCH_BYTES, pf_end); p < e; p += 64)
+        __builtin_prefetch(p, 0, 0);
     if (tile) {
         for (; r + OXL_GEMM_TILE_ROWS <= r1; r += OXL_GEMM_TILE_ROWS) {
             prefetch_ahead(w + r * row, OXL_GEMM_TILE_ROWS * row, pf_end);
