@@ -17,11 +17,16 @@ void oxl_quantize_act(const oxl_kernel_table *k, int type, const float *x, int64
     for (int64_t j = 0; j < n; j++) k->type[vdt].from_float(x + j * cols, (char *)xq + j * row, cols);
 }
 
-/* A matvec streams its weights from memory once per call; the hardware prefetcher alone, following
- * a tile's several row streams, left a core at ~40% of the read bandwidth (Q8_0, 262144 x 640: 7.9
- * GB/s per core, 15.3 on two; with this, 13.7 and 26.5 of the measured 33). Each tile asks for the
- * bytes this far ahead of it, each cache line once; 1-8 KiB measured alike, 16 KiB worse
- * (and again on 2026-11-23 with per-token interleaved A/B: 1, 2, 4, 8 KiB and prefetcht0 within 2%). */
+/* A matvec streams its weights from memory once per call, so it reads them row after row with the
+ * type's vec_dot: one sequential stream per thread, which the hardware prefetcher follows. The 4-row
+ * gemm tile is ~15% faster while the weights sit in cache, but its four interleaved row streams (680
+ * bytes apart for Q8_0 x 640) left weights streaming from DRAM at about half the rate. Per-token
+ * interleaved A/B in the engine on the Zen 3 VM, 2026-11-23: decode +13-33% on SmolLM2 and +20-60% on
+ * Gemma 3 against the tile (262,144 x 640 Q8_0 output: 13.2 -> 22.5 GB/s on 2 threads), and +13-23%
+ * against the tile walking its rows two at a time. Each row also asks for the bytes
+ * GEMV_PREFETCH_BYTES ahead (measured equal to none with per-row reads; worth 1.7x for the tile).
+ * vec_dot sums a row in another order than the tile, so a token's logits differ in the last bits
+ * between a batch and a single-token forward; the engine runs a prompt's last token alone for that. */
 #define GEMV_PREFETCH_BYTES 2048
 
 static inline void prefetch_ahead(const char *cur, int64_t len, const char *end) {
@@ -33,22 +38,13 @@ static inline void prefetch_ahead(const char *cur, int64_t len, const char *end)
 void oxl_gemv_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
                     float *y, int64_t r0, int64_t r1) {
     const oxl_vec_dot_fn dot = k->type[type].vec_dot;
-    const oxl_gemm_tile_fn tile = k->type[type].gemm_tile;
     const int64_t row = oxl_row_size(type, cols);
     const char *w = (const char *)W;
-    int64_t r = r0;
-    /* OXL_GEMM_TILE_ROWS rows at a time share each activation block and run independent chains */
     const char *pf_end = w + r1 * row;
-    /* the range's first bytes at once: from here on each tile asks for what lies ahead of it */
+    /* the range's first bytes at once: from here on each row asks for what lies ahead of it */
     for (const char *p = w + r0 * row, *e = OXL_MIN(p + GEMV_PREFETCH_BYTES, pf_end); p < e; p += 64)
         __builtin_prefetch(p, 0, 0);
-    if (tile) {
-        for (; r + OXL_GEMM_TILE_ROWS <= r1; r += OXL_GEMM_TILE_ROWS) {
-            prefetch_ahead(w + r * row, OXL_GEMM_TILE_ROWS * row, pf_end);
-            tile((int)cols, &y[r], 0, w + r * row, (size_t)row, xq, 0, 1);
-        }
-    }
-    for (; r < r1; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         prefetch_ahead(w + r * row, row, pf_end);
         dot((int)cols, &y[r], w + r * row, xq);
     }

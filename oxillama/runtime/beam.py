@@ -79,7 +79,8 @@ def beam_search(engine, prompt, config: BeamSearchConfig) -> list[BeamHypothesis
                                    f"n_ctx={engine.n_ctx}")
     eog = engine.tokenizer.eog_ids
     engine.reset()
-    first = engine.forward(ids)   # the prompt runs once; its K/V are then copied into each slot
+    engine._prefill(ids)   # the prompt runs once, as generate() runs it; its K/V are then copied into each slot
+    first = engine._logits.copy()
 
     n_ctx_beam = n_prompt + max_new - 1   # the last chosen token is never run
     kv0 = engine.kv
