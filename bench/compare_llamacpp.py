@@ -14,6 +14,13 @@ and, per library, the median over rounds of decode@1k / decode (how much a long 
 
 with min/median/max over the rounds and the median ratio oxillama / llama.cpp. Without
 llama-cpp-python installed it says so and exits with status 2.
+
+    python bench/compare_llamacpp.py --interleaved [-m MODEL ...] [-t THREADS]
+
+instead loads both libraries in one process and alternates them token by token during greedy decode
+(short prompt and 1,024-token prompt), printing per-token median tokens/s and the ratio. Each library's
+idle threads may disturb the other a little, but both always see the same machine: on a shared VM whose
+speed drifts between runs this ratio holds much steadier than the round-by-round one.
 """
 from __future__ import annotations
 
@@ -106,6 +113,49 @@ def worker_llamacpp(model: str, threads: int) -> dict:
     return res
 
 
+def interleaved_decode(model: str, threads: int, n_prompt: int, n_tokens: int = N_DECODE) -> dict:
+    """Per-token seconds of greedy decode for both libraries, alternating every token in this process."""
+    import llama_cpp
+    import numpy as np
+
+    from oxillama.runtime import InferenceEngine
+
+    n_ctx = n_prompt + n_tokens + 8
+    engine = InferenceEngine.from_gguf(model, n_ctx=n_ctx, n_threads=threads, n_batch=512)
+    llm = llama_cpp.Llama(model, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, n_batch=512,
+                          verbose=False)
+    try:
+        n_vocab = llm.n_vocab()
+        prompt = _prompt_ids(min(engine.n_vocab, n_vocab), n_prompt, engine.tokenizer.bos_id)
+        tok_ox = int(np.argmax(engine.forward(prompt)))
+        llm.eval(prompt)
+        tok_lc = tok_ox
+        times = {"oxillama": [], "llamacpp": []}
+        for _ in range(n_tokens):
+            t = time.perf_counter()
+            tok_ox = int(np.argmax(engine.forward([tok_ox])))
+            times["oxillama"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            llm.eval([tok_lc])
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,))
+            tok_lc = int(np.argmax(logits))
+            times["llamacpp"].append(time.perf_counter() - t)
+    finally:
+        engine.close()
+        llm.close()
+    return times
+
+
+def main_interleaved(models: list[str], threads: int) -> int:
+    for model in models:
+        print(f"\n{os.path.basename(model)}  (tokens/s, per-token median, libraries alternated each token)")
+        for key, n_prompt in (("decode", 16), ("decode@1k", N_LONG)):
+            t = interleaved_decode(model, threads, n_prompt)
+            ox, lc = statistics.median(t["oxillama"]), statistics.median(t["llamacpp"])
+            print(f"{key:12s} oxillama {1 / ox:8.1f}   llama.cpp {1 / lc:8.1f}   ratio {lc / ox:5.2f}x")
+    return 0
+
+
 def run_child(lib: str, model: str, threads: int) -> dict:
     out = subprocess.run([sys.executable, __file__, "--worker", lib, "-m", model, "-t", str(threads)],
                          capture_output=True, text=True)
@@ -124,6 +174,8 @@ def main(argv=None) -> int:
     ap.add_argument("-t", "--threads", type=int, default=None, help="threads for both (default: physical cores)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", default=None, help="also write the raw results here")
+    ap.add_argument("--interleaved", action="store_true", help="decode only, both libraries in this process, "
+                                                               "alternating every token")
     ap.add_argument("--worker", choices=["oxillama", "llamacpp"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
@@ -144,6 +196,9 @@ def main(argv=None) -> int:
     threads = args.threads or default_threads()
     models = [str(hub.resolve_model(m)) for m in (args.model or ["smollm2-135m", "gemma3-270m"])]
     cpu = _cpu_name()
+    if args.interleaved:
+        print(f"CPU: {cpu}; threads: {threads}; interleaved per token")
+        return main_interleaved(models, threads)
     print(f"CPU: {cpu}; threads: {threads}; rounds: {args.rounds}")
     results = {}
     for model in models:
