@@ -242,19 +242,19 @@ static void rope_apply(const oxl_rope *r, const float *cs, float *x) {
     }
 }
 
+/* element offset of KV head g's row at position t within a layer */
+static inline int64_t kv_at(const oxl_kv_cache *kv, int g, int t) {
+    return ((int64_t)g * kv->n_ctx + t) * kv->head_dim;
+}
+
 /* K or V rows of one position (n_head_kv * head_dim floats) into the head-major cache of a layer */
 static void store_kv(const oxl_kv_cache *kv, const oxl_kernel_table *kt, void *layer_base, int pos, const float *src) {
     const int hd = kv->head_dim;
     for (int g = 0; g < kv->n_head_kv; g++) {
-        const int64_t at = ((int64_t)g * kv->n_ctx + pos) * hd;
+        const int64_t at = kv_at(kv, g, pos);
         if (kv->type == OXL_TYPE_F16) kt->ops.fp32_to_fp16(src + g * hd, (oxl_half *)layer_base + at, hd);
         else memcpy((float *)layer_base + at, src + g * hd, (size_t)hd * 4);
     }
-}
-
-/* element offset of KV head g's row at position t within a layer */
-static inline int64_t kv_at(const oxl_kv_cache *kv, int g, int t) {
-    return ((int64_t)g * kv->n_ctx + t) * kv->head_dim;
 }
 
 /* the first cache position a query at `pos` attends to */
@@ -435,6 +435,7 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
     int pos[n];  /* positions of the batch (n <= n_batch, small) */
     for (int i = 0; i < n; i++) pos[i] = pos0 + i;
     const int n_out = all_logits ? n : 1;      /* rows that get logits */
+    const int64_t pstride = part_floats(m);    /* floats of one thread's split-attention partials */
     const int out0 = all_logits ? 0 : n - 1;   /* first of them */
 
     /* one work counter per product: at most 7 per layer (q, k, v, o, gate, up, down) and the output */
@@ -460,6 +461,7 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
         int local_sense = 0;
         int call = 0;   /* index of this thread's next product, the same sequence on every thread */
         float *scores = (float *)(base + S.scores) + (int64_t)ith * kv->n_ctx * group_max(m);
+        float *parts = (float *)(base + S.part);      /* every thread's attention partials, pstride apart */
         float *cs = (float *)(base + S.rope) + (int64_t)ith * 2 * OXL_MAX(m->q_dim_max, m->kv_dim);
         int64_t t0, t1;  /* this thread's tokens */
         oxl_split_range(n, nth, ith, 1, &t0, &t1);
@@ -532,8 +534,6 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
                 const float *qsrc = fused_qkv ? attn : q;
                 float *out = fused_qkv ? xn : attn;  /* xn is free now; keep q and out apart */
                 if (n <= SPLIT_ATTN_MAX_Q) {
-                    const int64_t pstride = part_floats(m);
-                    float *parts = (float *)(base + S.part);
                     attention_split_partial(kt, L, kv, il, qsrc, n, pos, parts + ith * pstride, ith, nth);
                     OXL_BARRIER();
                     attention_split_merge(L, n, parts, pstride, out, ith, nth);

@@ -29,9 +29,9 @@ void oxl_quantize_act(const oxl_kernel_table *k, int type, const float *x, int64
  * between a batch and a single-token forward; the engine runs a prompt's last token alone for that. */
 #define GEMV_PREFETCH_BYTES 2048
 
-static inline void prefetch_ahead(const char *cur, int64_t len, const char *end) {
-    const char *p = cur + GEMV_PREFETCH_BYTES, *e = cur + GEMV_PREFETCH_BYTES + len;
-    if (e > end) e = end;
+/* ask for the cache lines of [p, min(p + len, end)) */
+static inline void prefetch_span(const char *p, int64_t len, const char *end) {
+    const char *e = OXL_MIN(p + len, end);
     for (; p < e; p += 64) __builtin_prefetch(p, 0, 0);
 }
 
@@ -42,10 +42,9 @@ void oxl_gemv_range(const oxl_kernel_table *k, int type, const void *W, int64_t 
     const char *w = (const char *)W;
     const char *pf_end = w + r1 * row;
     /* the range's first bytes at once: from here on each row asks for what lies ahead of it */
-    for (const char *p = w + r0 * row, *e = OXL_MIN(p + GEMV_PREFETCH_BYTES, pf_end); p < e; p += 64)
-        __builtin_prefetch(p, 0, 0);
+    prefetch_span(w + r0 * row, GEMV_PREFETCH_BYTES, pf_end);
     for (int64_t r = r0; r < r1; r++) {
-        prefetch_ahead(w + r * row, row, pf_end);
+        prefetch_span(w + r * row + GEMV_PREFETCH_BYTES, row, pf_end);
         dot((int)cols, &y[r], w + r * row, xq);
     }
 }
