@@ -1,5 +1,5 @@
 # C declarations of csrc/ shared by the Cython wrappers. No code here.
-from libc.stdint cimport int64_t, uint32_t, uint16_t, int32_t
+from libc.stdint cimport int64_t, uint32_t, uint16_t, int32_t, uint64_t
 
 cdef extern from "kernels.h" nogil:
     ctypedef void (*oxl_to_float_fn)(const void *src, float *dst, int64_t n)
@@ -136,3 +136,15 @@ cdef extern from "forward.h" nogil:
                     float *logits, int all_logits, float *hidden, void *scratch, int64_t scratch_size,
                     int n_threads)
 
+
+cdef extern from "selftest.h" nogil:
+    ctypedef struct oxl_check_result:
+        const char *subject
+        const char *kernel
+        char owner[32]
+        int cases
+        int failures
+        double worst
+        char detail[200]
+    ctypedef void (*oxl_check_sink)(void *ctx, const oxl_check_result *r)
+    int oxl_check_tier(int tier, int thorough, uint64_t seed, oxl_check_sink sink, void *ctx)
