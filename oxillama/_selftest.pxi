@@ -10,9 +10,8 @@ def check_tier(tier, bint thorough=False, uint64_t seed=19):
     failures, worst error/tolerance, first failure) per kernel; subject is a type name or "ops"."""
     cdef int t = tier_index(tier)
     cdef list out = []
-    cdef int rc
     if oxl_tier_table(t) == NULL:
         raise ValueError(f"tier {tier!r} is not usable on this CPU (usable: {', '.join(usable_tiers())})")
     with nogil:
-        rc = oxl_check_tier(t, thorough, seed, _collect_check, <void *>out)
+        oxl_check_tier(t, thorough, seed, _collect_check, <void *>out)
     return out

@@ -75,9 +75,8 @@ def _compile_all(cc: list[str], jobs: list[tuple[Path, list[str]]], out: Path) -
 
 
 def _base_sources() -> list[Path]:
-    """The tier-independent kernel library (without cpu.c's detection where it is replaced) + the driver"""
-    srcs = [CSRC / "dispatch.c", CSRC / "cpu.c", CSRC / "matmul.c", CSRC / "selftest.c"]
-    srcs += sorted(Path(p) for p in glob.glob(str(CSRC / "scalar" / "*.c")))
+    """The kernel library as setup.py builds it for oxillama._core, without its SIMD tiers, + the driver"""
+    srcs = sorted(Path(p) for p in glob.glob(str(CSRC / "*.c")) + glob.glob(str(CSRC / "scalar" / "*.c")))
     return srcs + [HERE / "tier_check.c"]
 
 
