@@ -319,7 +319,8 @@ static void check_type(checker *c, int type) {
                 float s0 = 0, s1 = 0;
                 rt->vec_dot((int)n, &s0, wq, aq);
                 kt->vec_dot((int)n, &s1, wq, aq);
-                compare(&res, s1, s0, dot_rtol(rt) * abs_dot(d0, d1, n), "n %lld (%s)", (long long)n, round_name(rt, round));
+                compare(&res, s1, s0, dot_rtol(rt) * abs_dot(d0, d1, n), "n %lld (%s)", (long long)n,
+                        round_name(rt, round));
             }
     }
     emit(c, &res);
