@@ -372,7 +372,9 @@ class InferenceEngine:
 
         prompt: text (tokenized with the model's BOS and special tokens parsed, as llama-cpp-python
         does), a list of token ids, or None to continue the current session exactly where the last
-        call stopped (same KV cache, tokens, sampler RNG state and grammar state).
+        call stopped (same KV cache, tokens, sampler RNG state and grammar state). A continuation
+        after a call that completed its grammar is unconstrained unless grammar= is given again;
+        one after a call that stopped mid-grammar (max_tokens, a stop string) keeps the grammar.
 
         Keywords, in llama.cpp / llama-cpp-python or Hugging Face spelling (conflicting aliases
         raise): max_tokens/max_new_tokens (default 256), temperature/temp (0: greedy), top_k, top_p,
@@ -419,6 +421,11 @@ class InferenceEngine:
                 self._sampler = self._new_sampler(config, seed, processors)
             if grammar is not None:
                 self._matcher = self._new_matcher(grammar)
+            elif self._matcher is not None and self._matcher.is_finished:
+                # the last call completed its grammar: what follows is free text (as a new call
+                # without grammar= would be in llama-cpp-python or transformers); a grammar left
+                # unfinished by max_tokens or a stop string keeps constraining
+                self._matcher = None
         else:
             ids = self._encode_prompt(prompt)
             if len(ids) >= self.n_ctx:
