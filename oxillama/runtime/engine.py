@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 
 from oxillama import _core
-from oxillama._system import default_threads, release_free_heap
+from oxillama._system import release_free_heap, resolve_threads
 from oxillama.errors import ContextOverflowError, InvalidArgumentError, SnapshotError
 from oxillama.gguf import GGUFFile
 from oxillama.models import architecture_for
@@ -54,7 +54,7 @@ class InferenceEngine:
                      DEFAULT_MAX_CTX)
         if n_batch < 1:
             raise InvalidArgumentError(f"n_batch must be >= 1, got {n_batch}")
-        self.n_threads = default_threads() if n_threads is None else int(n_threads)
+        self.n_threads = resolve_threads(n_threads)   # at most the logical CPUs, unless asked
         if self.n_threads < 1:
             raise InvalidArgumentError(f"n_threads must be >= 1, got {n_threads}")
         self.n_batch = min(int(n_batch), n_ctx)
