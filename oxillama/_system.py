@@ -78,6 +78,36 @@ def default_threads() -> int:
     return physical_cores()
 
 
+def available_memory() -> int | None:
+    """Bytes of memory a new allocation can use without swapping: Linux's MemAvailable (bounded by a
+    cgroup memory limit when there is one), else the free physical pages; None if unknown."""
+    avail = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            return None
+    for path, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(path) as f, open(usage) as g:
+                limit, used = f.read().strip(), int(g.read().strip())
+            if limit != "max" and int(limit) < 1 << 60:
+                avail = min(avail, max(0, int(limit) - used))
+            break
+        except (OSError, ValueError):
+            continue
+    return avail
+
+
 def system_info() -> dict:
     """CPU features detected, the SIMD tier each quant type's kernel uses, OpenMP, default threads."""
     from oxillama import _core

@@ -37,6 +37,10 @@ class UnsupportedArchitectureError(ModelError):
     """The GGUF file's architecture is not one oxillama implements."""
 
 
+class InsufficientMemoryError(OxillamaError, MemoryError):
+    """An allocation (a KV cache) would not fit in the memory available."""
+
+
 class ContextOverflowError(OxillamaError):
     """A prompt or a generation would pass the context size n_ctx."""
 

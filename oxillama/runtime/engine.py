@@ -52,6 +52,9 @@ class InferenceEngine:
             n_ctx = min(c.n_ctx_train, DEFAULT_MAX_CTX)
             log.info("n_ctx=0: using %d (model trained with %d, default cap %d)", n_ctx, c.n_ctx_train,
                      DEFAULT_MAX_CTX)
+        elif n_ctx > c.n_ctx_train:
+            log.warning("n_ctx=%d is above the %d positions the model was trained on: expect its output to "
+                        "degrade past them", n_ctx, c.n_ctx_train)
         if n_batch < 1:
             raise InvalidArgumentError(f"n_batch must be >= 1, got {n_batch}")
         self.n_threads = resolve_threads(n_threads)   # at most the logical CPUs, unless asked
