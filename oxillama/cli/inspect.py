@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 
@@ -33,7 +34,10 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from oxillama import hub
-    with GGUFFile(hub.resolve_model(args.file)) as f:
+    path = args.file
+    if not os.path.exists(path) and path in hub.KNOWN_MODELS:
+        path = hub.pull(path)
+    with GGUFFile(path) as f:
         report = summarize(f, tensors=not args.no_tensors)
     # ASCII-escaped JSON is valid whatever the terminal's encoding, and so are strings that were
     # not UTF-8 in the file (kept with surrogate escapes by the reader)
