@@ -57,5 +57,9 @@ class SnapshotError(OxillamaError):
     """A session snapshot is malformed, from another model, or from an unsupported version."""
 
 
+class SnapshotWriteError(SnapshotError, OSError):
+    """A snapshot could not be written to the path given (also an OSError, with its errno and filename)."""
+
+
 class DownloadError(OxillamaError):
     """A model could not be fetched or failed verification."""
