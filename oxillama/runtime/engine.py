@@ -654,12 +654,24 @@ class InferenceEngine:
                     generated.append(t)
                     yield t
             pieces = text_pieces(self.tokenizer, tokens(), stops, callback)
+        n_context = len(self.tokens) if prompt is None else len(self._encode_prompt(prompt))
+
+        def recorded():     # last_completion holds what was produced, streamed or not
+            emitted = []
+            try:
+                for piece in pieces:
+                    emitted.append(piece)
+                    yield piece
+            finally:
+                self.last_completion = Completion(
+                    "".join(emitted), tokens=generated, finish_reason="stop" if len(generated) < max_tokens
+                    else finish, usage=Usage(n_context, len(generated)))
+        self.last_completion = None
         if stream:
-            return pieces
-        text = "".join(pieces)
-        if len(generated) < max_tokens:
-            finish = "stop"
-        return Completion(text, tokens=generated, finish_reason=finish)
+            return recorded()
+        for _ in recorded():
+            pass
+        return self.last_completion
 
 
 def _common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:

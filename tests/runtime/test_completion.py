@@ -67,3 +67,14 @@ def test_logprobs_with_token_text(smollm2):
         assert all(text == smollm2.detokenize([i]) for i, text, _ in entry.top)
     plain = smollm2.generate("The capital of France is", max_tokens=2, temperature=0)
     assert plain.token_logprobs is None and plain.logprobs is None
+
+
+def test_last_completion_after_speculative_and_beam_calls(smollm2):
+    prompt = "The capital of France is Paris. The capital of France is"
+    for kwargs in ({"speculative": "ngram"}, {"num_beams": 2}):
+        out = smollm2.generate(prompt, max_tokens=8, temperature=0, **kwargs)
+        assert smollm2.last_completion == out and smollm2.last_completion.tokens == out.tokens
+        assert out.usage.completion_tokens == len(out.tokens)
+        assert out.usage.prompt_tokens == len(smollm2.tokenize(prompt))
+        pieces = list(smollm2.generate(prompt, max_tokens=8, temperature=0, stream=True, **kwargs))
+        assert smollm2.last_completion == "".join(pieces) == out, kwargs
