@@ -44,14 +44,14 @@ class Timings:
         """The lines llama.cpp prints after a run (load time, prompt eval, eval, time to first token)."""
         lines = []
         if load_ms is not None:
-            lines.append(f"load time        = {load_ms:10.2f} ms")
-        lines.append(f"prompt eval time = {self.prompt_ms:10.2f} ms / {self.prompt_n:5d} tokens "
+            lines.append(f"{'load time':<19s} = {load_ms:10.2f} ms")
+        lines.append(f"{'prompt eval time':<19s} = {self.prompt_ms:10.2f} ms / {self.prompt_n:5d} tokens "
                      f"({_per_token(self.prompt_ms, self.prompt_n)} ms per token, "
                      f"{self.prompt_per_second:8.2f} tokens per second)")
-        lines.append(f"eval time        = {self.predicted_ms:10.2f} ms / {self.predicted_n:5d} tokens "
+        lines.append(f"{'eval time':<19s} = {self.predicted_ms:10.2f} ms / {self.predicted_n:5d} tokens "
                      f"({_per_token(self.predicted_ms, self.predicted_n)} ms per token, "
                      f"{self.predicted_per_second:8.2f} tokens per second)")
-        lines.append(f"time to first token = {self.ttft_ms:7.2f} ms")
+        lines.append(f"{'time to first token':<19s} = {self.ttft_ms:10.2f} ms")
         return "\n".join(lines)
 
 
