@@ -377,8 +377,9 @@ class InferenceEngine:
     def generate(self, prompt: str | list[int] | None, *, stream: bool = False,
                  callback: Callable[[str], None] | None = None, seed: int | None = None, grammar=None,
                  response_format: dict | None = None, **kwargs):
-        """Generate a completion of `prompt`: a Completion (a str with .tokens, .finish_reason and
-        .logprobs), or with stream=True an iterator of text pieces that stops cleanly on `break`.
+        """Generate a completion of `prompt`: a Completion (a str with .tokens, .finish_reason, .usage,
+        .timings and .logprobs), or with stream=True an iterator of text pieces that stops cleanly on
+        `break` (last_completion then holds the Completion of what was streamed).
 
         prompt: text (tokenized with the model's BOS and special tokens parsed, as llama-cpp-python
         does), a list of token ids, or None to continue the current session exactly where the last

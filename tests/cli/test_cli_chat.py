@@ -15,13 +15,9 @@ ANSWER_TIMEOUT = 120     # seconds: a slow, shared CI machine
 
 
 def _env(tmp_path) -> dict:
-    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT, OXILLAMA_CACHE=os.environ.get("OXILLAMA_CACHE", ""),
-               TERM="dumb", PYTHONUNBUFFERED="1")
-    env["HOME"] = str(tmp_path)            # readline's history file goes under the cache, kept out of ~
-    if not env["OXILLAMA_CACHE"]:
-        from oxillama import hub
-        env["OXILLAMA_CACHE"] = str(hub.cache_dir().parent)
-    return env
+    # the model is given by path, so the cache (where readline's history file goes) can be a fresh one
+    return dict(os.environ, PYTHONPATH=PACKAGE_ROOT, OXILLAMA_CACHE=str(tmp_path / "cache"), TERM="dumb",
+                PYTHONUNBUFFERED="1")
 
 
 @pytest.fixture
@@ -73,6 +69,8 @@ def test_chat_turns_reset_save_load_and_ctrl_d(chat, tmp_path):
     child.expect(pytest.importorskip("pexpect").EOF)
     child.close()
     assert child.exitstatus == 0
+    history = (tmp_path / "cache" / "chat_history").read_text()   # readline's, for the next session
+    assert "What is the capital of France?" in history and "/reset" in history
 
 
 @pytest.mark.slow
