@@ -40,10 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     args.verbose += getattr(args, "sub_verbose", 0)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("oxillama").setLevel(level)   # also when logging was configured before main()
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    # the package logger follows -v also when logging was configured before main() (as in a test),
+    # and is given back as it was afterwards
+    logger = logging.getLogger("oxillama")
+    previous = logger.level
+    logger.setLevel(level)
     try:
         return int(args.func(args) or 0)
     except OxillamaError as e:
@@ -53,3 +57,5 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    finally:
+        logger.setLevel(previous)
