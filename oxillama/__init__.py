@@ -22,7 +22,7 @@ _LAZY = {
     "SamplerConfig": "oxillama.sampling",
     "Grammar": "oxillama.grammar",
     "GrammarMatcher": "oxillama.grammar",
-    "Completion": "oxillama.runtime.engine",
+    "Completion": "oxillama.runtime.completion",
     "GGUFFile": "oxillama.gguf",
     "GGUFWriter": "oxillama.gguf",
     "QMatrix": "oxillama.quant",

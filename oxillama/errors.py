@@ -37,6 +37,10 @@ class UnsupportedArchitectureError(ModelError):
     """The GGUF file's architecture is not one oxillama implements."""
 
 
+class InsufficientMemoryError(OxillamaError, MemoryError):
+    """An allocation (a KV cache) would not fit in the memory available."""
+
+
 class ContextOverflowError(OxillamaError):
     """A prompt or a generation would pass the context size n_ctx."""
 
@@ -51,6 +55,10 @@ class GrammarError(OxillamaError, ValueError):
 
 class SnapshotError(OxillamaError):
     """A session snapshot is malformed, from another model, or from an unsupported version."""
+
+
+class SnapshotWriteError(SnapshotError, OSError):
+    """A snapshot could not be written to the path given (also an OSError, with its errno and filename)."""
 
 
 class DownloadError(OxillamaError):

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
 from oxillama import _core
-from oxillama._system import default_threads, release_free_heap
+from oxillama._system import release_free_heap, resolve_threads
 from oxillama.errors import ContextOverflowError, InvalidArgumentError, SnapshotError
 from oxillama.gguf import GGUFFile
 from oxillama.models import architecture_for
 from oxillama.runtime import snapshot as _snap
+from oxillama.runtime.completion import Completion, Timings, Usage, logprob_entries
 from oxillama.runtime.kv_cache import ContiguousKVCache
 from oxillama.runtime.prefix_cache import PrefixKvCache
 from oxillama.runtime.snapshot import KVState
@@ -50,9 +52,12 @@ class InferenceEngine:
             n_ctx = min(c.n_ctx_train, DEFAULT_MAX_CTX)
             log.info("n_ctx=0: using %d (model trained with %d, default cap %d)", n_ctx, c.n_ctx_train,
                      DEFAULT_MAX_CTX)
+        elif n_ctx > c.n_ctx_train:
+            log.warning("n_ctx=%d is above the %d positions the model was trained on: expect its output to "
+                        "degrade past them", n_ctx, c.n_ctx_train)
         if n_batch < 1:
             raise InvalidArgumentError(f"n_batch must be >= 1, got {n_batch}")
-        self.n_threads = default_threads() if n_threads is None else int(n_threads)
+        self.n_threads = resolve_threads(n_threads)   # at most the logical CPUs, unless asked
         if self.n_threads < 1:
             raise InvalidArgumentError(f"n_threads must be >= 1, got {n_threads}")
         self.n_batch = min(int(n_batch), n_ctx)
@@ -72,6 +77,7 @@ class InferenceEngine:
         self._matcher = None                  # grammar state of the session, if constrained
         self._masked = None                   # logits copy for grammar masking, made on first need
         self.last_completion = None
+        self.load_ms: float | None = None     # set by from_gguf()
         self._tokenizer = tokenizer
         # session reuse: generate() keeps the cached prefix a new prompt shares with the session
         # (reuse_prefix) and restores longer ones from prefix_cache; n_tokens_run counts the tokens
@@ -92,13 +98,17 @@ class InferenceEngine:
         """Load a GGUF file (weights stay memory-mapped); a known model name (see `oxillama pull`)
         is fetched into the cache on first use."""
         from oxillama.hub import resolve_model
-        gguf = GGUFFile(resolve_model(path))
+        path = resolve_model(path)
+        t0 = time.perf_counter()
+        gguf = GGUFFile(path)
         try:
-            return cls(gguf, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, seed=seed, kv_type=kv_type,
-                       prefix_cache=prefix_cache)
+            engine = cls(gguf, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, seed=seed, kv_type=kv_type,
+                         prefix_cache=prefix_cache)
         except BaseException:
             gguf.close()
             raise
+        engine.load_ms = (time.perf_counter() - t0) * 1e3    # as llama.cpp's "load time" (no download)
+        return engine
 
     # ---- properties ----
 
@@ -367,12 +377,15 @@ class InferenceEngine:
     def generate(self, prompt: str | list[int] | None, *, stream: bool = False,
                  callback: Callable[[str], None] | None = None, seed: int | None = None, grammar=None,
                  response_format: dict | None = None, **kwargs):
-        """Generate a completion of `prompt`: a Completion (a str with .tokens, .finish_reason and
-        .logprobs), or with stream=True an iterator of text pieces that stops cleanly on `break`.
+        """Generate a completion of `prompt`: a Completion (a str with .tokens, .finish_reason, .usage,
+        .timings and .logprobs), or with stream=True an iterator of text pieces that stops cleanly on
+        `break` (last_completion then holds the Completion of what was streamed).
 
         prompt: text (tokenized with the model's BOS and special tokens parsed, as llama-cpp-python
         does), a list of token ids, or None to continue the current session exactly where the last
-        call stopped (same KV cache, tokens, sampler RNG state and grammar state).
+        call stopped (same KV cache, tokens, sampler RNG state and grammar state). A continuation
+        after a call that completed its grammar is unconstrained unless grammar= is given again;
+        one after a call that stopped mid-grammar (max_tokens, a stop string) keeps the grammar.
 
         Keywords, in llama.cpp / llama-cpp-python or Hugging Face spelling (conflicting aliases
         raise): max_tokens/max_new_tokens (default 256), temperature/temp (0: greedy), top_k, top_p,
@@ -390,6 +403,7 @@ class InferenceEngine:
         if num_beams != 1 or speculative not in (None, False):   # oxillama.runtime.beam / speculative
             return self._generate_decoding(prompt, stream, callback, seed, grammar, response_format, num_beams,
                                            speculative, speculative_k, kwargs)
+        t_call = time.perf_counter()
         continuing = prompt is None
         config, other = resolve_generate_kwargs(**kwargs)
         max_tokens = other.pop("max_tokens", 256)
@@ -417,8 +431,14 @@ class InferenceEngine:
                 k not in _NON_SAMPLING_KEYS for k in kwargs)
             if self._sampler is None or sampler_changed:
                 self._sampler = self._new_sampler(config, seed, processors)
+            n_context = len(self.tokens)
             if grammar is not None:
                 self._matcher = self._new_matcher(grammar)
+            elif self._matcher is not None and self._matcher.is_finished:
+                # the last call completed its grammar: what follows is free text (as a new call
+                # without grammar= would be in llama-cpp-python or transformers); a grammar left
+                # unfinished by max_tokens or a stop string keeps constraining
+                self._matcher = None
         else:
             ids = self._encode_prompt(prompt)
             if len(ids) >= self.n_ctx:
@@ -426,6 +446,7 @@ class InferenceEngine:
             self._sampler = self._new_sampler(config, seed, processors)
             self._matcher = self._new_matcher(grammar) if grammar is not None else None
             self._prefill(ids)
+            n_context = len(ids)
         room = self.n_ctx - len(self.tokens) + (1 if self._pending is None else 0)
         if max_tokens is None:              # until the context is full
             max_tokens = room
@@ -433,11 +454,15 @@ class InferenceEngine:
             raise ContextOverflowError(f"{len(self.tokens)} tokens + max_tokens={max_tokens} exceed "
                                        f"n_ctx={self.n_ctx}")
         self.last_completion = None
-        pieces = self._generate_iter(max_tokens, StopStrings(stops), criteria, n_logprobs, callback)
+        prompt_n = 0 if continuing else len(ids) - self.last_prefix_reused
+        prompt_ms = 0.0 if continuing else (time.perf_counter() - t_call) * 1e3
+        pieces = self._generate_iter(max_tokens, StopStrings(stops), criteria, n_logprobs, callback,
+                                     (t_call, n_context, prompt_n, prompt_ms))
         if stream:
             return pieces
-        text = "".join(pieces)
-        return self.last_completion.with_text(text)
+        for _ in pieces:
+            pass
+        return self.last_completion
 
     def _new_sampler(self, config, seed: int | None, processors):
         from oxillama.sampling import Sampler
@@ -455,6 +480,9 @@ class InferenceEngine:
             breakers = self._dry_breakers[key]
         return Sampler(config, seed=self.seed if seed is None else seed, n_vocab=self.n_vocab,
                        logits_processors=processors, dry_breakers=breakers)
+
+    def _token_text(self, token_id: int) -> str:
+        return self.tokenizer.token_to_bytes(token_id).decode("utf-8", errors="replace")
 
     def _new_matcher(self, grammar):
         from oxillama.grammar import Grammar, GrammarMatcher
@@ -488,14 +516,21 @@ class InferenceEngine:
         m.apply_to_logits(self._logits, out=masked)
         return int(self._sampler.sample(masked, history))
 
-    def _generate_iter(self, max_tokens: int, stops, criteria, n_logprobs, callback) -> Iterator[str]:
+    def _generate_iter(self, max_tokens: int, stops, criteria, n_logprobs, callback, start) -> Iterator[str]:
+        """The text pieces of a generation; when it ends (or the caller stops iterating), last_completion
+        holds the text emitted, the tokens, the finish reason, usage and timings."""
         from oxillama.sampling import top_logprobs
+        t_call, n_context, prompt_n, prompt_ms = start
         tok = self.tokenizer
         detok = tok.detokenizer()
         eog = tok.eog_ids
         generated: list[int] = []
+        emitted: list[str] = []
         logprobs: list[dict[int, float]] | None = [] if n_logprobs is not None else None
         finish = "length"
+        t_first = None
+        busy = 0.0                              # time spent here, not in a streaming caller
+        t = time.perf_counter()
         try:
             for _ in range(max_tokens):
                 if self._pending is not None:     # run the last sampled token to get the next logits
@@ -505,6 +540,8 @@ class InferenceEngine:
                 token = self._sample(self._hist[:len(self._tokens)])
                 self._pending = token
                 generated.append(token)
+                if t_first is None:
+                    t_first = time.perf_counter()
                 if logprobs is not None:
                     ids, lps = top_logprobs(self._logits, n_logprobs)
                     entry = {int(i): float(v) for i, v in zip(ids, lps)}
@@ -519,7 +556,10 @@ class InferenceEngine:
                     break
                 text, stopped = stops.feed(detok.add(token))
                 if text:
+                    emitted.append(text)
+                    busy += time.perf_counter() - t
                     yield from _emit(text, callback)
+                    t = time.perf_counter()
                 if stopped:
                     finish = "stop"
                     return
@@ -532,9 +572,18 @@ class InferenceEngine:
             text, stopped = stops.feed(detok.flush())
             text += "" if stopped else stops.flush()
             if text:
+                emitted.append(text)
+                busy += time.perf_counter() - t
                 yield from _emit(text, callback)
+                t = time.perf_counter()
         finally:
-            self.last_completion = Completion("", tokens=generated, finish_reason=finish, logprobs=logprobs)
+            busy += time.perf_counter() - t
+            ttft_ms = ((t_first or time.perf_counter()) - t_call) * 1e3
+            timings = Timings(prompt_n, prompt_ms, len(generated), busy * 1e3, ttft_ms)
+            self.last_completion = Completion(
+                "".join(emitted), tokens=generated, finish_reason=finish, logprobs=logprobs,
+                usage=Usage(n_context, len(generated)), timings=timings,
+                token_logprobs=None if logprobs is None else logprob_entries(generated, logprobs, self._token_text))
 
     # ---- decoding strategies: beam search, speculative decoding, embeddings ----
 
@@ -606,12 +655,24 @@ class InferenceEngine:
                     generated.append(t)
                     yield t
             pieces = text_pieces(self.tokenizer, tokens(), stops, callback)
+        n_context = len(self.tokens) if prompt is None else len(self._encode_prompt(prompt))
+
+        def recorded():     # last_completion holds what was produced, streamed or not
+            emitted = []
+            try:
+                for piece in pieces:
+                    emitted.append(piece)
+                    yield piece
+            finally:
+                self.last_completion = Completion(
+                    "".join(emitted), tokens=generated, finish_reason="stop" if len(generated) < max_tokens
+                    else finish, usage=Usage(n_context, len(generated)))
+        self.last_completion = None
         if stream:
-            return pieces
-        text = "".join(pieces)
-        if len(generated) < max_tokens:
-            finish = "stop"
-        return Completion(text, tokens=generated, finish_reason=finish)
+            return recorded()
+        for _ in recorded():
+            pass
+        return self.last_completion
 
 
 def _common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:
@@ -624,25 +685,6 @@ def _check_fingerprint(theirs: dict, ours: dict) -> None:
     if theirs != ours:
         raise SnapshotError(f"snapshot was taken on another model file (size {theirs['size']} vs {ours['size']}, "
                             f"or different contents)")
-
-
-class Completion(str):
-    """The generated text, with the generated token ids, why generation ended ("stop" or
-    "length") and, when asked for, the top-N log-probabilities of every generated token."""
-
-    tokens: list[int]
-    finish_reason: str
-    logprobs: list[dict[int, float]] | None
-
-    def __new__(cls, text: str, *, tokens=(), finish_reason: str = "stop", logprobs=None):
-        obj = super().__new__(cls, text)
-        obj.tokens = list(tokens)
-        obj.finish_reason = finish_reason
-        obj.logprobs = logprobs
-        return obj
-
-    def with_text(self, text: str) -> "Completion":
-        return Completion(text, tokens=self.tokens, finish_reason=self.finish_reason, logprobs=self.logprobs)
 
 
 def _emit(piece: str, callback) -> Iterator[str]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from oxillama import _core
-from oxillama.errors import ContextOverflowError, InvalidArgumentError
+from oxillama.errors import ContextOverflowError, InsufficientMemoryError, InvalidArgumentError
 
 KV_DTYPES = {"f16": np.float16, "f32": np.float32}
 
@@ -29,6 +29,42 @@ def kv_dtype(kv_type: str) -> type:
     if kv_type not in KV_DTYPES:
         raise InvalidArgumentError(f"kv_type must be one of {', '.join(KV_DTYPES)}, got {kv_type!r}")
     return KV_DTYPES[kv_type]
+
+
+# share of the available memory a suggested n_ctx may take: the model's own buffers and the rest of the
+# process need some too
+_KV_MEMORY_SHARE = 0.8
+_N_CTX_STEP = 256
+
+
+def kv_memory_bytes(n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16") -> int:
+    """Bytes of K and V for n_ctx positions over n_layer layers."""
+    return 2 * n_layer * n_ctx * kv_dim * np.dtype(kv_dtype(kv_type)).itemsize
+
+
+def check_kv_memory(n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16") -> None:
+    """Raise InsufficientMemoryError, saying how much is needed and what n_ctx would fit, when a
+    KV cache of n_ctx positions cannot fit in the memory available (oxillama._system.available_memory)."""
+    from oxillama._system import available_memory
+    avail = available_memory()
+    if avail is not None and kv_memory_bytes(n_layer, n_ctx, kv_dim, kv_type) > avail:
+        raise _too_big(n_layer, n_ctx, kv_dim, kv_type, avail)
+
+
+def _too_big(n_layer: int, n_ctx: int, kv_dim: int, kv_type: str, avail: int | None) -> InsufficientMemoryError:
+    need = kv_memory_bytes(n_layer, n_ctx, kv_dim, kv_type)
+    per_token = kv_memory_bytes(n_layer, 1, kv_dim, kv_type)
+    msg = (f"a KV cache of n_ctx={n_ctx} positions needs {_gib(need)} ({n_layer} layers x K and V x {kv_dim} "
+           f"values x {kv_type}, {per_token / 1024:.0f} KiB per position)")
+    if avail is None:
+        return InsufficientMemoryError(msg + "; the allocation failed: use a smaller n_ctx (-c)")
+    fit = int(avail * _KV_MEMORY_SHARE) // per_token // _N_CTX_STEP * _N_CTX_STEP
+    hint = f"n_ctx (-c) {fit} would fit" if fit >= _N_CTX_STEP else "no useful n_ctx fits"
+    return InsufficientMemoryError(f"{msg}, but {_gib(avail)} of memory is available; {hint}")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 class KVCache:
@@ -102,8 +138,12 @@ class ContiguousKVCache(KVCache):
         self.n_layer, self.n_ctx, self.kv_dim = n_layer, n_ctx, kv_dim
         self.n_head_kv, self.head_dim = n_head_kv, kv_dim // n_head_kv
         shape = (n_layer, n_head_kv, n_ctx, self.head_dim)
-        self.k = np.zeros(shape, dtype=dtype)
-        self.v = np.zeros(shape, dtype=dtype)
+        check_kv_memory(n_layer, n_ctx, kv_dim, kv_type)
+        try:
+            self.k = np.zeros(shape, dtype=dtype)
+            self.v = np.zeros(shape, dtype=dtype)
+        except MemoryError:
+            raise _too_big(n_layer, n_ctx, kv_dim, kv_type, None) from None
         self.buffers = _core.KVBuffers(self.k, self.v)
         self.n_past = 0
 
