@@ -126,13 +126,22 @@ cdef extern from "forward.h" nogil:
 
     ctypedef struct oxl_kv_cache:
         int type
-        int n_ctx
+        int n_pages
         int n_head_kv, head_dim
         void **k
         void **v
 
+    ctypedef struct oxl_batch_seq:
+        const int32_t *tokens
+        int n_tokens
+        int pos0
+        const int32_t *pages
+        int n_blocks
+        int all_logits
+
+    enum: OXL_KV_PAGE
+
     int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int n_threads)
-    int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *tokens, int n, int pos0,
-                    float *logits, int all_logits, float *hidden, void *scratch, int64_t scratch_size,
-                    int n_threads)
+    int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
+                          float *logits, float *hidden, void *scratch, int64_t scratch_size, int n_threads)
 

@@ -88,8 +88,8 @@ class KVCache:
 
 
 class ContiguousKVCache(KVCache):
-    """K and V stored head-major, (n_layer, n_head_kv, n_ctx, head_dim) each, f16 (default) or f32;
-    positions [0, n_past) are valid. kv_dim = n_head_kv * head_dim."""
+    """K and V stored head-major, (n_layer, n_head_kv, n_ctx rounded up to whole KV pages, head_dim) each, f16
+    (default) or f32; positions [0, n_past) are valid. kv_dim = n_head_kv * head_dim."""
 
     def __init__(self, n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16", *, n_head_kv: int = 1):
         dtype = kv_dtype(kv_type)
@@ -101,7 +101,9 @@ class ContiguousKVCache(KVCache):
         self.kv_type = kv_type
         self.n_layer, self.n_ctx, self.kv_dim = n_layer, n_ctx, kv_dim
         self.n_head_kv, self.head_dim = n_head_kv, kv_dim // n_head_kv
-        shape = (n_layer, n_head_kv, n_ctx, self.head_dim)
+        # storage in whole pages of the C forward's paged layout, which a single sequence walks in order
+        rows = -(-n_ctx // _core.KV_PAGE) * _core.KV_PAGE
+        shape = (n_layer, n_head_kv, rows, self.head_dim)
         self.k = np.zeros(shape, dtype=dtype)
         self.v = np.zeros(shape, dtype=dtype)
         self.buffers = _core.KVBuffers(self.k, self.v)
