@@ -55,3 +55,19 @@ class SnapshotError(OxillamaError):
 
 class DownloadError(OxillamaError):
     """A model could not be fetched or failed verification."""
+
+
+class BatchError(OxillamaError):
+    """A multi-sequence operation cannot proceed: no free sequence slot, a full queue, a stopped scheduler."""
+
+
+class KVPoolExhaustedError(BatchError):
+    """The shared KV pool has too few free pages for the step."""
+
+
+class QueueFullError(BatchError):
+    """The scheduler's queue already holds max_queue waiting requests."""
+
+
+class SchedulerStoppedError(BatchError):
+    """The scheduler is not running."""
