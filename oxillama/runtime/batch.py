@@ -91,6 +91,29 @@ class SequencePool:
         self._seqs[sid] = _Sequence(np.zeros(self.pages_per_seq, dtype=np.int32))
         return sid
 
+    def adopt(self, cache, tokens) -> int:
+        """A new sequence holding a copy of the first len(tokens) positions of a ContiguousKVCache (an engine's
+        session, say) whose tokens they are: no forward runs."""
+        n = len(tokens)
+        if not 0 < n <= min(cache.n_past, self.n_ctx):
+            raise InvalidArgumentError(f"cannot adopt {n} positions of a cache holding {cache.n_past}")
+        if (cache.k.dtype, cache.k.shape[:2], cache.k.shape[3]) != (self.k.dtype, self.k.shape[:2], self.k.shape[3]):
+            raise InvalidArgumentError("the cache's layout or type differs from the pool's")
+        nb = -(-n // self.page_size)
+        if nb > len(self._free):
+            raise KVPoolExhaustedError(f"adopting {n} positions needs {nb} KV pages, {len(self._free)} are free")
+        sid = self.add()
+        s = self._seqs[sid]
+        P = self.page_size
+        for b in range(nb):
+            pid = self._take()
+            self.k[:, :, pid * P:(pid + 1) * P] = cache.k[:, :, b * P:(b + 1) * P]
+            self.v[:, :, pid * P:(pid + 1) * P] = cache.v[:, :, b * P:(b + 1) * P]
+            s.pages[b] = pid
+        s.n_blocks = nb
+        s.tokens = [int(t) for t in tokens]
+        return sid
+
     def _seq(self, seq_id) -> _Sequence:
         try:
             return self._seqs[seq_id]
