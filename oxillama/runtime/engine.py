@@ -18,7 +18,7 @@ from oxillama.errors import ContextOverflowError, InvalidArgumentError, Snapshot
 from oxillama.gguf import GGUFFile
 from oxillama.models import architecture_for
 from oxillama.runtime import snapshot as _snap
-from oxillama.runtime.kv_cache import ContiguousKVCache
+from oxillama.runtime.kv_cache import ContiguousKVCache, kv_type_from
 from oxillama.runtime.prefix_cache import PrefixKvCache
 from oxillama.runtime.snapshot import KVState
 
@@ -39,7 +39,7 @@ class InferenceEngine:
 
     def __init__(self, gguf: GGUFFile, *, n_ctx: int = 0, n_threads: int | None = None, n_batch: int = 512,
                  seed: int | None = None, kv_type: str = "f16", tokenizer=None,
-                 prefix_cache: PrefixKvCache | None = None):
+                 prefix_cache: PrefixKvCache | None = None, n_seq_max: int = 1, type_k=None, type_v=None):
         self.gguf = gguf
         self.arch = architecture_for(gguf)
         self.config = self.arch.config
@@ -56,6 +56,10 @@ class InferenceEngine:
         if self.n_threads < 1:
             raise InvalidArgumentError(f"n_threads must be >= 1, got {n_threads}")
         self.n_batch = min(int(n_batch), n_ctx)
+        if isinstance(n_seq_max, bool) or not isinstance(n_seq_max, (int, np.integer)) or n_seq_max < 1:
+            raise InvalidArgumentError(f"n_seq_max must be an int >= 1, got {n_seq_max!r}")
+        self.n_seq_max = int(n_seq_max)   # sequences a Scheduler / generate_batch runs at once by default
+        kv_type = kv_type_from(kv_type, type_k, type_v)
         self.seed = seed
         self.plan = _core.ForwardPlan(self.arch.build())
         self.kv = ContiguousKVCache(c.n_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv)
@@ -88,14 +92,17 @@ class InferenceEngine:
     @classmethod
     def from_gguf(cls, path: str | os.PathLike, *, n_ctx: int = 0, n_threads: int | None = None,
                   n_batch: int = 512, seed: int | None = None, kv_type: str = "f16",
-                  prefix_cache: PrefixKvCache | None = None) -> "InferenceEngine":
+                  prefix_cache: PrefixKvCache | None = None, n_seq_max: int = 1, type_k=None,
+                  type_v=None) -> "InferenceEngine":
         """Load a GGUF file (weights stay memory-mapped); a known model name (see `oxillama pull`)
-        is fetched into the cache on first use."""
+        is fetched into the cache on first use. n_seq_max: sequences served at once by a Scheduler or
+        generate_batch (llama.cpp's name); type_k / type_v: the KV cache type in llama-cpp-python's
+        spelling ("f16", "f32", or GGML type ids 1, 0), an alternative to kv_type."""
         from oxillama.hub import resolve_model
         gguf = GGUFFile(resolve_model(path))
         try:
             return cls(gguf, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, seed=seed, kv_type=kv_type,
-                       prefix_cache=prefix_cache)
+                       prefix_cache=prefix_cache, n_seq_max=n_seq_max, type_k=type_k, type_v=type_v)
         except BaseException:
             gguf.close()
             raise

@@ -31,6 +31,32 @@ def kv_dtype(kv_type: str) -> type:
     return KV_DTYPES[kv_type]
 
 
+# llama-cpp-python's type_k / type_v: names or GGML type ids
+_KV_TYPE_IDS = {0: "f32", 1: "f16"}
+_KV_TYPES_LATER = {"q8_0": 8, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "bf16": 30}
+
+
+def kv_type_from(kv_type: str, type_k=None, type_v=None) -> str:
+    """The cache type from kv_type or llama-cpp-python's type_k / type_v (which must agree)."""
+    names = []
+    for key, value in (("type_k", type_k), ("type_v", type_v)):
+        if value is None:
+            continue
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            value = _KV_TYPE_IDS.get(int(value), next((n for n, i in _KV_TYPES_LATER.items() if i == value), value))
+        if not isinstance(value, str):
+            raise InvalidArgumentError(f"{key} must be a type name or GGML type id, got {value!r}")
+        value = value.lower()
+        if value in _KV_TYPES_LATER:
+            raise InvalidArgumentError(f"{key}={value!r}: quantized KV caches are not supported yet; use "
+                                       f"{' or '.join(repr(k) for k in KV_DTYPES)}")
+        kv_dtype(value)
+        names.append(value)
+    if len(set(names)) > 1:
+        raise InvalidArgumentError(f"type_k={names[0]!r} and type_v={names[1]!r} differ; the KV cache has one type")
+    return names[0] if names else kv_type
+
+
 class KVCache:
     """The interface every KV cache implements (see the module docstring)."""
 
