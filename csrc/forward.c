@@ -260,9 +260,12 @@ static void rope_apply(const oxl_rope *r, const float *cs, float *x) {
     }
 }
 
-/* element offset of row `row` of page `page` of KV head g within a layer */
-static inline int64_t kv_at(const oxl_kv_cache *kv, int g, int page, int row) {
-    return (((int64_t)g * kv->n_pages + page) * OXL_KV_PAGE + row) * kv->head_dim;
+/* bytes of one KV head's row of one position */
+static inline int64_t kv_row_bytes(const oxl_kv_cache *kv) { return oxl_row_size(kv->type, kv->head_dim); }
+
+/* row `row` of page `page` of KV head g within a layer's K or V */
+static inline char *kv_row(const oxl_kv_cache *kv, void *layer_base, int g, int page, int row) {
+    return (char *)layer_base + (((int64_t)g * kv->n_pages + page) * OXL_KV_PAGE + row) * kv_row_bytes(kv);
 }
 
 /* K or V rows of one position (n_head_kv * head_dim floats) into a layer of the paged cache */
@@ -270,9 +273,10 @@ static void store_kv(const oxl_kv_cache *kv, const oxl_kernel_table *kt, void *l
                      const float *src) {
     const int hd = kv->head_dim;
     for (int g = 0; g < kv->n_head_kv; g++) {
-        const int64_t at = kv_at(kv, g, page, row);
-        if (kv->type == OXL_TYPE_F16) kt->ops.fp32_to_fp16(src + g * hd, (oxl_half *)layer_base + at, hd);
-        else memcpy((float *)layer_base + at, src + g * hd, (size_t)hd * 4);
+        char *dst = kv_row(kv, layer_base, g, page, row);
+        if (kv->type == OXL_TYPE_F16) kt->ops.fp32_to_fp16(src + g * hd, (oxl_half *)dst, hd);
+        else if (kv->type == OXL_TYPE_Q8_0) kt->type[OXL_TYPE_Q8_0].from_float(src + g * hd, dst, hd);
+        else memcpy(dst, src + g * hd, (size_t)hd * 4);
     }
 }
 
@@ -281,35 +285,38 @@ static inline int attn_lo(const oxl_layer *L, int pos) {
     return L->sliding_window > 0 ? OXL_MAX(0, pos - L->sliding_window + 1) : 0;
 }
 
-/* scores (group, cnt) = attn_scale * (the group's query heads qg) . (the cnt K rows at element offset at),
+/* scores (group, cnt) = attn_scale * (the group's query heads qg) . (the cnt consecutive K rows at K),
  * soft-capped where the layer says so */
-static void group_scores(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
-                         const float *qg, int64_t at, int cnt, float *scores) {
+static void group_scores(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, const char *K,
+                         const float *qg, int cnt, float *scores) {
     const int hd = L->head_dim, group = L->n_head / L->n_head_kv;
     if (kv->type == OXL_TYPE_F16) {
-        kt->ops.attn_scores_f16_group(qg, group, (const oxl_half *)kv->k[layer] + at, hd, cnt, hd, L->attn_scale,
-                                      scores);
+        kt->ops.attn_scores_f16_group(qg, group, (const oxl_half *)K, hd, cnt, hd, L->attn_scale, scores);
+    } else if (kv->type == OXL_TYPE_Q8_0) {
+        kt->ops.attn_scores_q8_0_group(qg, group, K, kv_row_bytes(kv), cnt, hd, L->attn_scale, scores);
     } else {
-        const float *K = (const float *)kv->k[layer] + at;
+        const float *Kf = (const float *)K;
         for (int k = 0; k < group; k++)
             for (int t = 0; t < cnt; t++)
-                scores[k * cnt + t] = L->attn_scale * kt->ops.dot_f32(qg + k * hd, K + (int64_t)t * hd, hd);
+                scores[k * cnt + t] = L->attn_scale * kt->ops.dot_f32(qg + k * hd, Kf + (int64_t)t * hd, hd);
     }
     if (L->attn_softcap > 0.0f)
         for (int t = 0; t < group * cnt; t++) scores[t] = L->attn_softcap * tanhf(scores[t] / L->attn_softcap);
 }
 
-/* out (group, hd) = weights (group, cnt) . (the cnt V rows at element offset at) */
-static void group_values(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
-                         const float *weights, int64_t at, int cnt, float *out) {
+/* out (group, hd) = weights (group, cnt) . (the cnt consecutive V rows at V) */
+static void group_values(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, const char *V,
+                         const float *weights, int cnt, float *out) {
     const int hd = L->head_dim, group = L->n_head / L->n_head_kv;
     if (kv->type == OXL_TYPE_F16) {
-        kt->ops.attn_values_f16_group(weights, group, (const oxl_half *)kv->v[layer] + at, hd, cnt, hd, out);
+        kt->ops.attn_values_f16_group(weights, group, (const oxl_half *)V, hd, cnt, hd, out);
+    } else if (kv->type == OXL_TYPE_Q8_0) {
+        kt->ops.attn_values_q8_0_group(weights, group, V, kv_row_bytes(kv), cnt, hd, out);
     } else {
-        const float *V = (const float *)kv->v[layer] + at;
+        const float *Vf = (const float *)V;
         memset(out, 0, (size_t)group * hd * 4);
         for (int k = 0; k < group; k++)
-            for (int t = 0; t < cnt; t++) kt->ops.axpy(out + k * hd, weights[k * cnt + t], V + (int64_t)t * hd, hd);
+            for (int t = 0; t < cnt; t++) kt->ops.axpy(out + k * hd, weights[k * cnt + t], Vf + (int64_t)t * hd, hd);
     }
 }
 
@@ -332,8 +339,8 @@ static void attn_chunk(const oxl_kernel_table *kt, const oxl_layer *L, const oxl
     }
     for (int t0 = t_begin; t0 < t_end;) {
         const int row = t0 % OXL_KV_PAGE, cnt = OXL_MIN(OXL_KV_PAGE - row, t_end - t0);
-        const int64_t at = kv_at(kv, g, pages[t0 / OXL_KV_PAGE], row);
-        group_scores(kt, L, kv, layer, qg, at, cnt, w->scores);
+        const int page = pages[t0 / OXL_KV_PAGE];
+        group_scores(kt, L, kv, kv_row(kv, kv->k[layer], g, page, row), qg, cnt, w->scores);
         float cs[group];   /* per head: how much the running output shrinks for the new max */
         for (int k = 0; k < group; k++) {
             float *ph = part + k * stride, *sk = w->scores + k * cnt;
@@ -344,7 +351,7 @@ static void attn_chunk(const oxl_kernel_table *kt, const oxl_layer *L, const oxl
             ph[1] = ph[1] * cs[k] + kt->ops.exp_shift_sum(sk, cnt, m_new);
             ph[0] = m_new;
         }
-        group_values(kt, L, kv, layer, w->scores, at, cnt, w->tile);
+        group_values(kt, L, kv, kv_row(kv, kv->v[layer], g, page, row), w->scores, cnt, w->tile);
         for (int k = 0; k < group; k++) {
             float *o = part + k * stride + 2;
             const float *tk = w->tile + k * hd;
@@ -418,7 +425,8 @@ static void activate(const oxl_kernel_table *kt, int act, const float *g, const 
 static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
                        int *n_rows, int *n_out, int *max_pos) {
     if (!m || !kv || !seqs || n_seqs <= 0 || !kv->k || !kv->v || kv->n_pages <= 0) return OXL_ERR_ARG;
-    if (kv->type != OXL_TYPE_F16 && kv->type != OXL_TYPE_F32) return OXL_ERR_TYPE;
+    if (kv->type != OXL_TYPE_F16 && kv->type != OXL_TYPE_F32 && kv->type != OXL_TYPE_Q8_0) return OXL_ERR_TYPE;
+    if (kv->head_dim <= 0 || kv_row_bytes(kv) < 0) return OXL_ERR_SHAPE;   /* Q8_0: head_dim a multiple of 32 */
     for (int il = 0; il < m->n_layer; il++)   /* the cache's layout must be the layers' */
         if (m->layers[il].n_head_kv != kv->n_head_kv || m->layers[il].head_dim != kv->head_dim) return OXL_ERR_ARG;
     int64_t rows = 0, outs = 0;

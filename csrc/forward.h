@@ -80,10 +80,10 @@ typedef struct {
 #define OXL_KV_PAGE 32
 
 typedef struct {
-    int type;        /* OXL_TYPE_F16 or OXL_TYPE_F32 */
+    int type;        /* OXL_TYPE_F16, OXL_TYPE_F32 or OXL_TYPE_Q8_0 (head_dim / 32 blocks per row) */
     int n_pages;     /* pages per layer and KV head */
     int n_head_kv, head_dim;
-    void **k, **v;   /* per layer: (n_head_kv, n_pages, OXL_KV_PAGE, head_dim) */
+    void **k, **v;   /* per layer: (n_head_kv, n_pages, OXL_KV_PAGE, one row of head_dim values of type) */
 } oxl_kv_cache;
 
 /* One sequence's share of a batched forward: n_tokens new tokens at positions pos0 .. pos0 + n_tokens - 1,

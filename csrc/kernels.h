@@ -97,6 +97,12 @@ typedef struct {
                                   float scale, float *scores);
     void (*attn_values_f16_group)(const float *p, int G, const oxl_half *V, int64_t stride, int n, int hd,
                                   float *out);
+    /* The same over a Q8_0 cache: each K/V row is head_dim / 32 blocks of block_q8_0, rows row_bytes apart
+     * (head_dim a multiple of 32) */
+    void (*attn_scores_q8_0_group)(const float *q, int G, const void *K, int64_t row_bytes, int n, int hd,
+                                   float scale, float *scores);
+    void (*attn_values_q8_0_group)(const float *p, int G, const void *V, int64_t row_bytes, int n, int hd,
+                                   float *out);
     /* x = exp(x - m) in place; returns the sum (the online softmax of tiled attention) */
     float (*exp_shift_sum)(float *x, int n, float m);
 } oxl_ops;

@@ -188,14 +188,18 @@ cdef class KVBuffers:
         if k.shape != v.shape or k.dtype != v.dtype or k.ndim != 4:
             raise ModelError("K and V caches must be 4-D arrays (n_layer, n_head_kv, n_positions, head_dim) of equal "
                              "shape and dtype")
-        if k.dtype not in (np.float16, np.float32) or not (k.flags.c_contiguous and v.flags.c_contiguous):
-            raise ModelError("K/V caches must be contiguous float16 or float32")
+        if k.dtype not in (np.float16, np.float32, np.uint8) or not (k.flags.c_contiguous and v.flags.c_contiguous):
+            raise ModelError("K/V caches must be contiguous float16, float32 or uint8 (Q8_0 blocks)")
+        if k.dtype == np.uint8 and k.shape[3] % 34:
+            raise ModelError(f"a Q8_0 K/V cache row is whole 34-byte blocks, got {k.shape[3]} bytes")
         if min(k.shape) < 1:
             raise ModelError(f"K/V cache shape {k.shape} has an empty dimension")
         if k.shape[2] % OXL_KV_PAGE:
             raise ModelError(f"K/V caches hold whole pages of {OXL_KV_PAGE} positions, got {k.shape[2]} positions")
         self.k, self.v = k, v
         self.n_layer, self.n_head_kv, self.n_ctx, self.head_dim = k.shape
+        if k.dtype == np.uint8:
+            self.head_dim = self.head_dim // 34 * 32
         self.n_pages = self.n_ctx // OXL_KV_PAGE
         self.kv_dim = self.n_head_kv * self.head_dim
         self.identity_pages = np.arange(self.n_pages, dtype=np.int32)
@@ -207,7 +211,7 @@ cdef class KVBuffers:
         for il in range(self.n_layer):
             self.ptrs[il] = &kb[il, 0, 0, 0]
             self.ptrs[self.n_layer + il] = &vb[il, 0, 0, 0]
-        self.kv.type = 1 if k.dtype == np.float16 else 0
+        self.kv.type = 1 if k.dtype == np.float16 else 8 if k.dtype == np.uint8 else 0
         self.kv.n_pages = self.n_pages
         self.kv.n_head_kv = self.n_head_kv
         self.kv.head_dim = self.head_dim

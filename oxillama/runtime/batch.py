@@ -24,7 +24,7 @@ import numpy as np
 
 from oxillama import _core
 from oxillama.errors import BatchError, ContextOverflowError, InvalidArgumentError, KVPoolExhaustedError
-from oxillama.runtime.kv_cache import kv_dtype
+from oxillama.runtime.kv_cache import kv_storage
 
 log = logging.getLogger("oxillama.batch")
 
@@ -55,8 +55,8 @@ class SequencePool:
         self.n_pages = int(self.pages_per_seq * self.n_seq_max if n_pages is None else n_pages)
         self.n_batch = int(max(engine.n_batch, self.n_seq_max) if n_batch is None else n_batch)
         self.n_vocab = c.n_vocab
-        dtype = kv_dtype(engine.kv.kv_type)
-        shape = (c.n_layer, c.n_head_kv, self.n_pages * self.page_size, c.kv_dim // c.n_head_kv)
+        dtype, width = kv_storage(engine.kv.kv_type, c.kv_dim // c.n_head_kv)
+        shape = (c.n_layer, c.n_head_kv, self.n_pages * self.page_size, width)
         self.k = np.zeros(shape, dtype=dtype)      # untouched pages cost no memory until written
         self.v = np.zeros(shape, dtype=dtype)
         self.buffers = _core.KVBuffers(self.k, self.v)

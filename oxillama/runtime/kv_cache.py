@@ -22,7 +22,9 @@ import numpy as np
 from oxillama import _core
 from oxillama.errors import ContextOverflowError, InvalidArgumentError
 
-KV_DTYPES = {"f16": np.float16, "f32": np.float32}
+# the dtype of the rows read() returns and write() takes; a q8_0 cache stores Q8_0 blocks and speaks float32
+KV_DTYPES = {"f16": np.float16, "f32": np.float32, "q8_0": np.float32}
+Q8_0_BLOCK, Q8_0_BYTES = 32, 34   # values and bytes of one Q8_0 block (d: f16, 32 x int8)
 
 
 def kv_dtype(kv_type: str) -> type:
@@ -31,9 +33,20 @@ def kv_dtype(kv_type: str) -> type:
     return KV_DTYPES[kv_type]
 
 
+def kv_storage(kv_type: str, head_dim: int) -> tuple[np.dtype, int]:
+    """(storage dtype, storage units per KV head row) of a cache type: the C forward's row of head_dim values."""
+    kv_dtype(kv_type)
+    if kv_type == "q8_0":
+        if head_dim % Q8_0_BLOCK:
+            raise InvalidArgumentError(f"a q8_0 KV cache needs head_dim a multiple of {Q8_0_BLOCK}, the model has "
+                                       f"{head_dim}")
+        return np.dtype(np.uint8), head_dim // Q8_0_BLOCK * Q8_0_BYTES
+    return np.dtype(KV_DTYPES[kv_type]), head_dim
+
+
 # llama-cpp-python's type_k / type_v: names or GGML type ids
-_KV_TYPE_IDS = {0: "f32", 1: "f16"}
-_KV_TYPES_LATER = {"q8_0": 8, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "bf16": 30}
+_KV_TYPE_IDS = {0: "f32", 1: "f16", 8: "q8_0"}
+_KV_TYPES_LATER = {"q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "bf16": 30}
 
 
 def kv_type_from(kv_type: str, type_k=None, type_v=None) -> str:
@@ -72,6 +85,8 @@ class KVCache:
     @property
     def bytes_per_token(self) -> int:
         """K and V bytes of one position over all layers."""
+        if self.kv_type == "q8_0":
+            return 2 * self.n_layer * self.kv_dim // Q8_0_BLOCK * Q8_0_BYTES
         return 2 * self.n_layer * self.kv_dim * self.dtype.itemsize
 
     def memory_bytes(self) -> int:
@@ -118,7 +133,7 @@ class ContiguousKVCache(KVCache):
     (default) or f32; positions [0, n_past) are valid. kv_dim = n_head_kv * head_dim."""
 
     def __init__(self, n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16", *, n_head_kv: int = 1):
-        dtype = kv_dtype(kv_type)
+        kv_dtype(kv_type)
         if n_ctx < 1:
             raise InvalidArgumentError(f"n_ctx must be >= 1, got {n_ctx}")
         if n_layer < 1 or kv_dim < 1 or n_head_kv < 1 or kv_dim % n_head_kv:
@@ -127,9 +142,10 @@ class ContiguousKVCache(KVCache):
         self.kv_type = kv_type
         self.n_layer, self.n_ctx, self.kv_dim = n_layer, n_ctx, kv_dim
         self.n_head_kv, self.head_dim = n_head_kv, kv_dim // n_head_kv
+        dtype, width = kv_storage(kv_type, self.head_dim)
         # storage in whole pages of the C forward's paged layout, which a single sequence walks in order
         rows = -(-n_ctx // _core.KV_PAGE) * _core.KV_PAGE
-        shape = (n_layer, n_head_kv, rows, self.head_dim)
+        shape = (n_layer, n_head_kv, rows, width)
         self.k = np.zeros(shape, dtype=dtype)
         self.v = np.zeros(shape, dtype=dtype)
         self.buffers = _core.KVBuffers(self.k, self.v)
@@ -155,8 +171,19 @@ class ContiguousKVCache(KVCache):
 
     def _rows(self, a: np.ndarray, start: int, stop: int) -> np.ndarray:
         """(n_layer, stop - start, kv_dim) copy of positions [start, stop) of a head-major array"""
-        return np.ascontiguousarray(a[:, :, start:stop].transpose(0, 2, 1, 3)).reshape(
-            self.n_layer, stop - start, self.kv_dim)
+        rows = np.ascontiguousarray(a[:, :, start:stop].transpose(0, 2, 1, 3))
+        if self.kv_type == "q8_0":
+            from oxillama.quant import dequantize
+            return dequantize(rows.reshape(-1), "Q8_0", self.n_layer * (stop - start) * self.kv_dim).reshape(
+                self.n_layer, stop - start, self.kv_dim)
+        return rows.reshape(self.n_layer, stop - start, self.kv_dim)
+
+    def _stored(self, rows: np.ndarray, n: int) -> np.ndarray:
+        """(n_layer, n_head_kv, n, width) storage of rows (n_layer, n, kv_dim)"""
+        if self.kv_type == "q8_0":
+            from oxillama.quant import quantize
+            rows = quantize(np.ascontiguousarray(rows), "Q8_0", reference=False)
+        return rows.reshape(self.n_layer, n, self.n_head_kv, -1).transpose(0, 2, 1, 3)
 
     def read(self, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         start, stop = self._range(start, stop)
@@ -166,9 +193,8 @@ class ContiguousKVCache(KVCache):
         n = self._check_rows(k, v, pos0)
         if pos0 + n > self.n_ctx:
             raise ContextOverflowError(f"{n} positions at {pos0} do not fit n_ctx={self.n_ctx}")
-        heads = (self.n_layer, n, self.n_head_kv, self.head_dim)
-        self.k[:, :, pos0:pos0 + n] = k.reshape(heads).transpose(0, 2, 1, 3)
-        self.v[:, :, pos0:pos0 + n] = v.reshape(heads).transpose(0, 2, 1, 3)
+        self.k[:, :, pos0:pos0 + n] = self._stored(k, n)
+        self.v[:, :, pos0:pos0 + n] = self._stored(v, n)
         self.n_past = pos0 + n
 
     def __repr__(self):

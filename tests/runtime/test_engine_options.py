@@ -19,7 +19,8 @@ def test_type_k_and_type_v_choose_the_cache_type(kw):
 @pytest.mark.parametrize("kw, match", [
     (dict(type_k="q9_9"), "kv_type must be one of"),
     (dict(type_k="f16", type_v="f32"), "differ"),
-    (dict(type_k=8), "not supported yet"),
+    (dict(type_k=2), "not supported yet"),
+    (dict(type_k="q8_0"), "multiple of 32"),     # the tiny llama's head_dim is 16
     (dict(type_v=1.5), "type name or GGML type id"),
     (dict(n_seq_max=0), "n_seq_max"),
     (dict(n_seq_max="4"), "n_seq_max"),

@@ -40,9 +40,14 @@ def assert_same(a, b, what):
                     f"max |diff| {np.abs(a - b).max():.3g}")
 
 
-@pytest.fixture(scope="module", params=TINY)
+# (file, KV cache type): every architecture with f16, and a Q8_0 cache where head_dim allows it
+CASES = [(name, "f16") for name in TINY] + [("qwen3.gguf", "q8_0")]
+
+
+@pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0]}-{c[1]}")
 def tiny(request):
-    with InferenceEngine.from_gguf(DATA / request.param, n_ctx=256, n_threads=2) as e:
+    name, kv_type = request.param
+    with InferenceEngine.from_gguf(DATA / name, n_ctx=256, n_threads=2, kv_type=kv_type) as e:
         yield e
 
 
@@ -91,7 +96,7 @@ def test_tiny_models_logits_do_not_depend_on_the_call_shape(tiny):
 def test_tiny_models_logits_do_not_depend_on_the_thread_count(tiny):
     toks = tokens_for(tiny, N_TINY)
     ref = prefill_logits(tiny, toks)
-    with InferenceEngine.from_gguf(tiny.gguf.path, n_ctx=256, n_threads=1) as one:
+    with InferenceEngine.from_gguf(tiny.gguf.path, n_ctx=256, n_threads=1, kv_type=tiny.kv.kv_type) as one:
         assert_same(prefill_logits(one, toks), ref, "1 thread against 2 (prefill)")
         assert_same(chunked_logits(one, toks, 1), ref, "1 thread against 2 (decode)")
 
