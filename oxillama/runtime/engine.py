@@ -194,12 +194,7 @@ class InferenceEngine:
         self.last_prefix_reused = keep
         if keep:
             log.debug("prompt of %d tokens: %d reused from the cache, %d to run", n, keep, n - keep)
-        # the last token alone: its logits then come from the single-token path that a later call reusing
-        # this prefix also takes, so the same prompt and seed give the same text (a batch sums in
-        # another order, csrc/matmul.c)
-        if n - keep > 1:
-            self._run(ids[keep:n - 1])
-        self._run(ids[n - 1:])
+        self._run(ids[keep:])   # the logits do not depend on how the prompt is cut (one fixed sum order)
         if self.prefix_cache is not None:
             self.prefix_cache.insert(ids, self.kv)
 
