@@ -73,7 +73,7 @@ static int64_t max_act_row(int64_t cols) {
  * one fixed sequence of float operations whatever the call computing it: a step of a few rows (decode, a
  * speculative verify) spreads its (row, KV head, chunk) items over the threads and folds them afterwards;
  * a longer one (prefill) gives each thread whole (row, KV head) items and folds as it goes. */
-#define ATTN_CHUNK (4 * OXL_KV_PAGE)
+#define ATTN_CHUNK (2 * OXL_KV_PAGE)
 #define SPLIT_ATTN_MAX_ROWS 16
 #define SPLIT_ATTN_MAX_FLOATS (8 << 20)   /* the split's partials: at most 32 MB, else items stay whole */
 

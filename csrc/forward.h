@@ -77,7 +77,7 @@ typedef struct {
  * head's rows one contiguous stream for attention. A sequence reaches its positions through a block table:
  * position t lives in page pages[t / OXL_KV_PAGE], row t % OXL_KV_PAGE. Every layer has the cache's n_head_kv
  * and head_dim (oxl_forward_batch checks). */
-#define OXL_KV_PAGE 32
+#define OXL_KV_PAGE 64
 
 typedef struct {
     int type;        /* OXL_TYPE_F16, OXL_TYPE_F32 or OXL_TYPE_Q8_0 (head_dim / 32 blocks per row) */
