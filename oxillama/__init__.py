@@ -28,6 +28,7 @@ _LAZY = {
     "QMatrix": "oxillama.quant",
     "SpeculativeEngine": "oxillama.runtime.speculative",
     "BeamSearchConfig": "oxillama.runtime.beam",
+    "SequencePool": "oxillama.runtime.batch",
 }
 
 __all__ = ["OxillamaError", "system_info", "__version__", *_LAZY]
