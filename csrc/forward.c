@@ -419,6 +419,19 @@ static void activate(const oxl_kernel_table *kt, int act, const float *g, const 
     }
 }
 
+/* y (w's rows) += the row's adapters on (layer il, slot): scale * B (A x), x (w's cols); adapters in order */
+static void lora_row(const oxl_kernel_table *kt, const oxl_batch_seq *sq, int il, int slot, const oxl_weight *w,
+                     const float *x, float *y) {
+    for (int a = 0; a < sq->n_loras; a++) {
+        const oxl_lora *lo = &sq->loras[a];
+        const oxl_lora_weight *lw = &lo->w[il * OXL_LORA_SLOTS + slot];
+        if (!lw->a || lo->scale == 0.0f) continue;
+        float t[lw->rank];   /* A x: rank <= OXL_LORA_MAX_RANK (check_batch) */
+        for (int k = 0; k < lw->rank; k++) t[k] = kt->ops.dot_f32(lw->a + (int64_t)k * w->cols, x, (int)w->cols);
+        for (int k = 0; k < lw->rank; k++) kt->ops.axpy(y, lo->scale * t[k], lw->bt + (int64_t)k * w->rows, (int)w->rows);
+    }
+}
+
 /* ---- the forward ---- */
 
 /* Validates the batch; n_rows: its tokens, n_out: rows that get logits, max_pos: the last position. */
@@ -440,6 +453,14 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_bat
             if (q->pages[b] < 0 || q->pages[b] >= kv->n_pages) return OXL_ERR_ARG;
         for (int i = 0; i < q->n_tokens; i++)
             if (q->tokens[i] < 0 || q->tokens[i] >= m->n_vocab) return OXL_ERR_ARG;
+        if (q->n_loras < 0 || (q->n_loras > 0 && !q->loras)) return OXL_ERR_ARG;
+        for (int a = 0; a < q->n_loras; a++) {
+            if (!q->loras[a].w) return OXL_ERR_ARG;
+            for (int j = 0; j < m->n_layer * OXL_LORA_SLOTS; j++) {
+                const oxl_lora_weight *lw = &q->loras[a].w[j];
+                if (lw->a && (!lw->bt || lw->rank <= 0 || lw->rank > OXL_LORA_MAX_RANK)) return OXL_ERR_ARG;
+            }
+        }
         rows += q->n_tokens;
         outs += q->all_logits ? q->n_tokens : 1;
         last = OXL_MAX(last, (int)end - 1);
@@ -557,6 +578,15 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
             /* biases, per-head q/k norms, RoPE, then K and V into the cache; split by row */
             for (int64_t i = t0; i < t1; i++) {
                 float *qi = q + i * ldq, *ki = k + i * ldk, *vi = v + i * ldv;
+                const oxl_batch_seq *sq = &seqs[row_seq[i]];
+                if (sq->n_loras) {
+                    const float *xi = xn + i * n_embd;
+                    lora_row(kt, sq, il, OXL_LORA_Q, &L->wq, xi, qi);   /* the fused QKV row where there is one */
+                    if (!fused_qkv) {
+                        lora_row(kt, sq, il, OXL_LORA_K, &L->wk, xi, ki);
+                        lora_row(kt, sq, il, OXL_LORA_V, &L->wv, xi, vi);
+                    }
+                }
                 add_bias(qi, L->bq, 1, q_dim, 0, 0, 1);
                 add_bias(ki, L->bk, 1, kv_dim, 0, 0, 1);
                 add_bias(vi, L->bv, 1, kv_dim, 0, 0, 1);
@@ -638,6 +668,7 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
             act_set_init(&acts, kt, base, &S, ffn_ws, 2);
             for (int64_t i = t0; i < t1; i++) {
                 float *ti = tmp + i * n_embd, *xi = x + i * n_embd;
+                if (seqs[row_seq[i]].n_loras) lora_row(kt, &seqs[row_seq[i]], il, OXL_LORA_O, &L->wo, attn + i * q_dim, ti);
                 add_bias(ti, L->bo, 1, n_embd, 0, 0, 1);
                 if (L->post_attn_norm) norm_row(kt, m, ti, L->post_attn_norm, NULL, ti, n_embd);
                 if (L->parallel_residual) {
@@ -664,6 +695,11 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
             act_set_init(&acts, kt, base, &S, down_ws, 1);
             for (int64_t i = t0; i < t1; i++) {
                 float *ui = up + i * ldu, *gi;
+                if (seqs[row_seq[i]].n_loras) {
+                    const oxl_batch_seq *sq = &seqs[row_seq[i]];
+                    lora_row(kt, sq, il, OXL_LORA_UP, &L->w_up, xn + i * n_embd, ui);   /* all of a fused gate|up */
+                    if (L->w_gate.data) lora_row(kt, sq, il, OXL_LORA_GATE, &L->w_gate, xn + i * n_embd, gate + i * n_ff);
+                }
                 if (L->fused_gate_up) {
                     gi = ui;          /* [gate | up] */
                     ui = ui + n_ff;
@@ -684,6 +720,7 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
 
             for (int64_t i = t0; i < t1; i++) {
                 float *ti = tmp + i * n_embd;
+                if (seqs[row_seq[i]].n_loras) lora_row(kt, &seqs[row_seq[i]], il, OXL_LORA_DOWN, &L->w_down, gate + i * n_ff, ti);
                 add_bias(ti, L->b_down, 1, n_embd, 0, 0, 1);
                 if (L->post_ffn_norm) norm_row(kt, m, ti, L->post_ffn_norm, NULL, ti, n_embd);
                 kt->ops.add(x + i * n_embd, ti, n_embd);

@@ -86,6 +86,24 @@ typedef struct {
     void **k, **v;   /* per layer: (n_head_kv, n_pages, OXL_KV_PAGE, one row of head_dim values of type) */
 } oxl_kv_cache;
 
+/* LoRA: a low-rank update of a layer's projection, y += scale * B (A x), computed next to the product with
+ * A x first (rank-r work; W itself is never modified or copied). One adapter is, per layer and projection,
+ * A (rank, cols) and B transposed (rank, rows), both f32, or a = NULL where it leaves the projection alone. */
+enum { OXL_LORA_Q, OXL_LORA_K, OXL_LORA_V, OXL_LORA_O, OXL_LORA_GATE, OXL_LORA_UP, OXL_LORA_DOWN, OXL_LORA_SLOTS };
+#define OXL_LORA_MAX_RANK 4096
+
+typedef struct {
+    const float *a;    /* (rank, cols of the projection) */
+    const float *bt;   /* (rank, rows of the projection): B transposed */
+    int rank;
+} oxl_lora_weight;
+
+typedef struct {
+    const oxl_lora_weight *w;   /* n_layer * OXL_LORA_SLOTS entries: [layer][slot]; OXL_LORA_Q is the fused QKV,
+                                   OXL_LORA_UP the fused gate|up where a layer has them */
+    float scale;                /* the user's scale * alpha / rank (alpha / sqrt(rank) for rsLoRA) */
+} oxl_lora;
+
 /* One sequence's share of a batched forward: n_tokens new tokens at positions pos0 .. pos0 + n_tokens - 1,
  * after the pos0 positions its block table already holds. */
 typedef struct {
@@ -95,6 +113,8 @@ typedef struct {
     const int32_t *pages;   /* block table: n_blocks page ids, covering at least pos0 + n_tokens positions */
     int n_blocks;
     int all_logits;         /* logits of every new token, else of the last one only */
+    const oxl_lora *loras;  /* the adapters applied to this sequence's rows (n_loras, may be 0), in order */
+    int n_loras;
 } oxl_batch_seq;
 
 /* Scratch bytes for forwards of up to n_batch tokens in all, attending over up to n_ctx positions. */

@@ -131,6 +131,18 @@ cdef extern from "forward.h" nogil:
         void **k
         void **v
 
+    ctypedef struct oxl_lora_weight:
+        const float *a
+        const float *bt
+        int rank
+
+    ctypedef struct oxl_lora:
+        const oxl_lora_weight *w
+        float scale
+
+    enum: OXL_LORA_SLOTS
+    enum: OXL_LORA_MAX_RANK
+
     ctypedef struct oxl_batch_seq:
         const int32_t *tokens
         int n_tokens
@@ -138,6 +150,8 @@ cdef extern from "forward.h" nogil:
         const int32_t *pages
         int n_blocks
         int all_logits
+        const oxl_lora *loras
+        int n_loras
 
     enum: OXL_KV_PAGE
 

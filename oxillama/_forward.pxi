@@ -167,6 +167,68 @@ cdef class ForwardPlan:
 
 
 KV_PAGE = OXL_KV_PAGE   # positions per page of the C forward's KV cache
+LORA_SLOTS = ("q", "k", "v", "o", "gate", "up", "down")   # the order of OXL_LORA_Q .. OXL_LORA_DOWN
+LORA_MAX_RANK = OXL_LORA_MAX_RANK
+
+
+cdef class LoraWeights:
+    """One LoRA adapter bound to a ForwardPlan: per (layer, projection) A (rank, cols) and B transposed
+    (rank, rows) as contiguous float32 arrays, checked against the plan's weight shapes. `weights` maps
+    (layer, slot name) -> (A, B) with B (rows, rank) as adapters store it."""
+    cdef oxl_lora_weight *w
+    cdef list _keep
+    cdef readonly int n_layer
+
+    def __cinit__(self):
+        self.w = NULL
+        self._keep = []
+
+    def __dealloc__(self):
+        free(self.w)
+
+    def __init__(self, ForwardPlan plan, dict weights):
+        from oxillama.errors import LoraError
+        self.n_layer = plan.n_layer
+        self.w = <oxl_lora_weight *>calloc(plan.n_layer * OXL_LORA_SLOTS, sizeof(oxl_lora_weight))
+        if self.w == NULL:
+            raise MemoryError()
+        cdef const float[:, ::1] av
+        cdef const float[:, ::1] bv
+        cdef oxl_layer *L
+        cdef oxl_weight *target
+        for key, ab in weights.items():
+            il, slot = key
+            if not (isinstance(il, int) and 0 <= il < plan.n_layer) or slot not in LORA_SLOTS:
+                raise LoraError(f"no projection {slot!r} in layer {il!r} of a {plan.n_layer}-layer model")
+            L = &plan.layers[il]
+            target = NULL
+            if slot == "q": target = &L.wq
+            elif slot == "k": target = &L.wk
+            elif slot == "v": target = &L.wv
+            elif slot == "o": target = &L.wo
+            elif slot == "gate": target = &L.w_gate
+            elif slot == "up": target = &L.w_up
+            else: target = &L.w_down
+            if target.data == NULL:
+                raise LoraError(f"layer {il} has no separate {slot} projection (fused or absent)")
+            a, b = ab
+            if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.ndim == 2 and b.ndim == 2):
+                raise LoraError(f"layer {il} {slot}: A and B must be 2-D arrays")
+            rank = a.shape[0]
+            if not 0 < rank <= OXL_LORA_MAX_RANK or b.shape[1] != rank:
+                raise LoraError(f"layer {il} {slot}: ranks of A {a.shape} and B {b.shape} disagree or exceed "
+                                f"{OXL_LORA_MAX_RANK}")
+            if a.shape[1] != target.cols or b.shape[0] != target.rows:
+                raise LoraError(f"layer {il} {slot}: A {a.shape} and B {b.shape} do not fit the projection "
+                                f"({target.rows}, {target.cols})")
+            a32 = np.ascontiguousarray(a, dtype=np.float32)
+            bt32 = np.ascontiguousarray(np.asarray(b, dtype=np.float32).T)
+            self._keep += [a32, bt32]
+            av, bv = a32, bt32
+            idx = il * OXL_LORA_SLOTS + LORA_SLOTS.index(slot)
+            self.w[idx].a = &av[0, 0]
+            self.w[idx].bt = &bv[0, 0]
+            self.w[idx].rank = rank
 
 
 cdef class KVBuffers:
@@ -232,15 +294,46 @@ cdef class ForwardContext:
     cdef void *scratch
     cdef int64_t scratch_size
     cdef oxl_batch_seq *seqs
+    cdef oxl_lora *lora_buf
+    cdef int lora_cap
     cdef readonly int n_batch, n_threads, n_ctx
 
     def __cinit__(self):
         self.scratch = NULL
         self.seqs = NULL
+        self.lora_buf = NULL
+        self.lora_cap = 0
 
     def __dealloc__(self):
         free(self.scratch)
         free(self.seqs)
+        free(self.lora_buf)
+
+    cdef int _set_loras(self, list per_seq) except -1:
+        """Point each sequence at its adapters: per_seq[i] is None or a list of (LoraWeights, scale)."""
+        cdef int total = 0, i, j = 0
+        cdef LoraWeights lw
+        for i in range(len(per_seq)):
+            total += len(per_seq[i]) if per_seq[i] else 0
+        if total > self.lora_cap:
+            free(self.lora_buf)
+            self.lora_buf = <oxl_lora *>calloc(total, sizeof(oxl_lora))
+            if self.lora_buf == NULL:
+                self.lora_cap = 0
+                raise MemoryError()
+            self.lora_cap = total
+        for i in range(len(per_seq)):
+            self.seqs[i].loras = self.lora_buf + j
+            self.seqs[i].n_loras = 0
+            for item in per_seq[i] or ():
+                lw, scale = item
+                if lw.n_layer != self.plan.n_layer:
+                    raise ModelError("a LoRA adapter bound to another model")
+                self.lora_buf[j].w = lw.w
+                self.lora_buf[j].scale = scale
+                self.seqs[i].n_loras += 1
+                j += 1
+        return 0
 
     def __init__(self, ForwardPlan plan, KVBuffers kv, int n_batch, int n_threads, n_ctx=None):
         if (kv.n_layer, kv.n_head_kv, kv.head_dim) != (plan.n_layer, plan.n_head_kv, plan.head_dim):
@@ -274,9 +367,9 @@ cdef class ForwardContext:
             raise ModelError(f"forward failed: {_FORWARD_ERRORS.get(rc, 'error')} (code {rc})")
 
     def run(self, const int32_t[::1] tokens, int pos0, float[::1] logits=None, bint all_logits=False,
-            float[::1] hidden=None):
+            float[::1] hidden=None, list loras=None):
         """Run tokens at positions pos0.. of the single sequence that uses the pages in order; logits
-        (n_vocab,) or (n * n_vocab,) if all_logits."""
+        (n_vocab,) or (n * n_vocab,) if all_logits. loras: (LoraWeights, scale) pairs applied to it."""
         cdef int n = tokens.shape[0]
         cdef float *lp = NULL
         cdef float *hp = NULL
@@ -304,13 +397,15 @@ cdef class ForwardContext:
         self.seqs[0].pages = &pages[0]
         self.seqs[0].n_blocks = pages.shape[0]
         self.seqs[0].all_logits = all_logits
+        self._set_loras([loras])
         self._call(1, lp, hp)
 
-    def run_batch(self, list tokens, list pos0, list pages, list all_logits, float[::1] logits):
+    def run_batch(self, list tokens, list pos0, list pages, list all_logits, float[::1] logits, list loras=None):
         """One step for many sequences: tokens[i] (int32 array) at positions pos0[i].. of the sequence whose
         block table is pages[i] (int32 page ids); logits (n_out * n_vocab,) gets, sequence by sequence, every
-        token's logits where all_logits[i] is true, else its last token's. The caller keeps page ids within
-        the pool and pages written by one sequence unshared."""
+        token's logits where all_logits[i] is true, else its last token's; loras[i] (if given): sequence i's
+        (LoraWeights, scale) pairs. The caller keeps page ids within the pool and pages written by one
+        sequence unshared."""
         cdef int n_seqs = len(tokens)
         cdef int i, n, total = 0, n_out = 0
         cdef const int32_t[::1] tv
@@ -338,4 +433,7 @@ cdef class ForwardContext:
             self.seqs[i].all_logits = bool(all_logits[i])
         if logits.shape[0] != n_out * self.plan.n_vocab:
             raise ModelError(f"logits buffer has {logits.shape[0]} values, need {n_out * self.plan.n_vocab}")
+        if loras is not None and len(loras) != n_seqs:
+            raise ModelError("run_batch needs one LoRA list (or None) per sequence")
+        self._set_loras(loras if loras is not None else [None] * n_seqs)
         self._call(n_seqs, &logits[0], NULL)

@@ -71,3 +71,7 @@ class QueueFullError(BatchError):
 
 class SchedulerStoppedError(BatchError):
     """The scheduler is not running."""
+
+
+class LoraError(OxillamaError, ValueError):
+    """A LoRA adapter is malformed or does not fit the base model."""

@@ -34,6 +34,7 @@ class _Sequence:
     pages: np.ndarray                      # block table (int32, capacity pages_per_seq); valid: n_blocks
     n_blocks: int = 0
     tokens: list[int] = field(default_factory=list)
+    loras: list = field(default_factory=list)     # [(LoraAdapter, scale)] applied to its rows
 
 
 class SequencePool:
@@ -139,7 +140,18 @@ class SequencePool:
         child.n_blocks = nb
         self._refs[parent.pages[:nb]] += 1
         child.tokens = parent.tokens[:n]
+        child.loras = list(parent.loras)   # its cached positions were computed with them
         return child_id
+
+    def set_loras(self, seq_id: int, loras) -> None:
+        """The LoRA adapters ([(LoraAdapter, scale)] or adapters) applied to the sequence's next tokens;
+        sequences with different adapters (or none) run in the same step."""
+        from oxillama.lora import check_loras
+        s = self._seq(seq_id)
+        loras = check_loras(loras)
+        for adapter, _ in loras:
+            adapter.bind(self.engine)
+        s.loras = loras
 
     def n_past(self, seq_id: int) -> int:
         return len(self._seq(seq_id).tokens)
@@ -256,25 +268,27 @@ class SequencePool:
                     calls.append(current)
                     current, size = [], 0
                 rows = chunk.size if all_logits else (1 if last else 0)
-                current.append((chunk, pos + start, s.pages, all_logits, rows, row))
+                current.append((chunk, pos + start, s, all_logits, rows, row))
                 size += chunk.size
                 row += rows
         calls.append(current)
+        from oxillama.lora import bound
         for call in calls:
-            tokens, pos0, tables, flags = [], [], [], []
+            tokens, pos0, tables, flags, loras = [], [], [], [], []
             r0 = call[0][5]
             n_rows = 0
-            for chunk, p0, table, all_logits, rows, _ in call:
+            for chunk, p0, seq, all_logits, rows, _ in call:
                 tokens.append(chunk)
                 pos0.append(p0)
-                tables.append(table)
+                tables.append(seq.pages)
+                loras.append(bound(self.engine, seq.loras) if seq.loras else None)
                 # a chunk without logits still runs: the C call takes the last row's logits, which go to a
                 # row that the next chunk of the same sequence overwrites
                 flags.append(all_logits)
                 n_rows += chunk.size if all_logits else 1
             if n_rows > out.shape[0] - r0 or any(rows == 0 for *_, rows, _ in call):
                 tmp = np.empty((n_rows, self.n_vocab), dtype=np.float32)
-                self._ctx.run_batch(tokens, pos0, tables, flags, tmp.reshape(-1))
+                self._ctx.run_batch(tokens, pos0, tables, flags, tmp.reshape(-1), loras)
                 r = 0
                 for chunk, _, _, all_logits, rows, at in call:
                     k = chunk.size if all_logits else 1
@@ -282,7 +296,7 @@ class SequencePool:
                         out[at:at + rows] = tmp[r:r + rows]
                     r += k
             else:
-                self._ctx.run_batch(tokens, pos0, tables, flags, out[r0:r0 + n_rows].reshape(-1))
+                self._ctx.run_batch(tokens, pos0, tables, flags, out[r0:r0 + n_rows].reshape(-1), loras)
 
     def __repr__(self):
         return (f"SequencePool(n_seq_max={self.n_seq_max}, n_ctx={self.n_ctx}, n_pages={self.n_pages}, "
