@@ -9,7 +9,7 @@ import sys
 
 from oxillama.errors import OxillamaError
 
-SUBCOMMANDS = ("run", "pull", "inspect")
+SUBCOMMANDS = ("run", "pull", "inspect", "convert_lora")
 
 
 def build_parser() -> argparse.ArgumentParser:
