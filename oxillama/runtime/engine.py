@@ -290,7 +290,8 @@ class InferenceEngine:
             arch=c.arch, fingerprint=self.fingerprint(), n_ctx=self.n_ctx, n_layer=c.n_layer,
             kv_dim=self.kv.kv_dim, n_vocab=self.n_vocab, kv_type=self.kv.kv_type, kv=self.kv_snapshot(),
             seed=self.seed, sampler=None if self._sampler is None else _snap.sampler_record(self._sampler),
-            grammar=None if self._matcher is None else _snap.grammar_record(self._matcher))
+            grammar=None if self._matcher is None else _snap.grammar_record(self._matcher),
+            loras=list(self._kv_lora_key))
         if self._sampler is not None and self._sampler.logits_processors:
             log.warning("snapshot: the sampler's logits_processors (Python callables) are not saved")
         return _snap.encode(snap)
@@ -342,11 +343,18 @@ class InferenceEngine:
         kv = snap.kv
         if kv.n_past + (kv.pending is not None) > self.n_ctx:
             raise SnapshotError(f"snapshot holds {kv.n_past} tokens (+ pending), more than n_ctx={self.n_ctx}")
+        if tuple(snap.loras) != self._lora_key():
+            def show(key):
+                return ", ".join(f"{h[:12]}@{sc:g}" for h, sc in key) or "none"
+            raise SnapshotError(f"the snapshot was taken with LoRA adapters [{show(snap.loras)}], this engine has "
+                                f"[{show(self._lora_key())}]: add the same adapters with the same scales (add_lora, "
+                                f"or lora_path / lora_scale to resume) first")
         sampler = _snap.build_sampler(snap.sampler) if snap.sampler is not None else None
         matcher = _snap.build_matcher(snap.grammar, self.tokenizer) if snap.grammar is not None else None
         if kv.k.dtype != self.kv.dtype:   # resumed with another kv_type
             kv = KVState(kv.tokens, kv.k.astype(self.kv.dtype), kv.v.astype(self.kv.dtype), kv.pending, kv.logits)
         self.kv_restore(kv)
+        self._kv_lora_key = tuple(snap.loras)
         self._sampler = sampler
         self._matcher = matcher
 

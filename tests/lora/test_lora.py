@@ -201,3 +201,22 @@ def test_malformed_adapters_raise_lora_error(case, tmp_path):
             path.write_bytes(data[:len(data) // 2])
         with pytest.raises(LoraError):
             e.add_lora(LoraAdapter.from_gguf(path))
+
+
+def test_snapshots_record_the_adapters_and_resume_refuses_others(tmp_path):
+    from oxillama.errors import SnapshotError
+    with InferenceEngine.from_gguf(DATA / "llama.gguf", n_ctx=64, seed=3) as e:
+        tensors = random_lora(e, 4, seed=11, magnitude=2.0)
+    path = write_adapter(tmp_path / "a.gguf", tensors, alpha=4)
+    with InferenceEngine.from_gguf(DATA / "llama.gguf", n_ctx=64, seed=3, lora_path=path, lora_scale=0.8) as e:
+        whole = e.generate(TOKENS, max_tokens=12, temperature=0)
+        e.reset()
+        first = e.generate(TOKENS, max_tokens=6, temperature=0)
+        e.save(tmp_path / "s.oxs")
+    with pytest.raises(SnapshotError, match="LoRA adapters"):
+        InferenceEngine.resume(tmp_path / "s.oxs", DATA / "llama.gguf")
+    with pytest.raises(SnapshotError, match="LoRA adapters"):
+        InferenceEngine.resume(tmp_path / "s.oxs", DATA / "llama.gguf", lora_path=path, lora_scale=0.5)
+    with InferenceEngine.resume(tmp_path / "s.oxs", DATA / "llama.gguf", lora_path=path, lora_scale=0.8) as e:
+        rest = e.generate(None, max_tokens=6, temperature=0)
+        assert first.tokens + rest.tokens == whole.tokens
