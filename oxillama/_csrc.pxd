@@ -5,6 +5,8 @@ cdef extern from "kernels.h" nogil:
     ctypedef void (*oxl_to_float_fn)(const void *src, float *dst, int64_t n)
     ctypedef void (*oxl_from_float_fn)(const float *src, void *dst, int64_t n)
     ctypedef void (*oxl_vec_dot_fn)(int n, float *s, const void *x, const void *y)
+    ctypedef void (*oxl_gemm_fn)(int n, float *s, int64_t lds, const void *w, size_t w_row, int nr,
+                                 const void *y, size_t y_row, int nc)
 
     ctypedef struct oxl_type_traits:
         const char *name
@@ -17,6 +19,7 @@ cdef extern from "kernels.h" nogil:
         oxl_from_float_fn from_float
         oxl_vec_dot_fn vec_dot
         const char *tier
+        oxl_gemm_fn gemm
 
     ctypedef struct oxl_ops:
         void (*rms_norm)(const float *x, const float *w, float *y, int n, float eps)
@@ -66,6 +69,8 @@ cdef extern from "matmul.h" nogil:
                    const float *x, float *y, void *scratch, int n_threads)
     int oxl_matmul(const oxl_kernel_table *k, int type, const void *W, int64_t rows, int64_t cols,
                    const float *X, int64_t n, float *Y, void *scratch, int n_threads)
+    void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
+                        int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1)
 
 cdef extern from "forward.h" nogil:
     ctypedef struct oxl_weight:
