@@ -55,3 +55,19 @@ class SnapshotError(OxillamaError):
 
 class DownloadError(OxillamaError):
     """A model could not be fetched or failed verification."""
+
+
+class BatchError(OxillamaError):
+    """Many sequences at once: a sequence pool or a scheduler cannot take the request."""
+
+
+class KVPoolExhaustedError(BatchError):
+    """The shared KV pool has too few free pages for the step."""
+
+
+class QueueFullError(BatchError):
+    """The scheduler already has max_queue requests waiting."""
+
+
+class SchedulerStoppedError(BatchError):
+    """The scheduler is not running (never started, or stopped)."""
