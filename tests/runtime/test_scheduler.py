@@ -80,6 +80,23 @@ def test_per_request_options_match_generate(tiny):
     assert got[4].finish_reason == "stop" and got[4].tokens == [eog]
 
 
+def test_grammar_per_request_matches_generate(tiny):
+    from oxillama.grammar import Grammar
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}},
+              "required": ["a", "b"]}
+    p = _prompts(tiny, [5, 18, 9], seed=2)
+    requests = [(p[0], dict(max_tokens=40, temperature=0.8, seed=1, response_format={"type": "json_object",
+                                                                                     "schema": schema})),
+                (p[1], dict(max_tokens=20, temperature=0.9, seed=4)),                     # unconstrained companion
+                (p[2], dict(max_tokens=20, temperature=0.8, seed=2, grammar=Grammar.from_string('root ::= [a-c]+ "."')))]
+    with Scheduler(tiny, n_seq_max=3) as sched:
+        got = [sched.submit(prompt, **kw).result(TIMEOUT) for prompt, kw in requests]
+    for (prompt, kw), g in zip(requests, got):
+        tiny.reset()
+        _same([g], [tiny.generate(prompt, **kw)])
+    assert got[0].startswith("{")
+
+
 def test_ignore_eos_generates_past_end_of_generation(tiny):
     eog = next(iter(tiny.tokenizer.eog_ids))
     prompt = _prompts(tiny, [6])[0]
@@ -304,3 +321,32 @@ def test_real_model_batch_equals_solo(request, model, kw):
     extra = ["Water is", "The best way to learn"]
     got = engine.generate_batch(REAL_PROMPTS[::-1] + extra, max_tokens=16, n_seq_max=4, max_batch_tokens=48, **kw)
     _same(got[:len(REAL_PROMPTS)], want[::-1])
+
+
+class _InvariantPool:
+    """Marks a pool as giving the same logits whatever the shape of the step (as the C batched forward
+    will): the scheduler then chunks freely and recomputes in chunks. On the fallback pool that is
+    not bit-exact, so only properties that hold for any sample are checked."""
+
+    @staticmethod
+    def make(engine, **kw):
+        from oxillama.runtime.batch import SequencePool
+        pool = SequencePool(engine, **kw)
+        pool.position_invariant = True
+        return pool
+
+
+def test_invariant_pool_policy(tiny):
+    prefix = _prompts(tiny, [40], seed=7)[0]
+    prompts = [prefix + q for q in _prompts(tiny, [3, 25, 1, 12], seed=8)] + _prompts(tiny, [30], seed=9)
+    pool = _InvariantPool.make(tiny, n_seq_max=3, n_pages=9)
+    with Scheduler(tiny, pool=pool, max_batch_tokens=24) as sched:
+        first = sched.submit(prompts[0], max_tokens=30, temperature=0.7, seed=1, ignore_eos=True)
+        next(iter(first))
+        handles = [first] + [sched.submit(p, max_tokens=30, temperature=0.7, seed=1, ignore_eos=True)
+                             for p in prompts[1:]]
+        results = [h.result(TIMEOUT) for h in handles]
+        m = sched.metrics()
+    assert all(len(r.tokens) == 30 and r.finish_reason == "length" for r in results)
+    assert ["".join(h) for h in handles] == [str(r) for r in results]
+    assert m["prefix_cache_hits_total"] > 0 and m["num_preemptions_total"] > 0
