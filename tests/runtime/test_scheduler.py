@@ -152,13 +152,21 @@ async def _collect(stream):
 
 def test_cancel_frees_the_slot(tiny):
     prompt = _prompts(tiny, [10])[0]
+    gate, entered = threading.Event(), threading.Event()
+
+    def hold(tokens, logits):
+        entered.set()
+        gate.wait(GATE_WAIT)
+        return False
+
     with Scheduler(tiny, n_seq_max=1) as sched:
-        long = sched.submit(prompt, max_tokens=200, temperature=0.9, seed=1, ignore_eos=True)
+        long = sched.submit(prompt, max_tokens=200, temperature=0.9, seed=1, ignore_eos=True, stopping_criteria=hold)
         waiting = sched.submit(prompt, max_tokens=4, temperature=0)
-        next(iter(long))              # it runs
+        assert entered.wait(TIMEOUT)  # it runs (held in its first step)
         assert not waiting.done
         long.cancel()
         long.cancel()                 # idempotent
+        gate.set()
         got = waiting.result(TIMEOUT)
         assert len(got.tokens) == 4
         assert long.result(TIMEOUT).finish_reason == "cancelled" and len(long.result().tokens) < 200
@@ -186,10 +194,18 @@ def test_prompts_sharing_a_prefix_share_pages(tiny):
     a, b = prefix + [1, 2, 3], prefix + [4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     kw = dict(max_tokens=30, temperature=0)
     want = _solo(tiny, [a, b], **kw)
+    gate, entered = threading.Event(), threading.Event()
+
+    def hold_once(tokens, logits):    # a waits after its first token until b is queued
+        entered.set()
+        gate.wait(GATE_WAIT)
+        return False
+
     with Scheduler(tiny, n_seq_max=2) as sched:
-        ha = sched.submit(a, **kw)
-        next(iter(ha))                # a is decoding: its prefix is cached
+        ha = sched.submit(a, stopping_criteria=hold_once, **kw)
+        assert entered.wait(TIMEOUT)  # a is decoding: its prefix is cached
         hb = sched.submit(b, **kw)
+        gate.set()
         _same([ha.result(TIMEOUT), hb.result(TIMEOUT)], want)
         m = sched.metrics()
     assert hb.stats["n_cached_prompt_tokens"] > 0 and m["prefix_cache_hits_total"] == hb.stats["n_cached_prompt_tokens"]
@@ -260,26 +276,40 @@ def test_bad_input_raises_at_submit_and_others_continue(tiny):
 
 def test_pool_too_small_for_a_request_and_full_queue(tiny):
     prompt = _prompts(tiny, [10])[0]
+    gate, entered = threading.Event(), threading.Event()
+
+    def hold(tokens, logits):         # keeps the scheduler thread inside a step until the gate opens
+        entered.set()
+        gate.wait(GATE_WAIT)
+        return False
+
     with Scheduler(tiny, n_seq_max=1, n_pages=2, max_queue=1) as sched:
         with pytest.raises(KVPoolExhaustedError):    # 10 + 40 positions need 4 pages of 16
             sched.submit(prompt, max_tokens=40)
-        first = sched.submit(prompt, max_tokens=20, temperature=0.9, seed=1, ignore_eos=True)
-        deadline = time.monotonic() + TIMEOUT
-        while sched.metrics()["num_requests_running"] == 0 and not first.done and time.monotonic() < deadline:
-            time.sleep(0.001)
-        second = sched.submit(prompt, max_tokens=4)       # waits for the only slot
-        if not first.done and sched.metrics()["num_requests_waiting"] >= 1:
-            with pytest.raises(QueueFullError):
-                sched.submit(prompt, max_tokens=4)
-        assert len(second.result(TIMEOUT).tokens) == 4 and len(first.result(TIMEOUT).tokens) == 20
+        first = sched.submit(prompt, max_tokens=6, stopping_criteria=hold)
+        assert entered.wait(TIMEOUT)
+        second = sched.submit(prompt, max_tokens=4)       # waits: the queue is now full
+        with pytest.raises(QueueFullError):
+            sched.submit(prompt, max_tokens=4)
+        gate.set()
+        assert len(second.result(TIMEOUT).tokens) == 4 and len(first.result(TIMEOUT).tokens) == 6
+        sched.submit(prompt, max_tokens=2).result(TIMEOUT)   # room again
 
 
 def test_stop_ends_unfinished_requests_as_cancelled(tiny):
     prompt = _prompts(tiny, [10])[0]
+    gate, entered = threading.Event(), threading.Event()
+
+    def hold(tokens, logits):
+        entered.set()
+        gate.wait(GATE_WAIT)
+        return False
+
     sched = Scheduler(tiny, n_seq_max=1).start()
-    running = sched.submit(prompt, max_tokens=200, ignore_eos=True)
+    running = sched.submit(prompt, max_tokens=200, ignore_eos=True, stopping_criteria=hold)
     queued = sched.submit(prompt, max_tokens=200, ignore_eos=True)
-    next(iter(running))
+    assert entered.wait(TIMEOUT)
+    threading.Timer(0.05, gate.set).start()     # stop() waits for the step in progress
     sched.stop()
     assert running.result(TIMEOUT).finish_reason == "cancelled"
     assert queued.result(TIMEOUT).finish_reason == "cancelled" and queued.result().tokens == []
@@ -340,11 +370,20 @@ def test_invariant_pool_policy(tiny):
     prefix = _prompts(tiny, [40], seed=7)[0]
     prompts = [prefix + q for q in _prompts(tiny, [3, 25, 1, 12], seed=8)] + _prompts(tiny, [30], seed=9)
     pool = _InvariantPool.make(tiny, n_seq_max=3, n_pages=9)
+    gate, entered = threading.Event(), threading.Event()
+
+    def hold(tokens, logits):       # the first request waits after its first token until all are queued
+        entered.set()
+        gate.wait(GATE_WAIT)
+        return False
+
     with Scheduler(tiny, pool=pool, max_batch_tokens=24) as sched:
-        first = sched.submit(prompts[0], max_tokens=30, temperature=0.7, seed=1, ignore_eos=True)
-        next(iter(first))
+        first = sched.submit(prompts[0], max_tokens=30, temperature=0.7, seed=1, ignore_eos=True,
+                             stopping_criteria=hold)
+        assert entered.wait(TIMEOUT)
         handles = [first] + [sched.submit(p, max_tokens=30, temperature=0.7, seed=1, ignore_eos=True)
                              for p in prompts[1:]]
+        gate.set()
         results = [h.result(TIMEOUT) for h in handles]
         m = sched.metrics()
     assert all(len(r.tokens) == 30 and r.finish_reason == "length" for r in results)
