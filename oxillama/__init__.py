@@ -28,6 +28,7 @@ _LAZY = {
     "QMatrix": "oxillama.quant",
     "SpeculativeEngine": "oxillama.runtime.speculative",
     "BeamSearchConfig": "oxillama.runtime.beam",
+    "Scheduler": "oxillama.runtime.scheduler",
     "SequencePool": "oxillama.runtime.batch",
 }
 

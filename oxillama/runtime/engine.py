@@ -620,6 +620,22 @@ class InferenceEngine:
         finally:
             self.last_completion = Completion("", tokens=generated, finish_reason=finish, logprobs=logprobs)
 
+    def generate_batch(self, prompts, *, n_seq_max: int = 8, max_batch_tokens: int = 512, **kwargs) -> list:
+        """Completions of many prompts, in their order, generated together by a temporary Scheduler
+        (oxillama.runtime.scheduler): up to n_seq_max at once, one forward per step. Keywords are
+        generate()'s (the same for every prompt), plus ignore_eos=True; each text equals the prompt's
+        generate() text for the same keywords. The session is untouched."""
+        from oxillama.runtime.scheduler import Scheduler
+        if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
+            raise InvalidArgumentError(f"prompts must be a list of prompts, got {type(prompts).__name__}")
+        if not prompts:
+            return []
+        if type(n_seq_max) is int and n_seq_max >= 1:    # (a bad value is the Scheduler's to reject)
+            n_seq_max = min(n_seq_max, len(prompts))
+        with Scheduler(self, n_seq_max=n_seq_max, max_batch_tokens=max_batch_tokens) as sched:
+            handles = [sched.submit(p, **kwargs) for p in prompts]   # a bad request raises before any runs long
+            return [h.result() for h in handles]
+
     # ---- decoding strategies: beam search, speculative decoding, embeddings ----
 
     def beam_generate(self, prompt: str | list[int], config=None, **kwargs) -> list:
@@ -711,12 +727,13 @@ def _check_fingerprint(theirs: dict, ours: dict) -> None:
 
 
 class Completion(str):
-    """The generated text, with the generated token ids, why generation ended ("stop" or
-    "length") and, when asked for, the top-N log-probabilities of every generated token."""
+    """The generated text, with the generated token ids, why generation ended ("stop",
+    "length", or "cancelled" for a scheduler request) and, when asked for, the top-N log-probabilities of every generated token."""
 
     tokens: list[int]
     finish_reason: str
     logprobs: list[dict[int, float]] | None
+    usage: dict | None = None    # {"prompt_tokens", "completion_tokens", "total_tokens"}, set by the Scheduler
 
     def __new__(cls, text: str, *, tokens=(), finish_reason: str = "stop", logprobs=None):
         obj = super().__new__(cls, text)
