@@ -70,7 +70,6 @@ class SequencePool:
         self._free = list(range(self.n_pages - 1, -1, -1))   # pop() takes the lowest id first
         self._seqs: dict[int, _Sequence] = {}
         self._next_id = 0
-        self._logits = np.empty(0, dtype=np.float32)          # the last step's logits, reused
         log.info("sequence pool: %d sequences, %d pages of %d positions (%.1f MB of K/V)", self.n_seq_max,
                  self.n_pages, self.page_size, self.memory_bytes() / 1e6)
 
@@ -91,7 +90,7 @@ class SequencePool:
     def add(self) -> int:
         """A new empty sequence's id."""
         if len(self._seqs) >= self.n_seq_max:
-            raise BatchError(f"all {self.n_seq_max} sequence slots are in use")
+            raise BatchError(f"all {self.n_seq_max} sequence slots are in use (n_seq_max={self.n_seq_max})")
         sid = self._next_id
         self._next_id += 1
         self._seqs[sid] = _Sequence(np.zeros(self.pages_per_seq, dtype=np.int32))
@@ -215,7 +214,7 @@ class SequencePool:
     def step(self, items: Sequence[tuple[int, Sequence[int], bool]]) -> list[np.ndarray]:
         """Append each item's tokens to its sequence, all in one forward (or as few as n_batch allows); per
         item the logits of its last token (n_vocab,), or of every token (n, n_vocab) when its flag is set.
-        The arrays are views of a buffer the next step reuses: copy what must outlive it."""
+        The arrays are the caller's (views of one block per step)."""
         batch = []
         seen = set()
         pages = 0
@@ -244,9 +243,9 @@ class SequencePool:
         if pages > len(self._free):
             raise KVPoolExhaustedError(f"the step needs {pages} KV pages, {len(self._free)} are free")
         n_out = sum(a.size if al else 1 for _, a, al in batch)
-        if self._logits.size < n_out * self.n_vocab:
-            self._logits = np.empty(n_out * self.n_vocab, dtype=np.float32)
-        out = self._logits[:n_out * self.n_vocab].reshape(n_out, self.n_vocab)
+        # the caller's: one block per step (glibc serves a same-sized block again from its heap, so no page
+        # is faulted in per step)
+        out = np.empty((n_out, self.n_vocab), dtype=np.float32)
         for s, arr, _ in batch:
             self._prepare(s, arr.size)
         self._run(batch, out)

@@ -194,6 +194,8 @@ class _Request:
         self.admitted_at = 0                      # admission order, for preemption (newest first)
         self.t_submit = t_submit
         self.t_last: float | None = None
+        self.loras: list = []                     # [(LoraAdapter, scale)] applied to its rows
+        self.lora_key: tuple = ()                 # what its cached positions were computed with
 
     def body_end(self, exact: bool) -> int:
         """Positions before this run in prefill chunks; the rest one token per step (exact shapes)."""
@@ -324,6 +326,10 @@ class Scheduler:
         grammar = kwargs.pop("grammar", None)
         response_format = kwargs.pop("response_format", None)
         ignore_eos = kwargs.pop("ignore_eos", False)
+        from oxillama.lora import check_loras
+        loras = check_loras(kwargs.pop("lora", None))   # [(LoraAdapter, scale)] for this request's rows
+        for adapter, _ in loras:
+            adapter.bind(engine)
         if not isinstance(ignore_eos, bool):
             raise InvalidArgumentError(f"ignore_eos must be a bool, got {ignore_eos!r}")
         config, other = resolve_generate_kwargs(**kwargs)
@@ -364,8 +370,11 @@ class Scheduler:
         matcher = engine._new_matcher(grammar) if grammar is not None else None
         handle = RequestHandle(self, f"req-{next(self._ids)}")
         handle.stats["n_prompt_tokens"] = len(ids)
-        return _Request(handle, ids, sampler, matcher, max_tokens, stop_state, n_logprobs, criteria, ignore_eos,
-                        engine.tokenizer.detokenizer(), time.perf_counter())
+        req = _Request(handle, ids, sampler, matcher, max_tokens, stop_state, n_logprobs, criteria, ignore_eos,
+                       engine.tokenizer.detokenizer(), time.perf_counter())
+        req.loras = loras
+        req.lora_key = tuple((a.sha256, sc) for a, sc in loras if sc != 0.0)
+        return req
 
     # ---- metrics ----
 
@@ -536,6 +545,8 @@ class Scheduler:
         """Give r a sequence, forking the live one that caches the longest prefix of its tokens."""
         best, shared = None, 0
         for other in self._running:
+            if other.lora_key != r.lora_key:   # cached K/V computed with other adapters
+                continue
             k = _common_prefix(other.known, r.known, other.n_cached)
             if self._exact:
                 # only positions both prefill in chunks of >= MIN_EXACT_CHUNK, as generate() does
@@ -550,6 +561,8 @@ class Scheduler:
             r.seq = self.pool.fork(best.seq, shared) if best is not None else self.pool.add()
         except BatchError:
             return False
+        if r.loras:
+            self.pool.set_loras(r.seq, r.loras)
         r.n_cached = shared
         r.state = PREFILL
         r.admitted_at = next(self._admissions)

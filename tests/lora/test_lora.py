@@ -220,3 +220,18 @@ def test_snapshots_record_the_adapters_and_resume_refuses_others(tmp_path):
     with InferenceEngine.resume(tmp_path / "s.oxs", DATA / "llama.gguf", lora_path=path, lora_scale=0.8) as e:
         rest = e.generate(None, max_tokens=6, temperature=0)
         assert first.tokens + rest.tokens == whole.tokens
+
+
+def test_scheduler_requests_with_different_adapters_equal_their_solo_generate():
+    from oxillama import Scheduler
+    with InferenceEngine.from_gguf(DATA / "llama.gguf", n_ctx=64, seed=5) as e:
+        a = LoraAdapter(random_lora(e, 4, seed=12, magnitude=2.0), arch="llama")
+        b = LoraAdapter(random_lora(e, 8, seed=13, magnitude=2.0), arch="llama")
+        settings = [None, [(a, 1.0)], [(b, 0.7)], [(a, 0.5), (b, 1.0)]]
+        solo = [e.generate(TOKENS, max_tokens=10, temperature=0, **({"lora": s} if s else {})) for s in settings]
+        assert len({tuple(c.tokens) for c in solo}) > 1
+        with Scheduler(e, n_seq_max=4) as sched:
+            handles = [sched.submit(TOKENS, max_tokens=10, temperature=0, **({"lora": s} if s else {}))
+                       for s in settings]
+            got = [h.result(timeout=60) for h in handles]
+        assert [c.tokens for c in got] == [c.tokens for c in solo]

@@ -176,11 +176,13 @@ def test_cancel_frees_the_slot(tiny):
 
 
 def test_preemption_under_a_tiny_pool_keeps_every_text(tiny):
-    prompts = _prompts(tiny, [20, 33, 9, 40, 17], seed=4)
-    kw = dict(max_tokens=40, temperature=0.8, seed=9)
+    from oxillama import _core
+    page = _core.KV_PAGE
+    prompts = _prompts(tiny, [page // 3, page // 2, page // 7, page * 5 // 8, page // 4], seed=4)
+    kw = dict(max_tokens=page, temperature=0.8, seed=9)
     want = _solo(tiny, prompts, **kw)
-    # 6 pages of 16 positions: room for one or two of these sequences at a time
-    with Scheduler(tiny, n_seq_max=4, max_batch_tokens=64, n_pages=6) as sched:
+    # each request grows to 2 pages; 3 pages hold one or two of them at a time
+    with Scheduler(tiny, n_seq_max=4, max_batch_tokens=64, n_pages=3) as sched:
         handles = [sched.submit(p, **kw) for p in prompts]
         got = [h.result(TIMEOUT) for h in handles]
         m = sched.metrics()
@@ -258,7 +260,7 @@ def test_bad_input_raises_at_submit_and_others_continue(tiny):
         # a request that fails while running (its stopping criterion raises) ends alone
         def broken(tokens, logits):
             raise RuntimeError("criterion failed")
-        bad = sched.submit(prompt, max_tokens=8, stopping_criteria=broken)
+        bad = sched.submit(prompt, max_tokens=8, stopping_criteria=broken, ignore_eos=True)
         with pytest.raises(RuntimeError, match="criterion failed"):
             bad.result(TIMEOUT)
         more = sched.submit(prompt, max_tokens=8, temperature=0)
@@ -283,9 +285,10 @@ def test_pool_too_small_for_a_request_and_full_queue(tiny):
         gate.wait(GATE_WAIT)
         return False
 
+    from oxillama import _core
     with Scheduler(tiny, n_seq_max=1, n_pages=2, max_queue=1) as sched:
-        with pytest.raises(KVPoolExhaustedError):    # 10 + 40 positions need 4 pages of 16
-            sched.submit(prompt, max_tokens=40)
+        with pytest.raises(KVPoolExhaustedError):    # 10 + 2 pages + 1 positions need 3 pages
+            sched.submit(prompt, max_tokens=2 * _core.KV_PAGE + 1)
         first = sched.submit(prompt, max_tokens=6, stopping_criteria=hold)
         assert entered.wait(TIMEOUT)
         second = sched.submit(prompt, max_tokens=4)       # waits: the queue is now full
@@ -369,7 +372,8 @@ class _InvariantPool:
 def test_invariant_pool_policy(tiny):
     prefix = _prompts(tiny, [40], seed=7)[0]
     prompts = [prefix + q for q in _prompts(tiny, [3, 25, 1, 12], seed=8)] + _prompts(tiny, [30], seed=9)
-    pool = _InvariantPool.make(tiny, n_seq_max=3, n_pages=9)
+    from oxillama import _core
+    pool = _InvariantPool.make(tiny, n_seq_max=3, n_pages=max(3, 144 // _core.KV_PAGE))
     gate, entered = threading.Event(), threading.Event()
 
     def hold(tokens, logits):       # the first request waits after its first token until all are queued
