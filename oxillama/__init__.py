@@ -28,6 +28,8 @@ _LAZY = {
     "QMatrix": "oxillama.quant",
     "SpeculativeEngine": "oxillama.runtime.speculative",
     "BeamSearchConfig": "oxillama.runtime.beam",
+    "Scheduler": "oxillama.runtime.scheduler",
+    "SequencePool": "oxillama.runtime.batch",
 }
 
 __all__ = ["OxillamaError", "system_info", "__version__", *_LAZY]

@@ -63,3 +63,23 @@ class SnapshotWriteError(SnapshotError, OSError):
 
 class DownloadError(OxillamaError):
     """A model could not be fetched or failed verification."""
+
+
+class BatchError(OxillamaError):
+    """A multi-sequence operation cannot proceed: no free sequence slot, a full queue, a stopped scheduler."""
+
+
+class KVPoolExhaustedError(BatchError):
+    """The shared KV pool has too few free pages for the step."""
+
+
+class QueueFullError(BatchError):
+    """The scheduler's queue already holds max_queue waiting requests."""
+
+
+class SchedulerStoppedError(BatchError):
+    """The scheduler is not running."""
+
+
+class LoraError(OxillamaError, ValueError):
+    """A LoRA adapter is malformed or does not fit the base model."""

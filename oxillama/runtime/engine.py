@@ -20,7 +20,7 @@ from oxillama.gguf import GGUFFile
 from oxillama.models import architecture_for
 from oxillama.runtime import snapshot as _snap
 from oxillama.runtime.completion import Completion, Timings, Usage, logprob_entries
-from oxillama.runtime.kv_cache import ContiguousKVCache
+from oxillama.runtime.kv_cache import ContiguousKVCache, kv_type_from
 from oxillama.runtime.prefix_cache import PrefixKvCache
 from oxillama.runtime.snapshot import KVState
 
@@ -41,7 +41,7 @@ class InferenceEngine:
 
     def __init__(self, gguf: GGUFFile, *, n_ctx: int = 0, n_threads: int | None = None, n_batch: int = 512,
                  seed: int | None = None, kv_type: str = "f16", tokenizer=None,
-                 prefix_cache: PrefixKvCache | None = None):
+                 prefix_cache: PrefixKvCache | None = None, n_seq_max: int = 1, type_k=None, type_v=None):
         self.gguf = gguf
         self.arch = architecture_for(gguf)
         self.config = self.arch.config
@@ -61,6 +61,10 @@ class InferenceEngine:
         if self.n_threads < 1:
             raise InvalidArgumentError(f"n_threads must be >= 1, got {n_threads}")
         self.n_batch = min(int(n_batch), n_ctx)
+        if isinstance(n_seq_max, bool) or not isinstance(n_seq_max, (int, np.integer)) or n_seq_max < 1:
+            raise InvalidArgumentError(f"n_seq_max must be an int >= 1, got {n_seq_max!r}")
+        self.n_seq_max = int(n_seq_max)   # sequences a Scheduler / generate_batch runs at once by default
+        kv_type = kv_type_from(kv_type, type_k, type_v)
         self.seed = seed
         self.plan = _core.ForwardPlan(self.arch.build())
         self.kv = ContiguousKVCache(c.n_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv)
@@ -87,6 +91,9 @@ class InferenceEngine:
         self.n_tokens_run = 0
         self.last_prefix_reused = 0     # prompt tokens the last generate() did not have to run
         self._fingerprint: dict | None = None
+        self._loras: list = []             # [(LoraAdapter, scale)]: the session's adapters (add_lora)
+        self._call_loras: list | None = None   # generate(lora=...) for one call
+        self._kv_lora_key: tuple = ()      # the adapters the cached positions were computed with
         log.info("loaded %s: %d layers, n_embd %d, vocab %d, n_ctx %d, %d threads, KV %.1f MB", c.arch,
                  c.n_layer, c.n_embd, c.n_vocab, n_ctx, self.n_threads, self.kv.memory_bytes() / 1e6)
         release_free_heap()     # the metadata parse's temporaries
@@ -94,16 +101,24 @@ class InferenceEngine:
     @classmethod
     def from_gguf(cls, path: str | os.PathLike, *, n_ctx: int = 0, n_threads: int | None = None,
                   n_batch: int = 512, seed: int | None = None, kv_type: str = "f16",
-                  prefix_cache: PrefixKvCache | None = None) -> "InferenceEngine":
+                  prefix_cache: PrefixKvCache | None = None, n_seq_max: int = 1, type_k=None,
+                  type_v=None, lora_path: str | os.PathLike | None = None,
+                  lora_scale: float = 1.0) -> "InferenceEngine":
         """Load a GGUF file (weights stay memory-mapped); a known model name (see `oxillama pull`)
-        is fetched into the cache on first use."""
+        is fetched into the cache on first use. n_seq_max: sequences served at once by a Scheduler or
+        generate_batch (llama.cpp's name); type_k / type_v: the KV cache type in llama-cpp-python's
+        spelling ("f16", "f32", "q8_0", or GGML type ids 1, 0, 8), an alternative to kv_type. lora_path /
+        lora_scale: a GGUF LoRA adapter added at load (llama-cpp-python's names)."""
         from oxillama.hub import resolve_model
         path = resolve_model(path)
         t0 = time.perf_counter()
         gguf = GGUFFile(path)
         try:
             engine = cls(gguf, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, seed=seed, kv_type=kv_type,
-                         prefix_cache=prefix_cache)
+                         prefix_cache=prefix_cache, n_seq_max=n_seq_max, type_k=type_k, type_v=type_v)
+            if lora_path is not None:
+                from oxillama.lora import LoraAdapter
+                engine.add_lora(LoraAdapter.from_gguf(lora_path), lora_scale)
         except BaseException:
             gguf.close()
             raise
@@ -173,6 +188,38 @@ class InferenceEngine:
             self._has_logits = False
         # n == len(tokens) with a pending token: nothing to drop
 
+    # ---- LoRA adapters (oxillama.lora) ----
+
+    @property
+    def loras(self) -> list:
+        """The session's adapters, [(LoraAdapter, scale)], applied in this order."""
+        return list(self._loras)
+
+    def add_lora(self, adapter, scale: float = 1.0) -> None:
+        """Apply an adapter from the next token on (stacked on those already added; W is never modified).
+        Prompts run later do not reuse cached positions computed with other adapters."""
+        from oxillama.lora import LoraAdapter, check_scale
+        if not isinstance(adapter, LoraAdapter):
+            raise InvalidArgumentError(f"add_lora takes a LoraAdapter, got {type(adapter).__name__}")
+        scale = check_scale(scale)
+        adapter.bind(self)   # validate against the model now
+        self._loras.append((adapter, scale))
+
+    def remove_lora(self, adapter) -> None:
+        before = len(self._loras)
+        self._loras = [(a, s) for a, s in self._loras if a is not adapter]
+        if len(self._loras) == before:
+            raise InvalidArgumentError(f"{adapter!r} is not one of the session's adapters")
+
+    def clear_loras(self) -> None:
+        self._loras = []
+
+    def _active_loras(self) -> list:
+        return self._loras if self._call_loras is None else self._call_loras
+
+    def _lora_key(self) -> tuple:
+        return tuple((a.sha256, s) for a, s in self._active_loras() if s != 0.0)
+
     # ---- session state: prefix reuse, KV state, snapshots ----
 
     def _prefill(self, ids) -> None:
@@ -183,13 +230,15 @@ class InferenceEngine:
         ids = self._check_tokens(ids)
         n = len(ids)
         keep = 0
-        if self.reuse_prefix and self._tokens:
+        same_loras = self._kv_lora_key == self._lora_key()
+        if self.reuse_prefix and self._tokens and same_loras:
             keep = min(_common_prefix_len(np.asarray(self._tokens, dtype=np.int32), ids), n - 1)
         self._pending = None
         self._has_logits = False
         del self._tokens[keep:]
         self.kv.truncate(keep)
-        if self.prefix_cache is not None and keep < n - 1:
+        use_prefix_cache = self.prefix_cache is not None and not self._lora_key()   # it keys on tokens only
+        if use_prefix_cache and keep < n - 1:
             got = self.prefix_cache.restore(ids[:n - 1], self.kv, start=keep)
             self._tokens.extend(int(t) for t in ids[keep:got])
             self._hist[keep:got] = ids[keep:got]
@@ -197,13 +246,8 @@ class InferenceEngine:
         self.last_prefix_reused = keep
         if keep:
             log.debug("prompt of %d tokens: %d reused from the cache, %d to run", n, keep, n - keep)
-        # the last token alone: its logits then come from the single-token path that a later call reusing
-        # this prefix also takes, so the same prompt and seed give the same text (a batch sums in
-        # another order, csrc/matmul.c)
-        if n - keep > 1:
-            self._run(ids[keep:n - 1])
-        self._run(ids[n - 1:])
-        if self.prefix_cache is not None:
+        self._run(ids[keep:])   # the logits do not depend on how the prompt is cut (one fixed sum order)
+        if use_prefix_cache:
             self.prefix_cache.insert(ids, self.kv)
 
     def kv_snapshot(self) -> KVState:
@@ -255,7 +299,8 @@ class InferenceEngine:
             arch=c.arch, fingerprint=self.fingerprint(), n_ctx=self.n_ctx, n_layer=c.n_layer,
             kv_dim=self.kv.kv_dim, n_vocab=self.n_vocab, kv_type=self.kv.kv_type, kv=self.kv_snapshot(),
             seed=self.seed, sampler=None if self._sampler is None else _snap.sampler_record(self._sampler),
-            grammar=None if self._matcher is None else _snap.grammar_record(self._matcher))
+            grammar=None if self._matcher is None else _snap.grammar_record(self._matcher),
+            loras=list(self._kv_lora_key))
         if self._sampler is not None and self._sampler.logits_processors:
             log.warning("snapshot: the sampler's logits_processors (Python callables) are not saved")
         return _snap.encode(snap)
@@ -307,11 +352,18 @@ class InferenceEngine:
         kv = snap.kv
         if kv.n_past + (kv.pending is not None) > self.n_ctx:
             raise SnapshotError(f"snapshot holds {kv.n_past} tokens (+ pending), more than n_ctx={self.n_ctx}")
+        if tuple(snap.loras) != self._lora_key():
+            def show(key):
+                return ", ".join(f"{h[:12]}@{sc:g}" for h, sc in key) or "none"
+            raise SnapshotError(f"the snapshot was taken with LoRA adapters [{show(snap.loras)}], this engine has "
+                                f"[{show(self._lora_key())}]: add the same adapters with the same scales (add_lora, "
+                                f"or lora_path / lora_scale to resume) first")
         sampler = _snap.build_sampler(snap.sampler) if snap.sampler is not None else None
         matcher = _snap.build_matcher(snap.grammar, self.tokenizer) if snap.grammar is not None else None
         if kv.k.dtype != self.kv.dtype:   # resumed with another kv_type
             kv = KVState(kv.tokens, kv.k.astype(self.kv.dtype), kv.v.astype(self.kv.dtype), kv.pending, kv.logits)
         self.kv_restore(kv)
+        self._kv_lora_key = tuple(snap.loras)
         self._sampler = sampler
         self._matcher = matcher
 
@@ -340,6 +392,12 @@ class InferenceEngine:
         if self.n_past + n > self.n_ctx:
             raise ContextOverflowError(f"{self.n_past} cached + {n} new tokens exceed n_ctx={self.n_ctx}")
         out = np.empty((n, self.n_vocab), dtype=np.float32) if all_logits else None
+        active = self._active_loras()
+        loras = None
+        if active:
+            from oxillama.lora import bound
+            loras = bound(self, active)
+        self._kv_lora_key = self._lora_key()
         for start in range(0, n, self.n_batch):
             chunk = tokens[start:start + self.n_batch]
             m = len(chunk)
@@ -347,11 +405,11 @@ class InferenceEngine:
             buf[:] = chunk
             last = start + m == n
             if all_logits:
-                self._ctx.run(buf, self.n_past, out[start:start + m].reshape(-1), True)
+                self._ctx.run(buf, self.n_past, out[start:start + m].reshape(-1), True, None, loras)
             elif last:
-                self._ctx.run(buf, self.n_past, self._logits, False)
+                self._ctx.run(buf, self.n_past, self._logits, False, None, loras)
             else:
-                self._ctx.run(buf, self.n_past, None, False)
+                self._ctx.run(buf, self.n_past, None, False, None, loras)
             self._hist[len(self._tokens):len(self._tokens) + m] = chunk
             self._tokens.extend(int(t) for t in chunk)
             self.kv.n_past = len(self._tokens)
@@ -398,6 +456,9 @@ class InferenceEngine:
         """
         from oxillama.sampling import StoppingCriteriaList, StopStrings, resolve_generate_kwargs
 
+        if "lora" in kwargs:   # adapters for this call only: [(LoraAdapter, scale), ...]
+            return self._generate_with_loras(kwargs.pop("lora"), prompt, stream=stream, callback=callback, seed=seed,
+                                             grammar=grammar, response_format=response_format, **kwargs)
         num_beams, speculative = kwargs.pop("num_beams", 1), kwargs.pop("speculative", None)
         speculative_k = kwargs.pop("speculative_k", 4)
         if num_beams != 1 or speculative not in (None, False):   # oxillama.runtime.beam / speculative
@@ -463,6 +524,28 @@ class InferenceEngine:
         for _ in pieces:
             pass
         return self.last_completion
+
+    def _generate_with_loras(self, lora, prompt, *, stream: bool, **kwargs):
+        from oxillama.lora import check_loras
+        loras = check_loras(lora)
+        for adapter, _ in loras:
+            adapter.bind(self)
+        self._call_loras = loras
+        try:
+            out = self.generate(prompt, stream=stream, **kwargs)
+        except BaseException:
+            self._call_loras = None
+            raise
+        if not stream:
+            self._call_loras = None
+            return out
+
+        def pieces():
+            try:
+                yield from out
+            finally:
+                self._call_loras = None
+        return pieces()
 
     def _new_sampler(self, config, seed: int | None, processors):
         from oxillama.sampling import Sampler
@@ -584,6 +667,22 @@ class InferenceEngine:
                 "".join(emitted), tokens=generated, finish_reason=finish, logprobs=logprobs,
                 usage=Usage(n_context, len(generated)), timings=timings,
                 token_logprobs=None if logprobs is None else logprob_entries(generated, logprobs, self._token_text))
+
+    def generate_batch(self, prompts, *, n_seq_max: int = 8, max_batch_tokens: int = 512, **kwargs) -> list:
+        """Completions of many prompts, in their order, generated together by a temporary Scheduler
+        (oxillama.runtime.scheduler): up to n_seq_max at once, one forward per step. Keywords are
+        generate()'s (the same for every prompt), plus ignore_eos=True; each text equals the prompt's
+        generate() text for the same keywords. The session is untouched."""
+        from oxillama.runtime.scheduler import Scheduler
+        if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
+            raise InvalidArgumentError(f"prompts must be a list of prompts, got {type(prompts).__name__}")
+        if not prompts:
+            return []
+        if type(n_seq_max) is int and n_seq_max >= 1:    # (a bad value is the Scheduler's to reject)
+            n_seq_max = min(n_seq_max, len(prompts))
+        with Scheduler(self, n_seq_max=n_seq_max, max_batch_tokens=max_batch_tokens) as sched:
+            handles = [sched.submit(p, **kwargs) for p in prompts]   # a bad request raises before any runs long
+            return [h.result() for h in handles]
 
     # ---- decoding strategies: beam search, speculative decoding, embeddings ----
 

@@ -83,6 +83,7 @@ class Snapshot:
     sampler: dict | None = None
     grammar: dict | None = None
     extra: dict = field(default_factory=dict)
+    loras: list = field(default_factory=list)   # [(adapter sha256, scale)] the cached positions were run with
 
 
 def model_fingerprint(path: str | os.PathLike) -> dict:
@@ -118,6 +119,8 @@ def encode(snap: Snapshot) -> bytes:
         "sampler": snap.sampler,
         "grammar": snap.grammar,
     }
+    if snap.loras:
+        body["loras"] = [[h, float(sc)] for h, sc in snap.loras]
     return frame(msgpack.packb(body, use_bin_type=True))
 
 
@@ -244,6 +247,7 @@ def _plain(obj, where: str, depth: int = 0) -> None:
 
 _FIELDS = {"arch", "fingerprint", "n_ctx", "n_layer", "kv_dim", "n_vocab", "kv_type", "tokens", "pending", "k",
            "v", "logits", "seed", "sampler", "grammar"}
+_OPTIONAL_FIELDS = {"loras"}   # written only when the session used LoRA adapters
 
 
 def _validate(d, n_body: int) -> Snapshot:
@@ -253,7 +257,7 @@ def _validate(d, n_body: int) -> Snapshot:
     missing = sorted(_FIELDS - set(d))
     if missing:
         raise SnapshotError(f"snapshot lacks field(s) {', '.join(missing)}")
-    unknown = sorted(set(d) - _FIELDS)
+    unknown = sorted(set(d) - _FIELDS - _OPTIONAL_FIELDS)
     if unknown:
         raise SnapshotError(f"snapshot has unknown field(s) {', '.join(unknown)}")
 
@@ -334,9 +338,15 @@ def _validate(d, n_body: int) -> Snapshot:
         if set(grammar) != {"source", "root", "state"} or not isinstance(grammar["source"], str) \
                 or not isinstance(grammar["root"], str) or not isinstance(grammar["state"], dict):
             raise SnapshotError("snapshot grammar must be a map of source (str), root (str) and state (map)")
+    loras = []
+    for item in d.get("loras", []) if isinstance(d.get("loras", []), list) else [None]:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and len(item[0]) == 64
+                and isinstance(item[1], float) and np.isfinite(item[1])):
+            raise SnapshotError("snapshot loras must be a list of [sha256 hex, finite scale] pairs")
+        loras.append((item[0], item[1]))
     kv = KVState(tokens=tokens, k=arrays[0], v=arrays[1], pending=pending, logits=logits)
     return Snapshot(arch=arch, fingerprint=fp, n_ctx=n_ctx, n_layer=n_layer, kv_dim=kv_dim, n_vocab=n_vocab,
-                    kv_type=kv_type, kv=kv, seed=seed, sampler=sampler, grammar=grammar)
+                    kv_type=kv_type, kv=kv, seed=seed, sampler=sampler, grammar=grammar, loras=loras)
 
 
 def _tuple(types) -> tuple:

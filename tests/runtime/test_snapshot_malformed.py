@@ -96,7 +96,7 @@ def crafted_cases(blob: bytes) -> dict:
         "k too short": edited(blob, k=d["k"][:-2]),
         "v missing rows": edited(blob, v=d["v"][: len(d["v"]) // 2]),
         "k claims a huge shape": edited(blob, n_layer=2**30),
-        "kv_type unknown": edited(blob, kv_type="q8_0"),
+        "kv_type unknown": edited(blob, kv_type="q4_0"),
         "kv_type f32 with f16 bytes": edited(blob, kv_type="f32"),
         "logits wrong length": edited(blob, logits=b"\x00" * 12),
         "logits and a pending token": edited(blob, logits=b"\x00" * (4 * d["n_vocab"])),
