@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_parser(sub)
         # -v after the subcommand too (`oxillama run -v ...`); its own dest, since a subparser's
         # default would overwrite the count given before the subcommand
-        sub.choices[name].add_argument("-v", "--verbose", action="count", default=0, dest="sub_verbose",
+        sub.choices[name.replace("_", "-")].add_argument("-v", "--verbose", action="count", default=0, dest="sub_verbose",
                                        help=_VERBOSE_HELP)
     return parser
 
