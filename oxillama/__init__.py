@@ -28,6 +28,8 @@ _LAZY = {
     "QMatrix": "oxillama.quant",
     "SpeculativeEngine": "oxillama.runtime.speculative",
     "BeamSearchConfig": "oxillama.runtime.beam",
+    "Llama": "oxillama.compat",
+    "LlamaGrammar": "oxillama.compat",
 }
 
 __all__ = ["OxillamaError", "system_info", "__version__", *_LAZY]

@@ -53,5 +53,9 @@ class SnapshotError(OxillamaError):
     """A session snapshot is malformed, from another model, or from an unsupported version."""
 
 
+class ModelNotFoundError(OxillamaError, ValueError):
+    """A model file does not exist (a ValueError, as llama-cpp-python raises for a missing model_path)."""
+
+
 class DownloadError(OxillamaError):
     """A model could not be fetched or failed verification."""
