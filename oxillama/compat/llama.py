@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from oxillama.compat import openai_shapes as shapes
-from oxillama.errors import InvalidArgumentError, ModelNotFoundError, OxillamaError
+from oxillama.errors import ContextOverflowError, InvalidArgumentError, ModelNotFoundError
 from oxillama.grammar import Grammar
 
 log = logging.getLogger("oxillama")
@@ -32,6 +32,10 @@ _IGNORED = {"n_gpu_layers", "split_mode", "main_gpu", "tensor_split", "rpc_serve
             "yarn_ext_factor", "yarn_attn_factor", "yarn_beta_fast", "yarn_beta_slow", "yarn_orig_ctx",
             "offload_kqv", "flash_attn", "no_perf", "last_n_tokens_size", "numa", "draft_model",
             "spm_infill", "op_offload", "swa_full", "tokenizer"}
+
+
+class ContextWindowError(ContextOverflowError, ValueError):
+    """A prompt does not fit the context (a ValueError, as llama-cpp-python raises)."""
 
 
 class LlamaGrammar(Grammar):
@@ -270,18 +274,19 @@ class Llama:
             kw["logprobs"] = int(logprobs)
         return kw
 
-    def _max_tokens(self, max_tokens) -> int | None:
-        return None if max_tokens is None or max_tokens <= 0 else int(max_tokens)   # <= 0: until n_ctx
-
     def _run(self, prompt, stream: bool, max_tokens, kw):
-        """engine.generate; returns (completion or piece iterator). Prompt tokens are counted after."""
-        return self._engine.generate(prompt, stream=stream, max_tokens=self._max_tokens(max_tokens), **kw)
+        """engine.generate on the prompt's token ids; max_tokens None or <= 0 means until the context is
+        full, and a larger one is cut to the room left (as llama-cpp-python does). Returns (number of
+        prompt tokens, the Completion or the piece iterator)."""
+        ids = self._engine._encode_prompt(prompt)
+        room = self.n_ctx() - len(ids)
+        if room <= 0:
+            raise ContextWindowError(f"Requested tokens ({len(ids)}) exceed context window of {self.n_ctx()}")
+        n = room if max_tokens is None or max_tokens <= 0 else min(int(max_tokens), room)
+        return len(ids), self._engine.generate(ids, stream=stream, max_tokens=n, **kw)
 
-    def _counts(self, completion) -> tuple[int, int]:
-        """(prompt tokens, completion tokens) of the generation that just ended."""
-        n_gen = len(completion.tokens)
-        prompt = len(self._engine.tokens) - n_gen
-        return prompt, shapes.generated_token_count(completion.tokens, self._engine.tokenizer.eog_ids)
+    def _n_generated(self, completion) -> int:
+        return shapes.generated_token_count(completion.tokens, self._engine.tokenizer.eog_ids)
 
     def create_completion(self, prompt: str | list[int], suffix: str | None = None, max_tokens: int | None = 16,
                           temperature: float = 0.8, top_p: float = 0.95, min_p: float = 0.05, typical_p: float = 1.0,
@@ -316,11 +321,11 @@ class Llama:
             return shapes.completion_logprobs(tok, c.tokens, c.logprobs, int(logprobs), offset=len(prefix))
 
         if not stream:
-            c = self._run(prompt, False, max_tokens, kw)
-            n_prompt, n_gen = self._counts(c)
+            n_prompt, c = self._run(prompt, False, max_tokens, kw)
+            n_gen = self._n_generated(c)
             choice = shapes.completion_choice(prefix + str(c), 0, c.finish_reason, logprobs_of(c))
             return shapes.completion_response(response_id, name, [choice], shapes.usage(n_prompt, n_gen), created)
-        pieces = self._run(prompt, True, max_tokens, kw)
+        _, pieces = self._run(prompt, True, max_tokens, kw)
 
         def chunks() -> Iterator[dict]:
             if prefix:
@@ -385,12 +390,12 @@ class Llama:
             return None if n_top is None else shapes.chat_logprobs(tok, c.tokens, c.logprobs, n_top)
 
         if not stream:
-            c = self._run(plan.prompt, False, max_tokens, kw)
-            n_prompt, n_gen = self._counts(c)
+            n_prompt, c = self._run(plan.prompt, False, max_tokens, kw)
+            n_gen = self._n_generated(c)
             content, calls = plan.parse(str(c))
             choice = shapes.chat_choice(0, content, calls, c.finish_reason, logprobs_of(c))
             return shapes.chat_response(response_id, name, [choice], shapes.usage(n_prompt, n_gen), created)
-        pieces = self._run(plan.prompt, True, max_tokens, kw)
+        _, pieces = self._run(plan.prompt, True, max_tokens, kw)
 
         def chunks() -> Iterator[dict]:
             yield shapes.chat_chunk(response_id, name, created, {"role": "assistant"})
