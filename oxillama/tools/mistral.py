@@ -2,16 +2,23 @@
 
     [TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}, {...}]
 
-(Mistral's v3 tokenizer format, vLLM's `mistral` parser). Calls read before a malformed element
-stay calls; the rest of the text is content.
+(Mistral's v3 tokenizer format, vLLM's `mistral` parser), or, from the v11 tokenizer on (Mistral Small
+3.2, Magistral), one marker per call with the name and the arguments apart:
+
+    [TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}
+
+Calls read before a malformed element stay calls; the rest of the text is content.
 """
 from __future__ import annotations
 
 import json
+import re
 
 from oxillama.tools.base import DONE, INCOMPLETE, ToolStyle, call_from_object, decode_json, skip_ws
 
 TOOL_CALLS = "[TOOL_CALLS]"
+ARGS = "[ARGS]"
+_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 
 
 class MistralStyle(ToolStyle):
@@ -29,7 +36,7 @@ class MistralStyle(ToolStyle):
             call = call_from_object(got[0])
             return [call if call is not None else text[pos:got[1]]], got[1], DONE
         if text[j] != "[":
-            return [text[pos:j]], j, DONE
+            return self._read_v11(text, pos, j, final)
         items: list = []
         k = j + 1
         while True:
@@ -52,6 +59,21 @@ class MistralStyle(ToolStyle):
             k = skip_ws(text, got[1])
             if k < len(text) and text[k] == ",":
                 k += 1
+
+    def _read_v11(self, text, pos, j, final):
+        """name[ARGS]{json} after the marker."""
+        m = _NAME.match(text, j)
+        name_end = m.end() if m else j
+        if text.startswith(ARGS, name_end) and name_end > j:
+            k = skip_ws(text, name_end + len(ARGS))
+            got = decode_json(text, k) if k < len(text) else None
+            if got is None:
+                return ([], pos, INCOMPLETE) if not final else ([text[pos:]], len(text), DONE)
+            call = call_from_object({"name": text[j:name_end], "arguments": got[0]})
+            return [call if call is not None else text[pos:got[1]]], got[1], DONE
+        if not final and name_end == len(text) or ARGS.startswith(text[name_end:]) and not final:
+            return [], pos, INCOMPLETE      # the name or "[ARGS]" may still be coming
+        return [text[pos:j]], j, DONE
 
     def format_calls(self, calls):
         return TOOL_CALLS + json.dumps([{"name": c["name"], "arguments": c["arguments"]} for c in calls],

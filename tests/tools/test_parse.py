@@ -182,3 +182,14 @@ def test_stream_holds_back_a_partial_marker():
 ])
 def test_detect_style(source, style):
     assert detect_style(source) == style
+
+
+def test_mistral_v11_name_args_form():
+    text = 'Checking.[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time[ARGS]{"tz": "Europe/Paris"}'
+    content, calls = parse_tool_calls(text, "mistral")
+    assert content == "Checking." and names_args(calls) == TWO
+    for step in (1, 3, 1000):
+        assert join(stream("mistral", text, step)) == (content, TWO)
+    bad = '[TOOL_CALLS]get_weather[ARGS]{"city":'
+    assert parse_tool_calls(bad, "mistral") == (bad, [])
+    assert join(stream("mistral", bad, 2)) == (bad, [])
