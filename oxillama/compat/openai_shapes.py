@@ -7,6 +7,13 @@ tool-call output (message.tool_calls, finish_reason "tool_calls", streamed tool-
 Everything here is JSON-serialisable: Python ints, floats and strs only. The keys are a superset of
 llama-cpp-python's `llama_types` TypedDicts (its reference shapes); nothing here needs pydantic, and a
 pydantic response model validates these dicts as they are.
+
+For the server's chat endpoint: `plan = chat_plan(engine.tokenizer, messages, tools, tool_choice,
+parallel_tool_calls=...)` replaces rendering the messages; `plan.grammar` (when not None) goes into
+the generate/submit keywords; `chat_choice(i, *plan.parse(text), completion.finish_reason, logprobs)`
+builds a choice; a stream feeds each piece to `plan.streamer()` and sends every returned delta, then
+those of `.finish()`, and ends with `chat_finish_reason(reason, calls)`. `chat_logprobs` and
+`completion_logprobs` are the dict forms of the two OpenAI logprobs shapes.
 """
 from __future__ import annotations
 
