@@ -4,7 +4,7 @@ varied text set, and greedy completions agree on their first tokens."""
 import json
 
 import pytest
-from shapes import structure
+from llama_shapes import structure
 
 llama_cpp = pytest.importorskip("llama_cpp")
 pytestmark = pytest.mark.slow

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from shapes import CHAT, COMPLETION, EMBEDDING, assert_shape
+from llama_shapes import CHAT, COMPLETION, EMBEDDING, assert_shape
 
 from oxillama import Llama
 from oxillama.errors import ChatTemplateError

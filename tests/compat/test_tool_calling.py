@@ -6,7 +6,7 @@ import json
 
 import jsonschema
 import pytest
-from shapes import CHAT, CHAT_CHUNK, TOOL_CALL, TOOL_CALL_DELTA, assert_shape
+from llama_shapes import CHAT, CHAT_CHUNK, TOOL_CALL, TOOL_CALL_DELTA, assert_shape
 
 from oxillama.errors import InvalidArgumentError
 

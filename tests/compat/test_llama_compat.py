@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from shapes import (CHAT, CHAT_CHUNK, CHAT_LOGPROBS, COMPLETION, COMPLETION_CHUNK, COMPLETION_LOGPROBS, EMBEDDING,
+from llama_shapes import (CHAT, CHAT_CHUNK, CHAT_LOGPROBS, COMPLETION, COMPLETION_CHUNK, COMPLETION_LOGPROBS, EMBEDDING,
                     assert_shape)
 
 from oxillama import Llama, LlamaGrammar, OxillamaError
