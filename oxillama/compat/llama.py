@@ -23,8 +23,6 @@ LLAMA_DEFAULT_SEED = 0xFFFFFFFF     # llama.cpp's "pick a random seed"
 
 # llama.cpp's llama_pooling_type values, and the names oxillama's pooling uses
 POOLING_TYPES = {-1: "unspecified", 0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
-# ggml_type values llama-cpp-python takes for type_k / type_v -> our KV cache types
-_KV_TYPES = {0: "f32", 1: "f16"}
 
 # llama_cpp.Llama keywords that choose GPU, memory-mapping or perf-counter behaviour: accepted, no effect here
 _IGNORED = {"n_gpu_layers", "split_mode", "main_gpu", "tensor_split", "rpc_servers", "vocab_only", "use_mmap",
@@ -93,8 +91,9 @@ class Llama:
             raise InvalidArgumentError(f"Llama() got unknown keyword(s): {', '.join(sorted(unknown))}")
         for name in sorted(kwargs):
             log.debug("Llama(%s=%r): no effect on the CPU; ignored", name, kwargs[name])
-        if lora_path is not None or lora_base is not None:
-            raise InvalidArgumentError("LoRA adapters (lora_path, lora_base) are not supported yet")
+        if lora_base is not None:
+            raise InvalidArgumentError("lora_base is not needed: adapters apply next to the base weights, which are "
+                                       "never merged (give lora_path alone)")
         if chat_handler is not None:
             raise InvalidArgumentError("chat_handler is not supported: oxillama renders chats with the model's "
                                        "chat template (or chat_format=)")
@@ -103,14 +102,14 @@ class Llama:
             from oxillama.hub import KNOWN_MODELS
             if self.model_path not in KNOWN_MODELS:
                 raise ModelNotFoundError(f"Model path does not exist: {self.model_path}")
-        kv_type = self._kv_type(type_k, type_v)
         if n_threads_batch is not None and n_threads is not None and n_threads_batch != n_threads:
             log.debug("Llama(n_threads_batch=%d): one thread count serves prompt and decode; using n_threads=%d",
                       n_threads_batch, n_threads)
         n_threads = n_threads if n_threads is not None else n_threads_batch
         self._seed = None if seed in (None, -1, LLAMA_DEFAULT_SEED) else int(seed)
         self._engine = InferenceEngine.from_gguf(self.model_path, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch,
-                                                 seed=self._seed, kv_type=kv_type)
+                                                 seed=self._seed, type_k=type_k, type_v=type_v, lora_path=lora_path,
+                                                 lora_scale=lora_scale)
         self.verbose = verbose
         self.logits_all = bool(logits_all)
         self.embedding = bool(embedding)
@@ -125,16 +124,6 @@ class Llama:
         self.scores = np.zeros((0, self.n_vocab()), dtype=np.float32)
 
     # ---- construction helpers ----
-
-    @staticmethod
-    def _kv_type(type_k, type_v) -> str:
-        types = {t for t in (type_k, type_v) if t is not None}
-        if not types:
-            return "f16"
-        if len(types) > 1 or next(iter(types)) not in _KV_TYPES:
-            raise InvalidArgumentError(f"type_k/type_v: the KV cache holds f16 (1) or f32 (0) for both K and V, "
-                                       f"got type_k={type_k}, type_v={type_v}")
-        return _KV_TYPES[next(iter(types))]
 
     def _pooling(self, pooling_type) -> str:
         name = POOLING_TYPES.get(pooling_type, pooling_type) if not isinstance(pooling_type, bool) else None

@@ -9,7 +9,7 @@ from llama_shapes import (CHAT, CHAT_CHUNK, CHAT_LOGPROBS, COMPLETION, COMPLETIO
                     assert_shape)
 
 from oxillama import Llama, LlamaGrammar, OxillamaError
-from oxillama.errors import InvalidArgumentError
+from oxillama.errors import LoraError, InvalidArgumentError
 
 pytestmark = pytest.mark.slow
 GREEDY = dict(temperature=0.0)
@@ -176,5 +176,7 @@ def test_constructor_keywords_and_errors(smollm2_path, tmp_path):
         Llama(smollm2_path, n_gpu_layer=1)
     with pytest.raises(InvalidArgumentError, match="chat_format"):
         Llama(smollm2_path, n_ctx=64, chat_format="no-such-format")
-    with pytest.raises(InvalidArgumentError, match="LoRA"):
-        Llama(smollm2_path, lora_path="adapter.gguf")
+    with pytest.raises(LoraError, match="adapter.gguf"):       # a missing adapter file is named
+        Llama(smollm2_path, n_ctx=64, lora_path="adapter.gguf")
+    with pytest.raises(InvalidArgumentError, match="type_k"):
+        Llama(smollm2_path, n_ctx=64, type_k=1, type_v=0)
