@@ -91,7 +91,7 @@ def test_matmul(benchmark, mem_read_bandwidth, qtype, tier, rows, cols, n_thread
 SMALL_BATCH_ROWS = (1, 2, 4, 8, 16)
 SMALL_BATCH_SHAPES = [("Q4_1", 1536, 576, "smollm2_ffn_up"), ("Q4_1", 576, 1536, "smollm2_ffn_down"),
                       ("Q8_0", 49152, 576, "smollm2_output"), ("Q5_0", 2048, 640, "gemma3_ffn_up"),
-                      ("Q4_K", 2048, 640, "gemma3_ffn_gate"), ("Q6_K", 640, 2048, "gemma3_ffn_down"),
+                      ("Q4_K", 640, 2048, "gemma3_ffn_down_q4k"), ("Q6_K", 640, 2048, "gemma3_ffn_down_q6k"),
                       ("Q8_0", 262144, 640, "gemma3_output")]
 STREAM_BYTES = 96 << 20
 _small_batch_n1: dict = {}

@@ -36,6 +36,33 @@ OXL_INLINE float finish(__m256 even, __m256 odd, __m256 tail, int has_tail, floa
     return (has_tail ? h + hsum_f32_8(tail) : h) + summs;
 }
 
+/* hsum8 of 2 x 4 vectors at once: lane 0 of the result is hsum8(a[0]) etc.; the same adds as hsum_f32_8
+ * ((lo + hi), then (l0 + l2) + (l1 + l3)) in the same pairings */
+OXL_INLINE __m128 hsum_f32_8x4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    __m256 x01 = _mm256_add_ps(_mm256_permute2f128_ps(a0, a1, 0x20), _mm256_permute2f128_ps(a0, a1, 0x31));
+    __m256 x23 = _mm256_add_ps(_mm256_permute2f128_ps(a2, a3, 0x20), _mm256_permute2f128_ps(a2, a3, 0x31));
+    x01 = _mm256_add_ps(x01, _mm256_permute_ps(x01, 0x4E));
+    x23 = _mm256_add_ps(x23, _mm256_permute_ps(x23, 0x4E));
+    x01 = _mm256_add_ps(x01, _mm256_permute_ps(x01, 0xB1));
+    x23 = _mm256_add_ps(x23, _mm256_permute_ps(x23, 0xB1));
+    /* outputs 0..3 are lanes 0 and 4 of x01 and of x23 */
+    const __m256 u = _mm256_unpacklo_ps(x01, x23);   /* lanes 0, 1: outputs 0, 2; lanes 4, 5: outputs 1, 3 */
+    return _mm_unpacklo_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+}
+
+/* finish() for C <= 4 outputs of one weight row, summs in the lanes of sm */
+OXL_INLINE void finish4(const int C, const __m256 *even, const __m256 *odd, const __m256 *tail, int has_tail, __m128 sm,
+                        float *out) {
+    __m256 v[4], t[4];
+    for (int j = 0; j < 4; j++) {
+        v[j] = j < C ? _mm256_add_ps(even[j], odd[j]) : _mm256_setzero_ps();
+        t[j] = j < C && has_tail ? tail[j] : _mm256_setzero_ps();
+    }
+    __m128 h = hsum_f32_8x4(v[0], v[1], v[2], v[3]);
+    if (has_tail) h = _mm_add_ps(h, hsum_f32_8x4(t[0], t[1], t[2], t[3]));
+    _mm_storeu_ps(out, _mm_add_ps(h, sm));
+}
+
 /* ---- vec_dot: one weight row with one activation row ------------------------------------- */
 
 OXL_INLINE void vec_dot_generic(int kind, int n, float *s, const void *vx, const void *vy) {
@@ -89,7 +116,7 @@ VEC_DOT(vec_dot_iq4_nl_q8_0_avx2, K_IQ4_NL)
  * one sequential stream, which the hardware prefetcher follows. */
 
 #define ROW_GROUP 4
-#define PANEL_BLOCKS 32    /* span blocks when each weight row's blocks are decoded into a panel */
+#define PANEL_BLOCKS 64    /* span blocks when each weight row's blocks are decoded into a panel */
 #define PAIR_ROWS_FROM 64  /* activation rows above which weight rows go in pairs */
 #define SPAN_DIRECT 256     /* span blocks when the blocks are decoded straight from the weights */
 
@@ -104,10 +131,10 @@ typedef struct {
     float d[OXL_GEMM_MAX_W_ROWS][PANEL_BLOCKS], m[OXL_GEMM_MAX_W_ROWS][PANEL_BLOCKS];
 } rows_panel;
 
-/* one group's activation blocks of one span: block i, row c at [i * ROW_GROUP + c] */
+/* one group's packed activation blocks: block s0 + k, row c at [k * ROW_GROUP + c] */
 typedef struct {
-    __m256i q[SPAN_DIRECT * ROW_GROUP];
-    float d[SPAN_DIRECT * ROW_GROUP], s[SPAN_DIRECT * ROW_GROUP];
+    __m256i *q;
+    float *d, *s;
 } act_pack;
 
 /* R weight rows (row r's block k at w + r * w_row + k * bx, or decoded in P row pr + r from block s0)
@@ -122,10 +149,10 @@ OXL_INLINE void rows_group(int kind, const int R, const int C, const char *w, si
     __m128 summs[2];
     for (int r = 0; r < R; r++) {
         for (int j = 0; j < C; j++) {
-            even[r][j] = A->even[pr + r][j0 + j];
-            odd[r][j] = A->odd[pr + r][j0 + j];
+            even[r][j] = s0 ? A->even[pr + r][j0 + j] : _mm256_setzero_ps();
+            odd[r][j] = s0 ? A->odd[pr + r][j0 + j] : _mm256_setzero_ps();
         }
-        summs[r] = _mm_loadu_ps(&A->summs[pr + r][j0]);
+        summs[r] = s0 ? _mm_loadu_ps(&A->summs[pr + r][j0]) : _mm_setzero_ps();
     }
     int i = s0;
     for (; i + 1 < s1; i += 2) {
@@ -190,9 +217,9 @@ OXL_INLINE void rows_group(int kind, const int R, const int C, const char *w, si
             if (kind_unsigned(kind))
                 summs[r] = _mm_fmadd_ps(_mm_set1_ps(mx), _mm_load_ps(G->s + k * ROW_GROUP), summs[r]);
         }
-        float sm[4];
-        _mm_storeu_ps(sm, summs[r]);
-        for (int j = 0; j < C; j++) S[j * lds + r] = finish(even[r][j], odd[r][j], tail[j], has_tail, sm[j]);
+        float out[4];
+        finish4(C, even[r], odd[r], tail, has_tail, summs[r], out);
+        for (int j = 0; j < C; j++) S[j * lds + r] = out[j];
     }
 }
 
@@ -228,21 +255,22 @@ OXL_INLINE void pack_acts(int kind, int C, const char *y, size_t y_row, int s0, 
     }
 }
 
-OXL_INLINE void gemm_rows_generic(int kind, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr,
-                                  const void *vy, size_t y_row, int nc) {
+/* kinds whose decode is more than a load keep a decoded panel when it serves several groups */
+static inline int kind_uses_panel(int kind, int nc) { return nc > ROW_GROUP && kind != K_Q8_0 && kind != K_Q8_1; }
+
+/* nr <= OXL_GEMM_MAX_W_ROWS rows, any width: spans with the running sums in memory between them */
+OXL_INLINE void gemm_rows_spans(int kind, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr,
+                                const void *vy, size_t y_row, int nc) {
     const int nb = n / 32;
     const size_t bx = kind_block_bytes(kind);
     const char *w = (const char *)vw, *y = (const char *)vy;
-    const int use_panel = nc > ROW_GROUP;
+    const int use_panel = kind_uses_panel(kind, nc);
     const int span = use_panel ? PANEL_BLOCKS : SPAN_DIRECT;
     out_accs A __attribute__((aligned(32)));
     rows_panel P __attribute__((aligned(32)));
-    act_pack G __attribute__((aligned(32)));
-    for (int r = 0; r < nr; r++)
-        for (int j = 0; j < nc + ROW_GROUP; j++) {
-            if (j < nc) A.even[r][j] = A.odd[r][j] = _mm256_setzero_ps();
-            A.summs[r][j] = 0.0f;
-        }
+    __m256i gq[SPAN_DIRECT * ROW_GROUP] __attribute__((aligned(32)));
+    float gd[SPAN_DIRECT * ROW_GROUP] __attribute__((aligned(16))), gs[SPAN_DIRECT * ROW_GROUP] __attribute__((aligned(16)));
+    act_pack G = {gq, gd, gs};
     for (int s0 = 0; s0 < nb; s0 += span) {
         const int s1 = OXL_MIN(s0 + span, nb), last = s1 == nb;
         if (use_panel)
@@ -265,6 +293,45 @@ OXL_INLINE void gemm_rows_generic(int kind, int n, float *S, int64_t lds, const 
             for (; r < nr; r++)
                 rows_group_rc(kind, 1, C, w + r * w_row, w_row, use_panel ? &P : NULL, r, s0, s1, &G, &A, j, last,
                               S + j * lds + r, lds);
+        }
+    }
+}
+
+/* Up to this many (activation row, block) pairs are packed once per call for all its weight rows
+ * (40 bytes each, on the stack); wider products go through gemm_rows_spans 4 weight rows at a time. */
+#define PACK_ALL_BLOCKS 3072
+
+OXL_INLINE void gemm_rows_generic(int kind, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr,
+                                  const void *vy, size_t y_row, int nc) {
+    const int nb = n / 32;
+    const int ng = (nc + ROW_GROUP - 1) / ROW_GROUP;
+    const char *w = (const char *)vw, *y = (const char *)vy;
+    if (ng * ROW_GROUP * nb > PACK_ALL_BLOCKS || nb > PANEL_BLOCKS || nb > SPAN_DIRECT) {
+        for (int r = 0; r < nr; r += OXL_GEMM_MAX_W_ROWS)
+            gemm_rows_spans(kind, n, S + r, lds, w + r * w_row, w_row, OXL_MIN(OXL_GEMM_MAX_W_ROWS, nr - r), y, y_row, nc);
+        return;
+    }
+    /* one span covers the rows: every group packed once, then the weight rows one after the other */
+    const size_t bx = kind_block_bytes(kind);
+    const int use_panel = kind_uses_panel(kind, nc);
+    __m256i gq[PACK_ALL_BLOCKS] __attribute__((aligned(32)));
+    float gd[PACK_ALL_BLOCKS] __attribute__((aligned(16))), gs[PACK_ALL_BLOCKS] __attribute__((aligned(16)));
+    rows_panel P __attribute__((aligned(32)));
+    for (int g = 0; g < ng; g++) {
+        act_pack G = {gq + g * nb * ROW_GROUP, gd + g * nb * ROW_GROUP, gs + g * nb * ROW_GROUP};
+        pack_acts(kind, OXL_MIN(ROW_GROUP, nc - g * ROW_GROUP), y + g * ROW_GROUP * y_row, y_row, 0, nb, &G);
+    }
+    for (int r = 0; r < nr; r++) {
+        const char *wr = w + r * w_row;
+        if (use_panel)
+            for (int i = 0; i < nb; i++) {
+                P.m[0][i] = 0.0f;
+                P.q[0][i] = decode(kind, wr + i * bx, &P.d[0][i], &P.m[0][i]);
+            }
+        for (int g = 0; g < ng; g++) {
+            const act_pack G = {gq + g * nb * ROW_GROUP, gd + g * nb * ROW_GROUP, gs + g * nb * ROW_GROUP};
+            rows_group_rc(kind, 1, OXL_MIN(ROW_GROUP, nc - g * ROW_GROUP), wr, w_row, use_panel ? &P : NULL, 0, 0, nb,
+                          &G, NULL, g * ROW_GROUP, 1, S + g * ROW_GROUP * lds + r, lds);
         }
     }
 }
