@@ -28,6 +28,31 @@ OXL_INLINE __m256 block_dot(int kind, __m256i qx, __m256i qy) {
     return kind_unsigned(kind) ? dot_u8_f(qx, qy) : dot_i8_f(qx, qy);
 }
 
+/* The multi-row kernels take Q4_0 and Q5_0 as unsigned q + off (off = 8, 16):
+ * sum((q + off) y) - off sum(y), with off sum(y) (per int32 lane) computed once per activation block
+ * when it is packed; the same integers as the sign trick's, without the sign ops on every dot. */
+static inline int tile_off(int kind) { return kind == K_Q4_0 ? 8 : kind == K_Q5_0 ? 16 : 0; }
+
+/* one weight block in the form the multi-row kernels take: q + off for Q4_0/Q5_0, else decode()'s */
+OXL_INLINE __m256i tile_decode(int kind, const char *blk, float *d, float *m) {
+    if (kind == K_Q4_0) {
+        *d = fp16(((const block_q4_0 *)blk)->d);
+        return nibbles_32(((const block_q4_0 *)blk)->qs);
+    }
+    if (kind == K_Q5_0) {
+        const block_q5_0 *b = (const block_q5_0 *)blk;
+        *d = fp16(b->d);
+        return _mm256_or_si256(nibbles_32(b->qs), _mm256_and_si256(bits_32(b->qh), _mm256_set1_epi8(0x10)));
+    }
+    return decode(kind, blk, d, m);
+}
+
+/* block_dot of a tile_decode()d block; yo: off * sum of the activation lanes (offset kinds) */
+OXL_INLINE __m256 tile_dot(int kind, __m256i qx, __m256i qy, const __m256i *yo) {
+    if (tile_off(kind)) return _mm256_cvtepi32_ps(_mm256_sub_epi32(dot_u8_i8(qx, qy), _mm256_load_si256(yo)));
+    return block_dot(kind, qx, qy);
+}
+
 /* the last step of the order above. Without a tail block hsum8(tail) is +0.0, and adding it is
  * skipped: x + 0.0 differs from x only for x = -0.0, and then (+0.0) + summs == (-0.0) + summs as summs
  * is never -0.0 (it starts at +0.0 and only has values added to it). */
@@ -133,7 +158,7 @@ typedef struct {
 
 /* one group's packed activation blocks: block s0 + k, row c at [k * ROW_GROUP + c] */
 typedef struct {
-    __m256i *q;
+    __m256i *q, *yo;   /* yo: off * lane sums, for the offset kinds */
     float *d, *s;
 } act_pack;
 
@@ -167,16 +192,18 @@ OXL_INLINE void rows_group(int kind, const int R, const int C, const char *w, si
                 qx1 = _mm256_load_si256(&P->q[pr + r][k + 1]);
                 dx0 = P->d[pr + r][k], dx1 = P->d[pr + r][k + 1], mx0 = P->m[pr + r][k], mx1 = P->m[pr + r][k + 1];
             } else {
-                qx0 = decode(kind, w + r * w_row + i * bx, &dx0, &mx0);
-                qx1 = decode(kind, w + r * w_row + (i + 1) * bx, &dx1, &mx1);
+                qx0 = tile_decode(kind, w + r * w_row + i * bx, &dx0, &mx0);
+                qx1 = tile_decode(kind, w + r * w_row + (i + 1) * bx, &dx1, &mx1);
             }
             const __m256 dxv0 = _mm256_set1_ps(dx0), dxv1 = _mm256_set1_ps(dx1);
             for (int j = 0; j < C; j++) {
                 /* dx * dy rounded once, as vec_dot's scalar product */
                 even[r][j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv0, _mm256_broadcast_ss(dy0 + j)),
-                                             block_dot(kind, qx0, _mm256_load_si256(qy0 + j)), even[r][j]);
+                                             tile_dot(kind, qx0, _mm256_load_si256(qy0 + j), G->yo + k * ROW_GROUP + j),
+                                             even[r][j]);
                 odd[r][j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv1, _mm256_broadcast_ss(dy1 + j)),
-                                            block_dot(kind, qx1, _mm256_load_si256(qy1 + j)), odd[r][j]);
+                                            tile_dot(kind, qx1, _mm256_load_si256(qy1 + j),
+                                                     G->yo + (k + 1) * ROW_GROUP + j), odd[r][j]);
             }
             if (kind_unsigned(kind)) {
                 /* per lane j: summs + fma(mx0, sy0_j, mx1 * sy1_j), vec_dot's steps */
@@ -207,12 +234,13 @@ OXL_INLINE void rows_group(int kind, const int R, const int C, const char *w, si
                 qx = _mm256_load_si256(&P->q[pr + r][k]);
                 dx = P->d[pr + r][k], mx = P->m[pr + r][k];
             } else {
-                qx = decode(kind, w + r * w_row + i * bx, &dx, &mx);
+                qx = tile_decode(kind, w + r * w_row + i * bx, &dx, &mx);
             }
             const __m256 dxv = _mm256_set1_ps(dx);
             for (int j = 0; j < C; j++)
                 tail[j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv, _mm256_broadcast_ss(G->d + k * ROW_GROUP + j)),
-                                          block_dot(kind, qx, _mm256_load_si256(G->q + k * ROW_GROUP + j)),
+                                          tile_dot(kind, qx, _mm256_load_si256(G->q + k * ROW_GROUP + j),
+                                                   G->yo + k * ROW_GROUP + j),
                                           _mm256_setzero_ps());
             if (kind_unsigned(kind))
                 summs[r] = _mm_fmadd_ps(_mm_set1_ps(mx), _mm_load_ps(G->s + k * ROW_GROUP), summs[r]);
@@ -247,8 +275,10 @@ OXL_INLINE void pack_acts(int kind, int C, const char *y, size_t y_row, int s0, 
         for (int c = 0; c < ROW_GROUP; c++) {
             if (c < C) {
                 G->q[k + c] = act_block(kind, y + c * y_row, i, &G->d[k + c], &G->s[k + c]);
+                if (tile_off(kind)) G->yo[k + c] = dot_u8_i8(_mm256_set1_epi8((char)tile_off(kind)), G->q[k + c]);
             } else {
                 G->q[k + c] = _mm256_setzero_si256();
+                if (tile_off(kind)) G->yo[k + c] = _mm256_setzero_si256();
                 G->d[k + c] = G->s[k + c] = 0.0f;
             }
         }
@@ -270,14 +300,15 @@ OXL_INLINE void gemm_rows_spans(int kind, int n, float *S, int64_t lds, const vo
     rows_panel P __attribute__((aligned(32)));
     __m256i gq[SPAN_DIRECT * ROW_GROUP] __attribute__((aligned(32)));
     float gd[SPAN_DIRECT * ROW_GROUP] __attribute__((aligned(16))), gs[SPAN_DIRECT * ROW_GROUP] __attribute__((aligned(16)));
-    act_pack G = {gq, gd, gs};
+    __m256i gyo[tile_off(kind) ? SPAN_DIRECT * ROW_GROUP : 1] __attribute__((aligned(32)));
+    act_pack G = {gq, gyo, gd, gs};
     for (int s0 = 0; s0 < nb; s0 += span) {
         const int s1 = OXL_MIN(s0 + span, nb), last = s1 == nb;
         if (use_panel)
             for (int r = 0; r < nr; r++)
                 for (int i = s0; i < s1; i++) {
                     P.m[r][i - s0] = 0.0f;
-                    P.q[r][i - s0] = decode(kind, w + r * w_row + i * bx, &P.d[r][i - s0], &P.m[r][i - s0]);
+                    P.q[r][i - s0] = tile_decode(kind, w + r * w_row + i * bx, &P.d[r][i - s0], &P.m[r][i - s0]);
                 }
         /* prefill-sized batches: 2 weight rows x 2 activation rows per pass (each loaded activation
          * block serves 2 weight rows); small ones: 1 x 4, the weight rows one after the other */
@@ -316,9 +347,11 @@ OXL_INLINE void gemm_rows_generic(int kind, int n, float *S, int64_t lds, const 
     const int use_panel = kind_uses_panel(kind, nc);
     __m256i gq[PACK_ALL_BLOCKS] __attribute__((aligned(32)));
     float gd[PACK_ALL_BLOCKS] __attribute__((aligned(16))), gs[PACK_ALL_BLOCKS] __attribute__((aligned(16)));
+    __m256i gyo[tile_off(kind) ? PACK_ALL_BLOCKS : 1] __attribute__((aligned(32)));
     rows_panel P __attribute__((aligned(32)));
     for (int g = 0; g < ng; g++) {
-        act_pack G = {gq + g * nb * ROW_GROUP, gd + g * nb * ROW_GROUP, gs + g * nb * ROW_GROUP};
+        act_pack G = {gq + g * nb * ROW_GROUP, tile_off(kind) ? gyo + g * nb * ROW_GROUP : gyo, gd + g * nb * ROW_GROUP,
+                      gs + g * nb * ROW_GROUP};
         pack_acts(kind, OXL_MIN(ROW_GROUP, nc - g * ROW_GROUP), y + g * ROW_GROUP * y_row, y_row, 0, nb, &G);
     }
     for (int r = 0; r < nr; r++) {
@@ -326,10 +359,11 @@ OXL_INLINE void gemm_rows_generic(int kind, int n, float *S, int64_t lds, const 
         if (use_panel)
             for (int i = 0; i < nb; i++) {
                 P.m[0][i] = 0.0f;
-                P.q[0][i] = decode(kind, wr + i * bx, &P.d[0][i], &P.m[0][i]);
+                P.q[0][i] = tile_decode(kind, wr + i * bx, &P.d[0][i], &P.m[0][i]);
             }
         for (int g = 0; g < ng; g++) {
-            const act_pack G = {gq + g * nb * ROW_GROUP, gd + g * nb * ROW_GROUP, gs + g * nb * ROW_GROUP};
+            const act_pack G = {gq + g * nb * ROW_GROUP, tile_off(kind) ? gyo + g * nb * ROW_GROUP : gyo,
+                                gd + g * nb * ROW_GROUP, gs + g * nb * ROW_GROUP};
             rows_group_rc(kind, 1, OXL_MIN(ROW_GROUP, nc - g * ROW_GROUP), wr, w_row, use_panel ? &P : NULL, 0, 0, nb,
                           &G, NULL, g * ROW_GROUP, 1, S + g * ROW_GROUP * lds + r, lds);
         }
