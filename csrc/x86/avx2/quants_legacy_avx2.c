@@ -130,19 +130,19 @@ VEC_DOT(vec_dot_q8_0_q8_0_avx2, K_Q8_0)
 VEC_DOT(vec_dot_q8_1_q8_1_avx2, K_Q8_1)
 VEC_DOT(vec_dot_iq4_nl_q8_0_avx2, K_IQ4_NL)
 
-/* ---- multi-row product: nr (<= OXL_GEMM_MAX_W_ROWS) weight rows x nc activation rows -------
- * Columns go in spans of blocks. Per span, with more than ROW_GROUP activation rows, each weight row's
- * blocks are decoded once into a panel in L1. Then per group of up to ROW_GROUP activation rows, the
- * group's blocks are packed once (int8 lanes 32-byte aligned, as 34/36-byte blocks would split cache
- * lines on every load, and the scales as floats) and dotted with the weight rows one after the other.
- * Every (weight row, activation row) has its own even/odd accumulators and summs, kept in memory
- * between spans (exact), and follows the canonical order: the outputs are vec_dot's, bit for bit.
- * At the models' widths a span covers whole rows, so the weight rows are read one after the other:
- * one sequential stream, which the hardware prefetcher follows. */
+/* ---- multi-row product: nr weight rows x nc (<= 64) activation rows ----------------------
+ * The activation rows go in groups of ROW_GROUP; a group's blocks are packed once per call (int8
+ * lanes 32-byte aligned, as 34/36-byte blocks split cache lines on loads; scales as floats; off * lane
+ * sums for Q4_0/Q5_0) and every weight row of the call is dotted with it, one row after the other
+ * (one sequential weight stream, which the hardware prefetcher follows). With more than ROW_GROUP
+ * activation rows a weight row is first decoded into a panel in L1 that all groups read. Every
+ * (weight row, activation row) has its own even/odd accumulators, tail and summs, and follows the
+ * canonical order: the outputs are vec_dot's, bit for bit. Rows too wide for one span (more than
+ * PACK_ALL_BLOCKS activation blocks, or PANEL_BLOCKS per row) go 4 weight rows at a time through
+ * spans, their running sums kept in memory between spans (exact). */
 
 #define ROW_GROUP 4
 #define PANEL_BLOCKS 64    /* span blocks when each weight row's blocks are decoded into a panel */
-#define PAIR_ROWS_FROM 64  /* activation rows above which weight rows go in pairs */
 #define SPAN_DIRECT 256     /* span blocks when the blocks are decoded straight from the weights */
 
 typedef struct {
@@ -252,14 +252,9 @@ OXL_INLINE void rows_group(int kind, const int R, const int C, const char *w, si
 }
 
 #define ROWS_GROUP_ARGS w, w_row, P, pr, s0, s1, G, A, j0, last, S, lds
-/* R = 2 weight rows x C <= 2 activation rows, or R = 1 x C <= ROW_GROUP */
-OXL_INLINE void rows_group_rc(int kind, int R, int C, const char *w, size_t w_row, const rows_panel *P, int pr, int s0,
-                              int s1, const act_pack *G, out_accs *A, int j0, int last, float *S, int64_t lds) {
-    if (R == 2) {
-        if (C == 2) rows_group(kind, 2, 2, ROWS_GROUP_ARGS);
-        else rows_group(kind, 2, 1, ROWS_GROUP_ARGS);
-        return;
-    }
+/* one weight row (R = 1; 2 x 2 measured slower) x C <= ROW_GROUP activation rows */
+OXL_INLINE void rows_group_c(int kind, int C, const char *w, size_t w_row, const rows_panel *P, int pr, int s0, int s1,
+                             const act_pack *G, out_accs *A, int j0, int last, float *S, int64_t lds) {
     switch (C) {
     case 4: rows_group(kind, 1, 4, ROWS_GROUP_ARGS); break;
     case 3: rows_group(kind, 1, 3, ROWS_GROUP_ARGS); break;
@@ -310,20 +305,12 @@ OXL_INLINE void gemm_rows_spans(int kind, int n, float *S, int64_t lds, const vo
                     P.m[r][i - s0] = 0.0f;
                     P.q[r][i - s0] = tile_decode(kind, w + r * w_row + i * bx, &P.d[r][i - s0], &P.m[r][i - s0]);
                 }
-        /* prefill-sized batches: 2 weight rows x 2 activation rows per pass (each loaded activation
-         * block serves 2 weight rows); small ones: 1 x 4, the weight rows one after the other */
-        const int g = nc > PAIR_ROWS_FROM ? 2 : ROW_GROUP;
-        for (int j = 0; j < nc; j += g) {
-            const int C = OXL_MIN(g, nc - j);
+        for (int j = 0; j < nc; j += ROW_GROUP) {
+            const int C = OXL_MIN(ROW_GROUP, nc - j);
             pack_acts(kind, C, y + j * y_row, y_row, s0, s1, &G);
-            int r = 0;
-            if (g == 2)
-                for (; r + 2 <= nr; r += 2)
-                    rows_group_rc(kind, 2, C, w + r * w_row, w_row, use_panel ? &P : NULL, r, s0, s1, &G, &A, j, last,
-                                  S + j * lds + r, lds);
-            for (; r < nr; r++)
-                rows_group_rc(kind, 1, C, w + r * w_row, w_row, use_panel ? &P : NULL, r, s0, s1, &G, &A, j, last,
-                              S + j * lds + r, lds);
+            for (int r = 0; r < nr; r++)
+                rows_group_c(kind, C, w + r * w_row, w_row, use_panel ? &P : NULL, r, s0, s1, &G, &A, j, last,
+                             S + j * lds + r, lds);
         }
     }
 }
@@ -364,8 +351,8 @@ OXL_INLINE void gemm_rows_generic(int kind, int n, float *S, int64_t lds, const 
         for (int g = 0; g < ng; g++) {
             const act_pack G = {gq + g * nb * ROW_GROUP, tile_off(kind) ? gyo + g * nb * ROW_GROUP : gyo,
                                 gd + g * nb * ROW_GROUP, gs + g * nb * ROW_GROUP};
-            rows_group_rc(kind, 1, OXL_MIN(ROW_GROUP, nc - g * ROW_GROUP), wr, w_row, use_panel ? &P : NULL, 0, 0, nb,
-                          &G, NULL, g * ROW_GROUP, 1, S + g * ROW_GROUP * lds + r, lds);
+            rows_group_c(kind, OXL_MIN(ROW_GROUP, nc - g * ROW_GROUP), wr, w_row, use_panel ? &P : NULL, 0, 0, nb, &G,
+                         NULL, g * ROW_GROUP, 1, S + g * ROW_GROUP * lds + r, lds);
         }
     }
 }
