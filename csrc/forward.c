@@ -73,7 +73,7 @@ static int64_t max_act_row(int64_t cols) {
  * one fixed sequence of float operations whatever the call computing it: a step of a few rows (decode, a
  * speculative verify) spreads its (row, KV head, chunk) items over the threads and folds them afterwards;
  * a longer one (prefill) gives each thread whole (row, KV head) items and folds as it goes. */
-#define ATTN_CHUNK (2 * OXL_KV_PAGE)
+#define ATTN_CHUNK (4 * OXL_KV_PAGE)
 #define SPLIT_ATTN_MAX_ROWS 16
 #define SPLIT_ATTN_MAX_FLOATS (8 << 20)   /* the split's partials: at most 32 MB, else items stay whole */
 
@@ -623,7 +623,11 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
                     split = (int64_t)item0[n] * istride <= S.part_floats;
                 }
                 if (split) {
-                    for (int it = ith, r = 0; it < item0[n]; it += nth) {
+                    /* contiguous shares: each thread streams whole runs of chunks (the prefetcher follows) */
+                    int64_t ib, ie;
+                    oxl_split_range(item0[n], nth, ith, 1, &ib, &ie);
+                    int r = 0;
+                    for (int it = (int)ib; it < (int)ie; it++) {
                         while (it >= item0[r + 1]) r++;
                         const int p = row_pos[r], lo = attn_lo(L, p), nc = attn_chunks(lo, p);
                         const int g = (it - item0[r]) / nc, c = (it - item0[r]) % nc;
