@@ -549,7 +549,7 @@ class Tokenizer:
             if self._chat is None:
                 self._chat = ChatTemplate(self._default_template_source())
             template = self._chat
-        elif chat_template in self._vocab.chat_templates:
+        elif isinstance(chat_template, str) and chat_template in self._vocab.chat_templates:
             template = ChatTemplate(self._vocab.chat_templates[chat_template])
         else:
             template = ChatTemplate(chat_template)
