@@ -425,6 +425,8 @@ class _Compiler:
         return node
 
     def ref_rule(self, ref: str) -> str:
+        if not isinstance(ref, str):
+            raise GrammarError(f"$ref must be a string, got {type(ref).__name__}")
         name = self.refs.get(ref)
         if name is None:
             target = self.resolve(ref)
@@ -480,6 +482,9 @@ class _Compiler:
         if "allOf" in schema:
             return self.visit(self.merge_all_of(schema, path), name, path)
         typ = schema.get("type")
+        if not (typ is None or isinstance(typ, str) or
+                (isinstance(typ, list) and all(isinstance(t, str) for t in typ))):
+            raise GrammarError(f"{path}: type must be a string or a list of strings, got {str(typ)[:60]}")
         if typ is None:
             for t, kws in _KEYWORDS.items():
                 if t and keys & kws:
