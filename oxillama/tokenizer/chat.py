@@ -116,9 +116,8 @@ _current: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("oxill
 
 def _budget() -> _Budget:
     b = _current.get()
-    if b is None:   # a hook ran outside ChatTemplate.render (make_environment used directly): default bounds
+    if b is None:   # outside ChatTemplate.render (make_environment used directly): each check stands alone
         b = _Budget(DEFAULT_LIMITS)
-        _current.set(b)
     return b
 
 
