@@ -415,6 +415,13 @@ class GGUFFile:
             if nbytes > INT64_MAX:
                 raise self._error(name_pos, f"shape of tensor {name!r}",
                                   f"byte size of shape {list(ne)} as {info.name} overflows int64")
+            span = 1    # numpy refuses even an empty array whose non-zero dimensions overflow: (2**62, 0)
+            for d in ne:
+                span *= d or 1
+            if span > INT64_MAX // 8:
+                raise self._error(name_pos, f"shape of tensor {name!r}",
+                                  f"shape {list(ne)} is too large for an array (its non-zero dimensions "
+                                  f"multiply to {span})")
             offset_pos = pos
             rel = self._u64(pos, f"offset of tensor {name!r}")
             pos += 8

@@ -32,6 +32,7 @@ most one newline and 20 blanks, so a model cannot stall in whitespace.
 from __future__ import annotations
 
 import json
+import math
 import re
 
 from oxillama.errors import GrammarError
@@ -369,6 +370,18 @@ class _RegexToGbnf:
         return negate_ranges(ranges) if negated else merge_ranges(ranges)
 
 
+_INT_LIMIT = 10**16 - 1    # integers are generated with at most 16 digits
+
+
+def _int_bound(v, to_int, low: bool):
+    """An integer bound from a JSON number, None when it bounds nothing (infinite, or past 16 digits)."""
+    if v is None or (low and v < -_INT_LIMIT) or (not low and v > _INT_LIMIT):
+        return None
+    if math.isinf(v):    # +inf as a minimum / -inf as a maximum: nothing satisfies it
+        return _INT_LIMIT + 1 if low else -_INT_LIMIT - 1
+    return to_int(v)
+
+
 class _Compiler:
     def __init__(self, root_schema):
         self.root_schema = root_schema
@@ -412,6 +425,8 @@ class _Compiler:
         return node
 
     def ref_rule(self, ref: str) -> str:
+        if not isinstance(ref, str):
+            raise GrammarError(f"$ref must be a string, got {type(ref).__name__}")
         name = self.refs.get(ref)
         if name is None:
             target = self.resolve(ref)
@@ -438,6 +453,8 @@ class _Compiler:
             raise GrammarError(f"{path}: schema 'false' matches nothing")
         if not isinstance(schema, dict):
             raise GrammarError(f"{path}: a schema must be an object or a boolean, not {type(schema).__name__}")
+        if not all(isinstance(k, str) for k in schema):
+            raise GrammarError(f"{path}: schema keys must be strings, got {[k for k in schema if not isinstance(k, str)][:3]}")
         unknown = sorted(set(schema) - _ALL_KEYWORDS)
         if unknown:
             raise GrammarError(f"{path}: unsupported JSON Schema keyword(s): {', '.join(unknown)}")
@@ -465,6 +482,9 @@ class _Compiler:
         if "allOf" in schema:
             return self.visit(self.merge_all_of(schema, path), name, path)
         typ = schema.get("type")
+        if not (typ is None or isinstance(typ, str) or
+                (isinstance(typ, list) and all(isinstance(t, str) for t in typ))):
+            raise GrammarError(f"{path}: type must be a string or a list of strings, got {str(typ)[:60]}")
         if typ is None:
             for t, kws in _KEYWORDS.items():
                 if t and keys & kws:
@@ -508,6 +528,7 @@ class _Compiler:
         if not isinstance(parts, list) or not parts:
             raise GrammarError(f"{path}: allOf must be a non-empty list")
         rest = {k: v for k, v in schema.items() if k != "allOf"}
+        seen_required: set = set()
         if len(parts) == 1 and not (set(rest) - _ANNOTATIONS):
             return parts[0]
         for i, p in enumerate(parts + [rest]):
@@ -520,11 +541,17 @@ class _Compiler:
                                                              "additionalProperties"}:
                 raise GrammarError(f"{path}/allOf/{i}: only object schemas (properties, required, "
                                    "additionalProperties) can be combined with allOf")
+            if not isinstance(p.get("properties", {}), dict):
+                raise GrammarError(f"{path}/allOf/{i}: properties must be an object")
+            if not isinstance(p.get("required", []), list) or \
+                    not all(isinstance(r, str) for r in p.get("required", [])):
+                raise GrammarError(f"{path}/allOf/{i}: required must be a list of strings")
             for k, v in p.get("properties", {}).items():
                 if k in merged["properties"] and merged["properties"][k] != v:
                     raise GrammarError(f"{path}: allOf gives property {k!r} two different schemas")
                 merged["properties"][k] = v
-            merged["required"] += [r for r in p.get("required", []) if r not in merged["required"]]
+            merged["required"] += [r for r in dict.fromkeys(p.get("required", [])) if r not in seen_required]
+            seen_required.update(p.get("required", []))
             if "additionalProperties" in p:
                 merged["additionalProperties"] = p["additionalProperties"]
         return merged
@@ -545,23 +572,27 @@ class _Compiler:
                       ("exclusiveMaximum", schema.get("exclusiveMaximum"))):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
                 raise GrammarError(f"{path}: {kw} must be a number")
-        import math
-        lo = math.ceil(lo) if lo is not None else None
-        hi = math.floor(hi) if hi is not None else None
+            if v is not None and math.isnan(v):
+                raise GrammarError(f"{path}: {kw} must be a number, not NaN")
+        # bounds beyond the 16 digits integers are generated with do not bound anything
+        lo = _int_bound(lo, math.ceil, low=True)
+        hi = _int_bound(hi, math.floor, low=False)
         if schema.get("exclusiveMinimum") is not None:
-            em = math.floor(schema["exclusiveMinimum"]) + 1
-            lo = em if lo is None else max(lo, em)
+            em = _int_bound(schema["exclusiveMinimum"], lambda x: math.floor(x) + 1, low=True)
+            lo = em if lo is None else max(lo, em) if em is not None else lo
         if schema.get("exclusiveMaximum") is not None:
-            em = math.ceil(schema["exclusiveMaximum"]) - 1
-            hi = em if hi is None else min(hi, em)
+            em = _int_bound(schema["exclusiveMaximum"], lambda x: math.ceil(x) - 1, low=False)
+            hi = em if hi is None else min(hi, em) if em is not None else hi
+        if (lo is not None and lo > _INT_LIMIT) or (hi is not None and hi < -_INT_LIMIT):
+            raise GrammarError(f"{path}: no integer of at most 16 digits satisfies the bounds")
         if lo is None and hi is None:
             return self.use("integer")
         return f"{integer_range(lo, hi)} {self.use('space')}"
 
     def _count(self, schema, kw, path, default=None):
-        v = schema.get(kw, default)
-        if v is None:
-            return None
+        if kw not in schema:
+            return default
+        v = schema[kw]
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise GrammarError(f"{path}: {kw} must be a non-negative integer")
         if v > MAX_REPETITION:
@@ -607,24 +638,28 @@ class _Compiler:
         elems = [self.sub(s, f"{name}-item-{i}", f"{path}/prefixItems/{i}") for i, s in enumerate(prefix)]
         item = self.sub(items, f"{name}-item", f"{path}/items") if items is not False else None
 
-        def rest(i):  # elements from position i on, i >= 1 elements already written
-            if i >= k:
-                if item is None:
-                    return ""
-                a = max(lo - i, 0)
-                b = None if hi is None else hi - i
-                if b == 0:
-                    return ""
-                return f'("," {space} {item}){{{a},{"" if b is None else b}}}'
-            if hi is not None and i >= hi:
+        def tail(i):  # elements from position i >= k on (only `items`)
+            if item is None:
                 return ""
-            inner = f'"," {space} {elems[i]} {rest(i + 1)}'
-            return inner if i < lo else f"({inner})?"
+            a = max(lo - i, 0)
+            b = None if hi is None else hi - i
+            if b is not None and b <= 0:
+                return ""
+            return f'("," {space} {item}){{{a},{"" if b is None else b}}}'
+
+        # rest[i]: the elements from position i on, i >= 1 elements already written; built from the end
+        # as one rule per prefix position, so 1,000 prefixItems nest no deeper than one
+        last = k if hi is None else max(1, min(k, hi))
+        rest_i = tail(max(last, 1)) if last >= k else ""
+        for i in range(last - 1, 0, -1):
+            nxt = self.add(f"{name}-rest-{i + 1}", rest_i) if rest_i else ""
+            inner = f'"," {space} {elems[i]} {nxt}'
+            rest_i = inner if i < lo else f"({inner})?"
 
         if hi == 0:
             return f'"[" {space} "]" {space}'
         first = elems[0] if k else item
-        body = f"{first} {rest(1)}"
+        body = f"{first} {rest_i}"
         if lo == 0:
             body = f"({body})?"
         return f'"[" {space} {body} "]" {space}'
@@ -632,13 +667,14 @@ class _Compiler:
     def visit_object(self, schema, name, path):
         space = self.use("space")
         props = schema.get("properties", {})
-        if not isinstance(props, dict):
-            raise GrammarError(f"{path}: properties must be an object")
+        if not isinstance(props, dict) or not all(isinstance(k, str) for k in props):
+            raise GrammarError(f"{path}: properties must be an object with string keys")
         required = schema.get("required", [])
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
             raise GrammarError(f"{path}: required must be a list of strings")
         extra = schema.get("additionalProperties", None if props or required else True)
-        names = list(props) + [r for r in required if r not in props]
+        names = list(props) + [r for r in dict.fromkeys(required) if r not in props]
+        required_set = set(required)
         if "properties" not in schema and "required" not in schema and extra is True:
             return self.use("object")
         kvs = []
@@ -646,7 +682,7 @@ class _Compiler:
             vrule = self.sub(props.get(key, True), f"{name}-{key}", f"{path}/properties/{key}")
             kvs.append(self.add(f"{name}-{key}-kv",
                                 f'{gbnf_literal(json.dumps(key, ensure_ascii=False))} {space} ":" {space} {vrule}'))
-        req = [k in required for k in names]
+        req = [k in required_set for k in names]
         extra_kv = None
         if extra not in (None, False):
             vrule = self.sub(extra, f"{name}-additional", f"{path}/additionalProperties")
@@ -682,20 +718,26 @@ class _Compiler:
         counter = [0]
         safe = set(chr(c) for lo, hi in _RAW_OK for c in range(lo, min(hi, 0x7F) + 1)) | {None}
 
-        def node_rule(node) -> str:
+        def reserve() -> str:
             counter[0] += 1
-            rname = self.add(f"{name}-key-{counter[0]}", f"<key {counter[0]}>")
+            return self.add(f"{name}-key-{counter[0]}", f"<key {counter[0]}>")
+
+        # one rule per trie node, filled with an explicit stack (a 1,000-character name is 1,000 deep)
+        root_rule = reserve()
+        stack = [(trie, root_rule)]
+        while stack:
+            node, rname = stack.pop()
             alts = [] if None in node else ['"\\""']
             chars = [c for c in node if c is not None]
             for c in chars:
                 if c in safe or ord(c) > 0x7F:
-                    alts.append(f"{gbnf_literal(c)} {node_rule(node[c])}")
+                    child = reserve()
+                    stack.append((node[c], child))
+                    alts.append(f"{gbnf_literal(c)} {child}")
             excluded = [(ord(c), ord(c)) for c in chars] + [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]
             alts.append(f'{gbnf_class(negate_ranges(excluded))} {plain}* "\\""')
             self.rules[rname] = " | ".join(alts)
-            return rname
-
-        return f'"\\"" {node_rule(trie)}'
+        return f'"\\"" {root_rule}'
 
 
 def json_schema_to_gbnf(schema) -> str:

@@ -18,6 +18,10 @@ from oxillama.gguf import GGUFFile, TensorInfo
 
 log = logging.getLogger("oxillama.models")
 
+INT32_MAX = 2**31 - 1
+MAX_LAYERS = 4096           # the largest models have ~130
+MAX_HEAD_DIM = 4096         # real models: 64..256
+
 
 @dataclass(frozen=True)
 class RopeScaling:
@@ -54,6 +58,11 @@ class ModelConfig:
     @property
     def kv_dim(self) -> int:
         return self.n_head_kv * self.head_dim
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def yarn_corr_dims(n_rot: int, n_ctx_orig: int, base: float, beta_fast: float, beta_slow: float) -> tuple[float, float]:
@@ -96,41 +105,108 @@ class Architecture:
             raise ModelError(f"{self.arch} model is missing metadata key {full!r}")
         return default
 
+    def hp_int(self, key: str, default=None, *, required: bool = False, lo: int = 0, hi: int = INT32_MAX) -> int:
+        """An integer hyper-parameter within [lo, hi] (the C plan holds int32s), else ModelError."""
+        value = self.hp(key, default, required=required)
+        if isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ModelError(f"{self.arch}.{key} must be an integer, got {type(value).__name__} {_short(value)}")
+        if not lo <= value <= hi:
+            raise ModelError(f"{self.arch}.{key} = {value} is out of range [{lo}, {hi}]")
+        return value
+
+    def hp_float(self, key: str, default=None, *, required: bool = False, lo: float = -math.inf,
+                 hi: float = math.inf, lo_open: bool = False) -> float:
+        """A finite float hyper-parameter within [lo, hi] (or (lo, hi]), else ModelError."""
+        value = self.hp(key, default, required=required)
+        if isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ModelError(f"{self.arch}.{key} must be a number, got {type(value).__name__} {_short(value)}")
+        try:
+            f = float(value)
+        except OverflowError:
+            f = math.inf
+        if not math.isfinite(f) or f < lo or f > hi or (lo_open and f == lo):
+            raise ModelError(f"{self.arch}.{key} = {value} is out of range {'(' if lo_open else '['}{lo}, {hi}]")
+        return f
+
     def read_config(self) -> ModelConfig:
         emb = self.tensor("token_embd.weight")
-        n_vocab, n_embd = emb.shape
-        n_head = int(self.hp("attention.head_count", required=True))
-        n_head_kv = int(self.hp("attention.head_count_kv", n_head))
-        head_dim = int(self.hp("attention.key_length", n_embd // n_head))
-        eps = self.hp(self.norm_eps_key)
-        if eps is None:
-            eps = self.hp("attention.layer_norm_epsilon", 1e-5)
-        return ModelConfig(
-            arch=self.arch, n_vocab=int(n_vocab), n_embd=int(self.hp("embedding_length", n_embd)),
-            n_layer=int(self.hp("block_count", required=True)), n_head=n_head, n_head_kv=n_head_kv,
-            head_dim=head_dim, n_ff=int(self.hp("feed_forward_length", required=True)),
-            n_ctx_train=int(self.hp("context_length", 2048)), norm_eps=float(eps),
-            rope_base=float(self.hp("rope.freq_base", 10000.0)),
-            n_rot=int(self.hp("rope.dimension_count", head_dim)),
+        if len(emb.shape) != 2 or min(emb.shape) < 1 or max(emb.shape) > INT32_MAX:
+            raise ModelError(f"token_embd.weight has shape {emb.shape}; expected (n_vocab, n_embd), each in "
+                             f"[1, {INT32_MAX}]")
+        n_vocab, n_embd = (int(d) for d in emb.shape)
+        n_head = self.hp_int("attention.head_count", required=True, lo=1, hi=n_embd)
+        n_head_kv = self.hp_int("attention.head_count_kv", n_head, lo=1, hi=n_head)
+        head_dim = self.hp_int("attention.key_length", n_embd // n_head, lo=1, hi=MAX_HEAD_DIM)
+        eps_key = self.norm_eps_key if self.hp(self.norm_eps_key) is not None else "attention.layer_norm_epsilon"
+        config = ModelConfig(
+            arch=self.arch, n_vocab=n_vocab, n_embd=self.hp_int("embedding_length", n_embd, lo=1),
+            n_layer=self.hp_int("block_count", required=True, lo=1, hi=MAX_LAYERS), n_head=n_head,
+            n_head_kv=n_head_kv, head_dim=head_dim, n_ff=self.hp_int("feed_forward_length", required=True, lo=1),
+            n_ctx_train=self.hp_int("context_length", 2048, lo=1),
+            norm_eps=self.hp_float(eps_key, 1e-5, lo=0.0, hi=1.0),
+            rope_base=self.hp_float("rope.freq_base", 10000.0, lo=0.0, lo_open=True),
+            n_rot=self.hp_int("rope.dimension_count", head_dim, lo=0, hi=head_dim),
             rope_scaling=self.read_rope_scaling(), extra=self.read_extra())
+        self.validate(config)
+        return config
+
+    def validate(self, c: ModelConfig) -> None:
+        """What the hyper-parameters must satisfy together, and with the tensors' shapes, before a
+        plan is built (one place: the C plan then sees only consistent values)."""
+        if c.n_embd != self.tensor("token_embd.weight").shape[1]:
+            raise ModelError(f"{self.arch}.embedding_length = {c.n_embd} but token_embd.weight has "
+                             f"{self.tensor('token_embd.weight').shape[1]} columns")
+        if c.n_head % c.n_head_kv:
+            raise ModelError(f"attention.head_count {c.n_head} is not a multiple of attention.head_count_kv "
+                             f"{c.n_head_kv}")
+        if c.n_rot % 2 or (c.n_rot == 0 and self.rope_mode != "none"):
+            raise ModelError(f"{self.arch}.rope.dimension_count = {c.n_rot} must be even, in [2, head_dim "
+                             f"{c.head_dim}]")
+        if c.q_dim > INT32_MAX or c.n_ff * 2 > INT32_MAX:
+            raise ModelError(f"n_head * head_dim = {c.q_dim} or 2 * n_ff = {2 * c.n_ff} overflows int32")
+        sc = c.rope_scaling
+        if sc.kind == "yarn" and c.rope_base <= 1.0:
+            raise ModelError(f"YaRN needs rope.freq_base > 1, got {c.rope_base}")
+        # the first block's matrices against the hyper-parameters (the plan checks every block)
+        expect = {"attn_q.weight": c.q_dim, "attn_k.weight": c.kv_dim, "attn_v.weight": c.kv_dim,
+                  "ffn_down.weight": c.n_embd}
+        for name, rows in expect.items():
+            t = self.tensors.get(f"blk.0.{name}")
+            if t is not None and (len(t.shape) != 2 or t.shape[0] != rows):
+                raise ModelError(f"blk.0.{name} has shape {t.shape}, but the hyper-parameters give {rows} rows "
+                                 f"(n_head {c.n_head}, n_head_kv {c.n_head_kv}, head_dim {c.head_dim}, "
+                                 f"n_embd {c.n_embd})")
+        t = self.tensors.get("blk.0.ffn_down.weight")
+        if t is not None and len(t.shape) == 2 and t.shape[1] != c.n_ff:
+            raise ModelError(f"blk.0.ffn_down.weight has {t.shape[1]} columns but feed_forward_length is {c.n_ff}")
 
     def read_rope_scaling(self) -> RopeScaling:
         kind = self.hp("rope.scaling.type", "none")
-        factor = float(self.hp("rope.scaling.factor", 0.0) or 0.0)
-        linear = self.hp("rope.scale_linear")          # older files
+        if kind is not None and not isinstance(kind, str):
+            raise ModelError(f"{self.arch}.rope.scaling.type must be a string, got {_short(kind)}")
+        factor = self.hp_float("rope.scaling.factor", 0.0, lo=0.0)
+        linear = self.hp_float("rope.scale_linear", 0.0, lo=0.0)          # older files
         if kind == "none" and linear:
-            kind, factor = "linear", float(linear)
+            kind, factor = "linear", linear
         if kind in ("none", None) or factor in (0.0, 1.0) and kind != "yarn":
             return RopeScaling()
         if kind not in ("linear", "yarn"):
             raise ModelError(f"RoPE scaling type {kind!r} is not supported (supported: linear, yarn)")
+        ext = self.hp("rope.scaling.yarn_ext_factor")
         return RopeScaling(
             kind=kind, factor=factor or 1.0,
-            n_ctx_orig=int(self.hp("rope.scaling.original_context_length", self.hp("context_length", 2048))),
-            attn_factor=float(self.hp("rope.scaling.attn_factor", 1.0) or 1.0),
-            beta_fast=float(self.hp("rope.scaling.yarn_beta_fast", 32.0)),
-            beta_slow=float(self.hp("rope.scaling.yarn_beta_slow", 1.0)),
-            ext_factor=self.hp("rope.scaling.yarn_ext_factor"))
+            n_ctx_orig=self.hp_int("rope.scaling.original_context_length", self.hp_int("context_length", 2048, lo=1),
+                                   lo=1),
+            attn_factor=self.hp_float("rope.scaling.attn_factor", 1.0) or 1.0,
+            beta_fast=self.hp_float("rope.scaling.yarn_beta_fast", 32.0, lo=0.0, lo_open=True),
+            beta_slow=self.hp_float("rope.scaling.yarn_beta_slow", 1.0, lo=0.0, lo_open=True),
+            ext_factor=None if ext is None else self.hp_float("rope.scaling.yarn_ext_factor"))
 
     def read_extra(self) -> dict:
         return {}

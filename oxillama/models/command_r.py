@@ -10,4 +10,4 @@ class CommandR(Architecture):
     norm_eps_key = "attention.layer_norm_epsilon"
 
     def logit_scale(self) -> float:
-        return float(self.hp("logit_scale", 1.0))
+        return self.hp_float("logit_scale", 1.0)

@@ -8,7 +8,7 @@ local (sliding window, RoPE base 10k) layers for every global one.
 """
 import math
 
-from oxillama.models.base import Architecture
+from oxillama.models.base import MAX_LAYERS, Architecture
 
 
 class Gemma(Architecture):
@@ -20,8 +20,8 @@ class Gemma(Architecture):
         return math.sqrt(self.config.n_embd)
 
     def attn_scale(self, il: int) -> float:
-        scale = self.hp("attention.scale")
-        return float(scale) if scale else 1.0 / math.sqrt(self.config.head_dim)
+        scale = self.hp_float("attention.scale", 0.0, lo=0.0)
+        return scale if scale else 1.0 / math.sqrt(self.config.head_dim)
 
 
 class Gemma2(Gemma):
@@ -29,19 +29,19 @@ class Gemma2(Gemma):
     swa_pattern = 2    # layer il is local unless il % pattern == pattern - 1
 
     def is_local(self, il: int) -> bool:
-        n = int(self.hp("attention.sliding_window_pattern", self.swa_pattern) or self.swa_pattern)
+        n = self.hp_int("attention.sliding_window_pattern", self.swa_pattern, lo=0, hi=MAX_LAYERS) or self.swa_pattern
         return il % n < n - 1
 
     def sliding_window(self, il: int) -> int:
-        return int(self.hp("attention.sliding_window", 4096)) if self.is_local(il) else 0
+        return self.hp_int("attention.sliding_window", 4096) if self.is_local(il) else 0
 
     def layer(self, il: int) -> dict:
         d = super().layer(il)
-        d["attn_softcap"] = float(self.hp("attn_logit_softcapping", 0.0) or 0.0)
+        d["attn_softcap"] = self.hp_float("attn_logit_softcapping", 0.0, lo=0.0)
         return d
 
     def final_softcap(self) -> float:
-        return float(self.hp("final_logit_softcapping", 0.0) or 0.0)
+        return self.hp_float("final_logit_softcapping", 0.0, lo=0.0)
 
 
 class Gemma3(Gemma2):
@@ -59,6 +59,6 @@ class Gemma3(Gemma2):
     def rope(self, il: int) -> dict:
         spec = super().rope(il)
         if self.is_local(il):   # local layers: their own base, no scaling
-            spec = {"mode": self.rope_mode, "base": float(self.hp("rope.freq_base_swa", self.rope_base_local)),
+            spec = {"mode": self.rope_mode, "base": self.hp_float("rope.freq_base_swa", self.rope_base_local, lo=0.0, lo_open=True),
                     "n_rot": self.config.n_rot}
         return spec

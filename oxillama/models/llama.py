@@ -12,4 +12,4 @@ class Llama(Architecture):
     arch_names = ("llama", "mistral")
 
     def sliding_window(self, il: int) -> int:
-        return int(self.hp("attention.sliding_window", 0) or 0)
+        return self.hp_int("attention.sliding_window", 0)

@@ -7,4 +7,4 @@ class Phi3(Architecture):
     rope_mode = "neox"
 
     def sliding_window(self, il: int) -> int:
-        return int(self.hp("attention.sliding_window", 0) or 0)
+        return self.hp_int("attention.sliding_window", 0)

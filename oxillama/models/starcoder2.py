@@ -11,4 +11,4 @@ class StarCoder2(Architecture):
     norm_eps_key = "attention.layer_norm_epsilon"
 
     def sliding_window(self, il: int) -> int:
-        return int(self.hp("attention.sliding_window", 0) or 0)
+        return self.hp_int("attention.sliding_window", 0)

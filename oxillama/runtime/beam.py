@@ -42,8 +42,9 @@ class BeamSearchConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
                 raise InvalidArgumentError(f"{name} must be an int, got {v!r}")
-        if self.beam_width < 1:
-            raise InvalidArgumentError(f"beam_width must be >= 1, got {self.beam_width}")
+        from oxillama.sampling.validation import MAX_NUM_BEAMS
+        if not 1 <= self.beam_width <= MAX_NUM_BEAMS:
+            raise InvalidArgumentError(f"beam_width must be in [1, {MAX_NUM_BEAMS}], got {self.beam_width}")
         if self.max_new_tokens < 1:
             raise InvalidArgumentError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if not math.isfinite(self.length_penalty):

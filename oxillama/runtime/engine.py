@@ -455,12 +455,19 @@ class InferenceEngine:
         stopping criterion, the end of the grammar, or max_tokens.
         """
         from oxillama.sampling import StoppingCriteriaList, StopStrings, resolve_generate_kwargs
+        from oxillama.sampling.validation import check_generate_kwargs
 
         if "lora" in kwargs:   # adapters for this call only: [(LoraAdapter, scale), ...]
             return self._generate_with_loras(kwargs.pop("lora"), prompt, stream=stream, callback=callback, seed=seed,
                                              grammar=grammar, response_format=response_format, **kwargs)
-        num_beams, speculative = kwargs.pop("num_beams", 1), kwargs.pop("speculative", None)
-        speculative_k = kwargs.pop("speculative_k", 4)
+        # every keyword's type and range, token ids within the vocabulary (InvalidArgumentError naming it)
+        kwargs = check_generate_kwargs(dict(kwargs, prompt=prompt, stream=stream, seed=seed, callback=callback,
+                                            response_format=response_format), n_vocab=self.n_vocab)
+        prompt, stream, seed, callback, response_format = (
+            kwargs.pop(k) for k in ("prompt", "stream", "seed", "callback", "response_format"))
+        stream = bool(stream)
+        num_beams, speculative = kwargs.pop("num_beams", None) or 1, kwargs.pop("speculative", None)
+        speculative_k = kwargs.pop("speculative_k", None) or 4
         if num_beams != 1 or speculative not in (None, False):   # oxillama.runtime.beam / speculative
             return self._generate_decoding(prompt, stream, callback, seed, grammar, response_format, num_beams,
                                            speculative, speculative_k, kwargs)

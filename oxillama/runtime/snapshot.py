@@ -23,6 +23,8 @@ Layout:
 
 Loading trusts nothing: every length is bounded by the blob's size before msgpack allocates,
 extension types and non-str map keys are refused, every field's type, range and shape is checked,
+values too (K/V and logits finite, the sampler and grammar records rebuilt), what resuming would
+allocate is bounded (a KV cache of n_ctx positions larger than the machine's memory is refused),
 and the arrays are read-only views of the blob. Any problem is a SnapshotError.
 """
 from __future__ import annotations
@@ -45,6 +47,14 @@ _HEADER = struct.Struct("<8sIQ32s")
 FINGERPRINT_SPAN = 4 * 2**20
 _MAX_DEPTH = 16          # nesting of the plain values (sampler / grammar state)
 _MAX_INT = 2**31 - 1     # bound for counts and ids
+
+
+def _physical_memory() -> int | None:
+    """Bytes of RAM, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 @dataclass
@@ -311,7 +321,16 @@ def _validate(d, n_body: int) -> Snapshot:
         if len(raw) != want:
             raise SnapshotError(f"snapshot {name} is {len(raw)} bytes, expected {want} for ({n_layer}, {n_past}, "
                                 f"{kv_dim}) {kv_type}")
-        arrays.append(np.frombuffer(raw, dtype=dtype).reshape(n_layer, n_past, kv_dim))
+        arr = np.frombuffer(raw, dtype=dtype).reshape(n_layer, n_past, kv_dim)
+        if arr.size and not np.isfinite(arr).all():    # what the model computes is finite
+            raise SnapshotError(f"snapshot {name} cache holds NaN or infinite values")
+        arrays.append(arr)
+    # what resuming allocates: a KV cache of n_ctx positions (resume's default n_ctx is the snapshot's)
+    kv_cache_bytes = 2 * n_layer * n_ctx * kv_dim * dtype.itemsize
+    ram = _physical_memory()
+    if ram is not None and kv_cache_bytes > ram:
+        raise SnapshotError(f"snapshot asks for a KV cache of n_ctx={n_ctx} ({kv_cache_bytes / 2**30:.1f} GiB), more "
+                            f"than this machine's {ram / 2**30:.1f} GiB of memory")
     logits = d["logits"]
     if logits is not None:
         raw = typed("logits", bytes, "bytes or nil")
@@ -322,6 +341,8 @@ def _validate(d, n_body: int) -> Snapshot:
         if n_past == 0:
             raise SnapshotError("snapshot has logits but no tokens")
         logits = np.frombuffer(raw, dtype="<f4")
+        if not np.isfinite(logits).all():
+            raise SnapshotError("snapshot logits hold NaN or infinite values")
     seed = d["seed"]
     if seed is not None:
         seed = count("seed", 0, 2**64 - 1)

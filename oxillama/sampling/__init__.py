@@ -16,9 +16,11 @@ from oxillama.sampling.selection import Greedy, MirostatV1, MirostatV2, Weighted
 from oxillama.sampling.stopping import MaxNewTokens, StoppingCriteria, StoppingCriteriaList, StopStrings, StopTokens
 from oxillama.sampling.temperature import Temperature
 from oxillama.sampling.truncation import XTC, EpsilonCutoff, EtaCutoff, MinP, TopA, TopK, TopP, TypicalP
+from oxillama.sampling.validation import check_generate_kwargs, check_prompt, validate_generate_kwargs
 
 __all__ = [
     "Sampler", "SamplerConfig", "SamplerChain", "SamplerRNG", "build_chain", "resolve_generate_kwargs",
+    "check_generate_kwargs", "validate_generate_kwargs", "check_prompt",
     "STAGE_NAMES", "DEFAULT_STAGE_ORDER", "Stage", "Selector", "StepContext",
     "LogitBias", "BanTokens", "LogitsProcessorStage", "RepetitionPenalty", "FrequencyPresencePenalty", "DRY",
     "dry_breakers_from_vocab", "TopK", "TopP", "MinP", "TypicalP", "TopA", "EpsilonCutoff", "EtaCutoff", "XTC",

@@ -30,6 +30,9 @@ DEFAULT_STAGE_ORDER = ("penalties", "dry", "top_k", "typical_p", "top_p", "min_p
 DEFAULT_DRY_BREAKERS = ("\n", ":", "\"", "*")
 
 
+_INT32_MAX = 2**31 - 1
+
+
 def _is_num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -114,8 +117,8 @@ class SamplerConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) and not (isinstance(v, float) and v.is_integer()):
                 raise SamplerError(f"{name} must be an int, got {v!r}")
-            if v < lo:
-                raise SamplerError(f"{name} must be >= {lo}, got {v!r}")
+            if not lo <= v <= _INT32_MAX:
+                raise SamplerError(f"{name} must be in [{lo}, {_INT32_MAX}], got {v!r}")
             fix(name, int(v))
 
         num("temperature", 0.0)
@@ -152,6 +155,8 @@ class SamplerConfig:
         breakers = self.dry_sequence_breakers
         if isinstance(breakers, str):
             raise SamplerError("dry_sequence_breakers must be a list of strings, not one string")
+        if not isinstance(breakers, (list, tuple)):
+            raise SamplerError(f"dry_sequence_breakers must be a list of strings, got {type(breakers).__name__}")
         breakers = tuple(breakers)
         for b in breakers:
             if not isinstance(b, str) or not b:
@@ -166,16 +171,18 @@ class SamplerConfig:
                 tid = int(k)  # JSON turns int keys into strings
             except (TypeError, ValueError):
                 raise SamplerError(f"logit_bias key {k!r} is not a token id") from None
-            if tid < 0:
-                raise SamplerError(f"logit_bias token id must be >= 0, got {tid}")
+            if not 0 <= tid <= _INT32_MAX:
+                raise SamplerError(f"logit_bias token id must be in [0, {_INT32_MAX}], got {tid}")
             if not _is_num(v) or math.isnan(v) or v == math.inf:
                 raise SamplerError(f"logit_bias[{tid}] must be a finite number or -inf, got {v!r}")
             bias[tid] = float(v)
         fix("logit_bias", bias)
 
         banned = []
+        if not isinstance(self.banned_tokens, (list, tuple)):
+            raise SamplerError(f"banned_tokens must be a list of token ids, got {type(self.banned_tokens).__name__}")
         for t in self.banned_tokens:
-            if isinstance(t, bool) or not isinstance(t, int) or t < 0:
+            if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t <= _INT32_MAX:
                 raise SamplerError(f"banned_tokens must be token ids >= 0, got {t!r}")
             banned.append(int(t))
         fix("banned_tokens", tuple(banned))
@@ -184,8 +191,11 @@ class SamplerConfig:
             if isinstance(self.samplers, str):
                 # llama.cpp's --samplers takes "top_k;top_p;temperature"
                 names = tuple(s.strip() for s in self.samplers.replace(",", ";").split(";") if s.strip())
-            else:
+            elif isinstance(self.samplers, (list, tuple)):
                 names = tuple(self.samplers)
+            else:
+                raise SamplerError(f"samplers must be a list of stage names or a string, got "
+                                   f"{type(self.samplers).__name__}")
             unknown = [n for n in names if n not in STAGE_NAMES]
             if unknown:
                 raise SamplerError(f"unknown sampler stage(s) {unknown}; known: {', '.join(STAGE_NAMES)}")
@@ -315,7 +325,9 @@ def resolve_generate_kwargs(**kwargs) -> tuple[SamplerConfig, dict[str, Any]]:
     (`max_tokens`, `stop` as a list of strings, and anything not about sampling, such as `seed`,
     `logprobs`, `logits_processor`, `stopping_criteria`, `stream`, unchanged).
     """
-    kwargs = dict(kwargs)
+    from oxillama.sampling.validation import check_generate_kwargs
+
+    kwargs = check_generate_kwargs(kwargs)     # types and ranges of every known keyword
     base = kwargs.pop("sampler", None)
     if base is None:
         base = SamplerConfig()
@@ -330,7 +342,7 @@ def resolve_generate_kwargs(**kwargs) -> tuple[SamplerConfig, dict[str, Any]]:
         if v is not _SAME:
             changes[field_name] = v
 
-    tfs_z = kwargs.pop("tfs_z", None)
+    tfs_z = kwargs.pop("tfs_z", None)   # a float (check_generate_kwargs)
     if tfs_z is not None and tfs_z != 1.0:
         raise SamplerError(f"tfs_z (tail-free sampling) is not supported (removed from llama.cpp); got {tfs_z}")
 
@@ -338,8 +350,7 @@ def resolve_generate_kwargs(**kwargs) -> tuple[SamplerConfig, dict[str, Any]]:
     bad = kwargs.pop("bad_words_ids", None)
     if bad is not None:
         extra = []
-        for seq in bad:
-            seq = list(seq)
+        for seq in bad:     # lists of ints (check_generate_kwargs)
             if len(seq) != 1:
                 raise SamplerError(f"bad_words_ids entries of more than one token are not supported: {seq}")
             extra.append(int(seq[0]))
@@ -368,7 +379,7 @@ def resolve_generate_kwargs(**kwargs) -> tuple[SamplerConfig, dict[str, Any]]:
         stop = other["stop"]
         if isinstance(stop, str):
             stop = [stop]
-        stop = list(stop)
+        stop = list(stop)   # strings (check_generate_kwargs)
         if not all(isinstance(s, str) for s in stop):
             raise SamplerError(f"stop must be a string or a list of strings, got {stop!r}")
         other["stop"] = [s for s in stop if s]

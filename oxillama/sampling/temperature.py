@@ -11,6 +11,9 @@ from oxillama.sampling.candidates import Candidates
 
 __all__ = ["Temperature"]
 
+_F32_MAX = float(np.finfo(np.float32).max)
+_F32_SAFE = _F32_MAX / 4     # below this, logits * scale and the softmax's sums stay finite
+
 
 class Temperature(Stage):
     """logits /= T. T = 0 keeps only the most likely token (greedy).
@@ -46,15 +49,30 @@ class Temperature(Stage):
         t = self.effective_temperature(cand)
         if t == 1.0:
             return
-        if t <= 0.0:
-            if cand.full:
-                top = int(np.argmax(cand.logits))
-                cand.keep(np.array([top]), is_sorted=True)
-            else:
-                cand.keep_top(1)
+        scale = 1.0 / t if t > 0.0 else math.inf
+        if scale > _F32_MAX:    # t = 0, or 1/t overflows float32 (the t -> 0 limit): greedy
+            self.apply_greedy(cand)
             return
-        if cand.full:
-            np.multiply(cand.logits, np.float32(1.0 / t), out=cand.logits)
-        else:
-            cand.logits = (cand.logits / np.float32(t)).astype(np.float32)
+        m = cand.max()
+        if abs(m) * scale > _F32_SAFE:
+            # the scaled logits would overflow float32 (inf - inf = NaN in the softmax): shift by the max
+            # first, which softmax ignores; the other logits may then round to -inf, i.e. probability 0
+            if cand.full:
+                np.subtract(cand.logits, np.float32(m), out=cand.logits)
+            else:
+                cand.logits = (cand.logits - np.float32(m)).astype(np.float32)
+            cand.changed()
+        with np.errstate(over="ignore"):    # after the shift, only rounding to -inf (probability 0)
+            if cand.full:
+                np.multiply(cand.logits, np.float32(scale), out=cand.logits)
+            else:
+                cand.logits = (cand.logits / np.float32(t)).astype(np.float32)
         cand.changed()
+
+    @staticmethod
+    def apply_greedy(cand: Candidates) -> None:
+        if cand.full:
+            top = int(np.argmax(cand.logits))
+            cand.keep(np.array([top]), is_sorted=True)
+        else:
+            cand.keep_top(1)

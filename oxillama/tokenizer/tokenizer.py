@@ -478,7 +478,11 @@ class Tokenizer:
         lo, hi = int(arr.min()), int(arr.max())
         if lo < 0 or hi >= self._vocab.n_vocab:
             raise TokenizerError(f"token id {lo if lo < 0 else hi} out of range [0, {self._vocab.n_vocab})")
-        return ids if type(ids) is list else arr.tolist()
+        if type(ids) is list and all(type(t) is int for t in ids):
+            return ids
+        if not isinstance(ids, np.ndarray) and any(isinstance(t, (bool, np.bool_)) for t in ids):
+            raise TokenizerError("token ids must be ints, not bools")   # np.asarray made them 0/1
+        return arr.tolist()     # NumPy integers as Python ints (a table index must be an int)
 
     def _piece_table(self, skip_special: bool) -> list[bytes]:
         return self._pieces_skip if skip_special else self._pieces
@@ -564,7 +568,7 @@ class Tokenizer:
             if self._chat is None:
                 self._chat = ChatTemplate(self._default_template_source())
             template = self._chat
-        elif chat_template in self._vocab.chat_templates:
+        elif isinstance(chat_template, str) and chat_template in self._vocab.chat_templates:
             template = ChatTemplate(self._vocab.chat_templates[chat_template])
         else:
             template = ChatTemplate(chat_template)
