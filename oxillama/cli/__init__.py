@@ -9,7 +9,7 @@ import sys
 
 from oxillama.errors import OxillamaError
 
-SUBCOMMANDS = ("run", "pull", "inspect")
+SUBCOMMANDS = ("run", "pull", "inspect", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:
