@@ -44,7 +44,9 @@ def generate_kwargs(req: SamplingFields, n_vocab: int) -> dict:
         from oxillama.grammar import Grammar
         kw["grammar"] = Grammar(req.grammar)
     elif req.response_format is not None and req.response_format.type != "text":
-        kw["response_format"] = req.response_format.to_dict()
+        # compiled here so that an invalid schema is a 400 before anything is queued
+        from oxillama.grammar import grammar_from_response_format
+        kw["grammar"] = grammar_from_response_format(req.response_format.to_dict())
     if req.ignore_eos:
         kw["ignore_eos"] = True
     n_logprobs = requested_logprobs(req)

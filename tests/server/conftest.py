@@ -104,7 +104,7 @@ def start_server(model: str, *args: str, api_key: str | None = None) -> ServerPr
 
 @pytest.fixture(scope="module")
 def smollm2_server(smollm2_path):
-    """SmolLM2-135M behind the server, 4 parallel sequences, n_ctx 512."""
-    server = start_server(smollm2_path, "--parallel", "4", "--n-ctx", "512", "--alias", "smol")
+    """SmolLM2-135M behind the server, 8 parallel sequences, n_ctx 512."""
+    server = start_server(smollm2_path, "--parallel", "8", "--n-ctx", "512", "--alias", "smol")
     yield server
     server.stop()
