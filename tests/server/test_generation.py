@@ -53,7 +53,8 @@ def metric(server, name: str, **labels) -> float:
 def wait_idle(server, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if metric(server, "oxillama:num_requests_running") == 0 and metric(server, "oxillama:num_requests_waiting") == 0:
+        if (metric(server, "oxillama:num_requests_running") == 0
+                and metric(server, "oxillama:num_requests_waiting") == 0):
             return
         time.sleep(0.1)
     raise AssertionError("the server still has requests running")

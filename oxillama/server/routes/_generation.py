@@ -3,10 +3,13 @@ awaiting them while watching for the client going away, and merging their stream
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 
 from fastapi import Request
+
+from oxillama.errors import OxillamaError
 
 log = logging.getLogger("oxillama")
 
@@ -37,22 +40,27 @@ async def _wait_disconnect(request: Request) -> None:
 
 
 async def results_or_cancel(request: Request, handles: list) -> list | None:
-    """The handles' Completions; None if the client disconnected first (every handle is then
-    cancelled, which frees its slot at the scheduler's next step)."""
+    """The handles' Completions; None if the client disconnected first. Whenever this does not return
+    every result (disconnect, an error in one of them), the unfinished handles are cancelled, which
+    frees their slots at the scheduler's next step."""
     gathered = asyncio.ensure_future(asyncio.gather(*(h.aresult() for h in handles)))
     gone = asyncio.ensure_future(_wait_disconnect(request))
+    ok = False
     try:
         await asyncio.wait({gathered, gone}, return_when=asyncio.FIRST_COMPLETED)
         if gathered.done():
-            return gathered.result()
+            results = gathered.result()       # raises the first request's error, if any
+            ok = True
+            return results
         log.info("client disconnected: cancelling %s", ", ".join(h.id for h in handles))
         return None
     finally:
         gone.cancel()
-        if not gathered.done():
+        if not ok:
             gathered.cancel()
             for h in handles:
-                h.cancel()
+                if not h.done:
+                    h.cancel()
 
 
 async def merged_stream(handles: list) -> AsyncIterator[tuple[int, str | None, object]]:
@@ -84,6 +92,19 @@ async def merged_stream(handles: list) -> AsyncIterator[tuple[int, str | None, o
         for h in handles:
             if not h.done:
                 h.cancel()
+
+
+def error_event(exc: BaseException):
+    """The SSE event that ends a stream whose request failed after the headers were sent (the openai
+    client raises an APIError on an event with an "error" member)."""
+    from sse_starlette import ServerSentEvent
+
+    from oxillama.server.errors import classify, error_body
+    status, kind = classify(exc)
+    if status >= 500:
+        log.error("a streamed request failed: %s: %s", type(exc).__name__, exc)
+    message = str(exc) if isinstance(exc, OxillamaError) else f"internal error ({type(exc).__name__})"
+    return ServerSentEvent(data=json.dumps(error_body(status, message, kind)))
 
 
 def prompt_usage(handles: list, n: int) -> tuple[int, int]:

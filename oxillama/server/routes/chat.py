@@ -14,7 +14,8 @@ from oxillama.server.protocol.chat import (AssistantMessage, ChatCompletionChoic
                                            ChatCompletionStreamChoice, DeltaMessage)
 from oxillama.server.protocol.common import UsageInfo
 from oxillama.server.routes import ready_state
-from oxillama.server.routes._generation import merged_stream, prompt_usage, results_or_cancel, submit_all
+from oxillama.server.routes._generation import (error_event, merged_stream, prompt_usage, results_or_cancel,
+                                                submit_all)
 from oxillama.server.state import ServerState
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -66,19 +67,26 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
         return ServerSentEvent(data=body.model_dump_json())
 
     async def events():
-        for i in range(len(handles)):   # every choice opens with the role
-            yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(role="assistant", content=""))])
-        completions = [None] * len(handles)
-        async for i, piece, final in merged_stream(handles):
-            if final is None:
-                yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(content=piece))])
-            else:
-                completions[i] = final
-                # logprobs of the whole choice ride on its last chunk (pieces are not tokens)
-                yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(), logprobs=logprobs_of(final),
-                                                        finish_reason=final.finish_reason)])
-        if include_usage:
-            yield chunk([], usage=_usage(handles, req.n, completions))
-        yield ServerSentEvent(data="[DONE]")
+        try:
+            for i in range(len(handles)):   # every choice opens with the role
+                yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(role="assistant", content=""))])
+            completions = [None] * len(handles)
+            async for i, piece, final in merged_stream(handles):
+                if final is None:
+                    yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(content=piece))])
+                else:
+                    completions[i] = final
+                    # logprobs of the whole choice ride on its last chunk (pieces are not tokens)
+                    yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(), logprobs=logprobs_of(final),
+                                                            finish_reason=final.finish_reason)])
+            if include_usage:
+                yield chunk([], usage=_usage(handles, req.n, completions))
+            yield ServerSentEvent(data="[DONE]")
+        except Exception as e:     # after the headers: the error becomes the stream's last event
+            yield error_event(e)
+        finally:                   # the client went away (or the drain ran out): free the slots
+            for h in handles:
+                if not h.done:
+                    h.cancel()
 
     return EventSourceResponse(events(), sep="\n", shutdown_grace_period=state.config.drain_timeout)

@@ -12,7 +12,8 @@ from oxillama.server.errors import APIError
 from oxillama.server.protocol.common import UsageInfo
 from oxillama.server.protocol.completions import CompletionChoice, CompletionRequest, CompletionResponse
 from oxillama.server.routes import ready_state
-from oxillama.server.routes._generation import merged_stream, prompt_usage, results_or_cancel, submit_all
+from oxillama.server.routes._generation import (error_event, merged_stream, prompt_usage, results_or_cancel,
+                                                submit_all)
 from oxillama.server.state import ServerState
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -78,19 +79,26 @@ async def completions(req: CompletionRequest, request: Request, state: ServerSta
         return ServerSentEvent(data=body.model_dump_json())
 
     async def events():
-        if req.echo:
-            for i in range(len(handles)):
-                yield chunk([CompletionChoice(index=i, text=echoes[i // req.n])])
-        results = [None] * len(handles)
-        async for i, piece, final in merged_stream(handles):
-            if final is None:
-                yield chunk([CompletionChoice(index=i, text=piece)])
-            else:
-                results[i] = final
-                yield chunk([CompletionChoice(index=i, text="", finish_reason=final.finish_reason,
-                                              logprobs=logprobs_of(final, len(echoes[i // req.n])))])
-        if include_usage:
-            yield chunk([], usage=_usage(handles, req.n, results))
-        yield ServerSentEvent(data="[DONE]")
+        try:
+            if req.echo:
+                for i in range(len(handles)):
+                    yield chunk([CompletionChoice(index=i, text=echoes[i // req.n])])
+            results = [None] * len(handles)
+            async for i, piece, final in merged_stream(handles):
+                if final is None:
+                    yield chunk([CompletionChoice(index=i, text=piece)])
+                else:
+                    results[i] = final
+                    yield chunk([CompletionChoice(index=i, text="", finish_reason=final.finish_reason,
+                                                  logprobs=logprobs_of(final, len(echoes[i // req.n])))])
+            if include_usage:
+                yield chunk([], usage=_usage(handles, req.n, results))
+            yield ServerSentEvent(data="[DONE]")
+        except Exception as e:     # after the headers: the error becomes the stream's last event
+            yield error_event(e)
+        finally:                   # the client went away (or the drain ran out): free the slots
+            for h in handles:
+                if not h.done:
+                    h.cancel()
 
     return EventSourceResponse(events(), sep="\n", shutdown_grace_period=state.config.drain_timeout)
