@@ -20,8 +20,9 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def generate_kwargs(req: SamplingFields, n_vocab: int) -> dict:
-    """generate()/Scheduler.submit() keywords for a request (without seed: see choice_seed)."""
+def generate_kwargs(req: SamplingFields, n_vocab: int, eog_ids=()) -> dict:
+    """generate()/Scheduler.submit() keywords for a request (without seed: see choice_seed).
+    eog_ids: the end-of-generation tokens, banned when the request says ignore_eos (as llama.cpp does)."""
     kw: dict = {}
     for name in _PASSTHROUGH:
         value = getattr(req, name)
@@ -36,8 +37,11 @@ def generate_kwargs(req: SamplingFields, n_vocab: int) -> dict:
     kw["max_tokens"] = max_tokens          # None: until the context is full, as OpenAI's default
     if req.stop is not None:
         kw["stop"] = [req.stop] if isinstance(req.stop, str) else list(req.stop)
-    if req.logit_bias:
-        kw["logit_bias"] = logit_bias(req.logit_bias, n_vocab)
+    bias = logit_bias(req.logit_bias, n_vocab) if req.logit_bias else {}
+    if req.ignore_eos:
+        bias.update({int(t): -math.inf for t in eog_ids})
+    if bias:
+        kw["logit_bias"] = bias
     if req.grammar is not None and req.response_format is not None and req.response_format.type != "text":
         raise InvalidArgumentError("give grammar or response_format, not both")
     if req.grammar is not None:
@@ -47,8 +51,6 @@ def generate_kwargs(req: SamplingFields, n_vocab: int) -> dict:
         # compiled here so that an invalid schema is a 400 before anything is queued
         from oxillama.grammar import grammar_from_response_format
         kw["grammar"] = grammar_from_response_format(req.response_format.to_dict())
-    if req.ignore_eos:
-        kw["ignore_eos"] = True
     n_logprobs = requested_logprobs(req)
     if n_logprobs is not None:
         kw["logprobs"] = n_logprobs

@@ -36,6 +36,11 @@ def test_sampling_fields_pass_through():
                   "max_tokens": 7, "stop": ["\n"], "logit_bias": {5: -100.0, 7: 2.5}}
 
 
+def test_ignore_eos_bans_the_end_of_generation_tokens():
+    kw = convert.generate_kwargs(chat(ignore_eos=True, logit_bias={"5": 1}), N_VOCAB, eog_ids={2, 9})
+    assert kw["logit_bias"] == {5: 1.0, 2: -math.inf, 9: -math.inf}
+
+
 def test_max_completion_tokens():
     assert convert.generate_kwargs(chat(max_completion_tokens=9), N_VOCAB)["max_tokens"] == 9
     assert convert.generate_kwargs(chat(max_completion_tokens=9, max_tokens=9), N_VOCAB)["max_tokens"] == 9

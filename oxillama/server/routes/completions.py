@@ -48,7 +48,7 @@ async def completions(req: CompletionRequest, request: Request, state: ServerSta
     state.require_scheduler()
     engine = state.engine
     prompts = _prompts(req)
-    kwargs = convert.generate_kwargs(req, engine.n_vocab)
+    kwargs = convert.generate_kwargs(req, engine.n_vocab, engine.tokenizer.eog_ids)
     handles = submit_all(state.scheduler, prompts, req.n, req.seed, kwargs)
     request_id = convert.new_id("cmpl")
     echoes = [(p if isinstance(p, str) else engine.detokenize(p)) if req.echo else "" for p in prompts]
