@@ -8,7 +8,7 @@ Starts the real server (SmolLM2-135M, --parallel 8) on a free 127.0.0.1 port and
   2. 8 identical requests sent at once against one alone: wall time ratio (8x would be no batching);
   3. 16 concurrent streaming clients for `duration` s: failed requests, aggregate generated tokens/s,
      p50/p95 inter-token latency and time to first token seen by the clients;
-  4. the server's RSS after the first request and after the load.
+  4. the server's RSS after the first request, after the burst (every slot used once) and after the load.
 Targets (issue 16): zero failures, aggregate >= 2x one client, RSS growth <= 100 MB.
 """
 from __future__ import annotations
@@ -131,7 +131,7 @@ def summarise(results: list, t0: float, t1: float) -> dict:
             "ttft_p50_ms": 1e3 * _pct(ttft, 0.5), "ttft_p95_ms": 1e3 * _pct(ttft, 0.95)}
 
 
-async def measure(url: str, duration: float, clients: int, single_duration: float) -> dict:
+async def measure(url: str, duration: float, clients: int, single_duration: float, pid: int) -> dict:
     import httpx
     limits = httpx.Limits(max_connections=clients + 8)
     async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
@@ -150,11 +150,14 @@ async def measure(url: str, duration: float, clients: int, single_duration: floa
         await asyncio.gather(*(stream_one(client, i, seed=i) for i in range(8)))
         eight = time.perf_counter() - t
         figures["burst"] = {"one_s": one, "eight_s": eight, "ratio": eight / one}
+        figures["rss_after_burst_mb"] = _rss_mb(pid)      # every slot has been used once
         # 3. many clients
         results, failures = [], []
         t0 = time.perf_counter()
         await asyncio.gather(*(client_loop(client, i, t0 + duration, results, failures) for i in range(clients)))
-        figures["load"] = summarise(results, t0, time.perf_counter())
+        t1 = time.perf_counter()
+        figures["load"] = summarise(results, t0, t1)
+        figures["load"]["elapsed_s"] = t1 - t0       # the last requests started before `duration` finish
         figures["load"]["failed"] = len(failures)
         figures["load"]["failures"] = failures[:5]
         figures["load"]["clients"] = clients
@@ -169,10 +172,11 @@ def run(model: str, duration: float = 60.0, clients: int = 16, parallel: int = 8
         import httpx
         httpx.post(server.url + "/v1/completions", json={"prompt": "Hello", "max_tokens": 4}, timeout=60)
         rss_first = _rss_mb(server.proc.pid)
-        figures = asyncio.run(measure(server.url, duration, clients, single_duration))
+        figures = asyncio.run(measure(server.url, duration, clients, single_duration, server.proc.pid))
         figures["rss_after_first_mb"] = rss_first
         figures["rss_after_load_mb"] = _rss_mb(server.proc.pid)
         figures["rss_growth_mb"] = figures["rss_after_load_mb"] - rss_first
+        figures["rss_growth_after_burst_mb"] = figures["rss_after_load_mb"] - figures["rss_after_burst_mb"]
         figures["parallel"] = parallel
     finally:
         figures_exit = server.stop()
