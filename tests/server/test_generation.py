@@ -268,7 +268,7 @@ def test_seeded_request_same_alone_and_under_load(server):
         client = server.async_openai()
         others = [client.chat.completions.create(
             model="smol", messages=[{"role": "user", "content": f"Say something about the number {i}."}],
-            max_tokens=24, temperature=1.0, seed=i) for i in range(6)]
+            max_tokens=16, temperature=1.0, seed=i) for i in range(6)]
         results = await asyncio.gather(client.chat.completions.create(**kw), *others)
         return results[0].choices[0].message.content
 
