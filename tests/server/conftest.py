@@ -102,6 +102,17 @@ def start_server(model: str, *args: str, api_key: str | None = None) -> ServerPr
     return server
 
 
+@pytest.fixture(scope="session")
+def server_factory():
+    """start_server(model, *args, api_key=None) -> a healthy ServerProcess; stop() it when done."""
+    return start_server
+
+
+@pytest.fixture(scope="session")
+def tiny_models() -> Path:
+    return TINY_MODELS
+
+
 @pytest.fixture(scope="module")
 def smollm2_server(smollm2_path):
     """SmolLM2-135M behind the server, 8 parallel sequences, n_ctx 512."""

@@ -9,8 +9,6 @@ import signal
 import numpy as np
 import pytest
 
-from tests.server.conftest import TINY_MODELS, start_server
-
 openai = pytest.importorskip("openai")
 
 EMBED_TOL = 1e-6      # float32 values through JSON and base64
@@ -22,9 +20,9 @@ def server(smollm2_server):
 
 
 @pytest.fixture(scope="module")
-def keyed_server():
+def keyed_server(server_factory, tiny_models):
     """The tiny random llama (content does not matter here) behind --api-key."""
-    s = start_server(str(TINY_MODELS / "llama.gguf"), "--parallel", "2", api_key="sekrit")
+    s = server_factory(str(tiny_models / "llama.gguf"), "--parallel", "2", api_key="sekrit")
     yield s
     s.stop()
 
@@ -192,14 +190,14 @@ def test_auth(keyed_server):
     assert [m.id for m in s.openai().models.list().data] == ["llama"]
 
 
-def test_sigint_exits_zero():
+def test_sigint_exits_zero(server_factory, tiny_models):
     # (SIGTERM with a request running: tests/server/test_lifecycle.py)
-    s = start_server(str(TINY_MODELS / "llama.gguf"), "--parallel", "1")
+    s = server_factory(str(tiny_models / "llama.gguf"), "--parallel", "1")
     assert s.stop(signal.SIGINT) == 0, s.log()
 
 
-def test_unloadable_model_exits_nonzero(tmp_path):
+def test_unloadable_model_exits_nonzero(tmp_path, server_factory):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF not really")
     with pytest.raises(RuntimeError, match="exited with 1"):
-        start_server(str(bad))
+        server_factory(str(bad))

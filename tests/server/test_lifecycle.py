@@ -8,8 +8,6 @@ import time
 
 import pytest
 
-from tests.server.conftest import start_server
-
 openai = pytest.importorskip("openai")
 pytest.importorskip("oxillama.runtime.scheduler", reason="generation needs the Scheduler (not merged yet)")
 
@@ -22,8 +20,8 @@ def _running(server) -> float:
     return 0.0
 
 
-def test_queue_full_is_429(smollm2_path):
-    server = start_server(smollm2_path, "--parallel", "1", "--max-queue", "1", "--n-ctx", "512")
+def test_queue_full_is_429(smollm2_path, server_factory):
+    server = server_factory(smollm2_path, "--parallel", "1", "--max-queue", "1", "--n-ctx", "512")
     try:
         body = {"prompt": "Write a long story.", "max_tokens": 300, "ignore_eos": True, "stream": True}
         streams = []
@@ -47,8 +45,8 @@ def test_queue_full_is_429(smollm2_path):
         assert server.stop() == 0, server.log()
 
 
-def test_sigterm_drains_a_running_stream(smollm2_path):
-    server = start_server(smollm2_path, "--parallel", "2", "--n-ctx", "512")
+def test_sigterm_drains_a_running_stream(smollm2_path, server_factory):
+    server = server_factory(smollm2_path, "--parallel", "2", "--n-ctx", "512")
     body = {"messages": [{"role": "user", "content": "Tell me about the moon."}], "max_tokens": 40,
             "ignore_eos": True, "stream": True}
     events = []
