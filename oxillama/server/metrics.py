@@ -8,6 +8,7 @@ Declared once here, per app (an own CollectorRegistry, so two apps in one proces
 - counters and gauges, read from `Scheduler.metrics()` at scrape time (the scheduler counts; we only
   publish): oxillama:prompt_tokens_total, oxillama:generation_tokens_total,
   oxillama:request_success_total{finished_reason}, oxillama:prefix_cache_hits_total,
+  oxillama:num_preemptions_total,
   oxillama:num_requests_running, oxillama:num_requests_waiting, oxillama:kv_cache_usage_perc.
 """
 from __future__ import annotations
@@ -102,6 +103,8 @@ class _SchedulerCollector:
                       "prompt_tokens_total")
         yield counter("generation_tokens", "Tokens generated.", "generation_tokens_total")
         yield counter("prefix_cache_hits", "Prompt tokens served from cached prefixes.", "prefix_cache_hits_total")
+        yield counter("num_preemptions", "Requests preempted (their KV pages taken back) to free KV pages.",
+                      "num_preemptions_total")
         success = CounterMetricFamily(PREFIX + "request_success", "Finished requests by finish reason.",
                                       labels=["model_name", "finished_reason"])
         for reason, count in sorted((m.get("request_success_total") or {}).items()):
