@@ -16,18 +16,20 @@ static const char *const g_tier_names[OXL_TIER_COUNT] = {
 #define AVX2_REQ (OXL_CPU_AVX | OXL_CPU_AVX2 | OXL_CPU_FMA | OXL_CPU_F16C | OXL_CPU_BMI2)
 #define AVX512_REQ (AVX2_REQ | OXL_CPU_AVX512F | OXL_CPU_AVX512BW | OXL_CPU_AVX512VL | OXL_CPU_AVX512DQ)
 
-/* Per tier: features it needs, the tier it extends, its register function (NULL if not built). */
+/* Per tier: features it needs, the tier it extends, its register function (NULL if not built), and
+ * kernels registered for it from another tier's folder after the pairing rule below has run. */
 static const struct {
     uint32_t required;
     int parent;
     void (*register_fn)(oxl_kernel_table *);
+    void (*adopt_fn)(oxl_kernel_table *);
 } g_tier_specs[OXL_TIER_COUNT] = {
     [OXL_TIER_SCALAR] = {0, -1, oxl_register_scalar},
 #if OXL_HAVE_TIER_AVX2
     [OXL_TIER_AVX2] = {AVX2_REQ, OXL_TIER_SCALAR, oxl_register_avx2},
 #endif
 #if OXL_HAVE_TIER_AVX512
-    [OXL_TIER_AVX512] = {AVX512_REQ, OXL_TIER_AVX2, oxl_register_avx512},
+    [OXL_TIER_AVX512] = {AVX512_REQ, OXL_TIER_AVX2, oxl_register_avx512, oxl_register_avx512_gemm},
 #endif
 #if OXL_HAVE_TIER_AVX512VNNI
     [OXL_TIER_AVX512VNNI] = {AVX512_REQ | OXL_CPU_AVX512VNNI, OXL_TIER_AVX512, oxl_register_avx512vnni},
@@ -82,6 +84,14 @@ void oxl_dispatch_init(const char *disabled) {
             memset(tab, 0, sizeof(*tab));
         }
         g_tier_specs[t].register_fn(tab);
+        /* A multi-row kernel sums each output exactly as the vec_dot beside it (kernels.h): a tier that
+         * brings its own vec_dot for a type but no gemm loses the inherited gemm, and matmul runs its
+         * vec_dot per output, so a token's logits never depend on the batch it is computed in. */
+        for (int ty = 0; ty < OXL_TYPE_COUNT && parent >= 0; ty++) {
+            const oxl_type_traits *pt = &g_tables[parent].type[ty];
+            if (tab->type[ty].vec_dot != pt->vec_dot && tab->type[ty].gemm == pt->gemm) tab->type[ty].gemm = NULL;
+        }
+        if (g_tier_specs[t].adopt_fn) g_tier_specs[t].adopt_fn(tab);
         tab->name = g_tier_names[t];
         /* a vec_dot that differs from the parent's is this tier's own */
         for (int ty = 0; ty < OXL_TYPE_COUNT; ty++) {

@@ -67,17 +67,15 @@ static int64_t max_act_row(int64_t cols) {
     return best;
 }
 
-/* Split-cache attention (decode, a few queries): partials per (query, head) per thread. */
-#define SPLIT_ATTN_MAX_Q 4
-#define ATTN_TILE 32
-
-/* floats of one thread's partials: (max, sum, out[head_dim]) per (query, head) (n_head <= q_dim), then a
- * group's tile output (<= q_dim) and its tile scores (n_head x ATTN_TILE) */
-static int64_t part_floats(const oxl_model *m) {
-    int n_head_max = 1;
-    for (int il = 0; il < m->n_layer; il++) n_head_max = OXL_MAX(n_head_max, m->layers[il].n_head);
-    return (int64_t)SPLIT_ATTN_MAX_Q * 3 * m->q_dim_max + m->q_dim_max + (int64_t)ATTN_TILE * n_head_max;
-}
+/* Attention runs in tiles of one KV page (OXL_KV_PAGE positions) with an online softmax, the tiles grouped
+ * into chunks of ATTN_CHUNK positions whose partial results (per query head: max m, sum l, unnormalized output
+ * o) are folded in position order. Tiles and chunks are fixed on absolute positions, so a query's attention is
+ * one fixed sequence of float operations whatever the call computing it: a step of a few rows (decode, a
+ * speculative verify) spreads its (row, KV head, chunk) items over the threads and folds them afterwards;
+ * a longer one (prefill) gives each thread whole (row, KV head) items and folds as it goes. */
+#define ATTN_CHUNK (2 * OXL_KV_PAGE)
+#define SPLIT_ATTN_MAX_ROWS 16
+#define SPLIT_ATTN_MAX_FLOATS (8 << 20)   /* the split's partials: at most 32 MB, else items stay whole */
 
 /* the most query heads that share one KV head, over the layers */
 static int group_max(const oxl_model *m) {
@@ -87,10 +85,22 @@ static int group_max(const oxl_model *m) {
     return g;
 }
 
+static int head_dim_max(const oxl_model *m) {
+    int hd = 1;
+    for (int il = 0; il < m->n_layer; il++) hd = OXL_MAX(hd, m->layers[il].head_dim);
+    return hd;
+}
+
+/* floats of one (row, KV head) partial: (m, l, o[head_dim]) for each query head of the group */
+static int64_t item_floats(const oxl_model *m) { return (int64_t)group_max(m) * (head_dim_max(m) + 2); }
+
+/* chunks a query at pos attends to, from the one holding its first position lo */
+static inline int attn_chunks(int lo, int pos) { return pos / ATTN_CHUNK - lo / ATTN_CHUNK + 1; }
+
 /* The scratch layout, computed the same way by the size query and by the forward. */
 typedef struct {
-    int64_t x, xn, q, k, v, attn, tmp, gate, up, act[MAX_ACT_TYPES], scores, rope, part, total;
-    int64_t act_bytes;
+    int64_t x, xn, q, k, v, attn, tmp, gate, up, act[MAX_ACT_TYPES], rope, tls, part, rows, total;
+    int64_t act_bytes, tls_floats, part_floats;
 } scratch_layout;
 
 static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_threads) {
@@ -98,6 +108,7 @@ static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_t
     int64_t off = 0;
     const int64_t n = n_batch;
     const int64_t widest = OXL_MAX(OXL_MAX(m->n_embd, m->n_ff_max), m->q_dim_max);
+    const int64_t G = group_max(m), hd = head_dim_max(m);
 #define TAKE(field, bytes) do { s.field = off; off += align_up(bytes); } while (0)
     TAKE(x, n * m->n_embd * 4);
     TAKE(xn, n * m->n_embd * 4);
@@ -105,14 +116,21 @@ static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_t
     TAKE(k, n * m->kv_dim * 4);
     TAKE(v, n * m->kv_dim * 4);
     TAKE(attn, n * m->q_dim_max * 4);
-    TAKE(tmp, n * OXL_MAX(m->n_embd, m->n_vocab > 0 ? m->n_embd : 0) * 4);
+    TAKE(tmp, n * m->n_embd * 4);
     TAKE(gate, n * m->n_ff_max * 4 * 2);           /* room for a fused gate|up output */
     TAKE(up, n * m->n_ff_max * 4);
     s.act_bytes = n * max_act_row(widest);
     for (int i = 0; i < MAX_ACT_TYPES; i++) TAKE(act[i], s.act_bytes);
-    TAKE(scores, (int64_t)n_threads * n_ctx * group_max(m) * 4);   /* a group's scores per thread */
     TAKE(rope, (int64_t)n_threads * 2 * OXL_MAX(m->q_dim_max, m->kv_dim) * 4);
-    TAKE(part, (int64_t)n_threads * part_floats(m) * 4);
+    /* per thread: a tile's scores (G, page) and output (G, hd), a running and a chunk partial */
+    s.tls_floats = G * OXL_KV_PAGE + G * hd + 2 * item_floats(m);
+    TAKE(tls, (int64_t)n_threads * s.tls_floats * 4);
+    int n_kv_max = 1;
+    for (int il = 0; il < m->n_layer; il++) n_kv_max = OXL_MAX(n_kv_max, m->layers[il].n_head_kv);
+    const int64_t items = OXL_MIN(n, SPLIT_ATTN_MAX_ROWS) * n_kv_max * (int64_t)(n_ctx / ATTN_CHUNK + 2);
+    s.part_floats = OXL_MIN(items * item_floats(m), (int64_t)SPLIT_ATTN_MAX_FLOATS);
+    TAKE(part, s.part_floats * 4);
+    TAKE(rows, 4 * n * 4);   /* each row's sequence, position and token; the rows that get logits */
 #undef TAKE
     s.total = off + ALIGN;
     return s;
@@ -242,18 +260,23 @@ static void rope_apply(const oxl_rope *r, const float *cs, float *x) {
     }
 }
 
-/* element offset of KV head g's row at position t within a layer */
-static inline int64_t kv_at(const oxl_kv_cache *kv, int g, int t) {
-    return ((int64_t)g * kv->n_ctx + t) * kv->head_dim;
+/* bytes of one KV head's row of one position */
+static inline int64_t kv_row_bytes(const oxl_kv_cache *kv) { return oxl_row_size(kv->type, kv->head_dim); }
+
+/* row `row` of page `page` of KV head g within a layer's K or V */
+static inline char *kv_row(const oxl_kv_cache *kv, void *layer_base, int g, int page, int row) {
+    return (char *)layer_base + (((int64_t)g * kv->n_pages + page) * OXL_KV_PAGE + row) * kv_row_bytes(kv);
 }
 
-/* K or V rows of one position (n_head_kv * head_dim floats) into the head-major cache of a layer */
-static void store_kv(const oxl_kv_cache *kv, const oxl_kernel_table *kt, void *layer_base, int pos, const float *src) {
+/* K or V rows of one position (n_head_kv * head_dim floats) into a layer of the paged cache */
+static void store_kv(const oxl_kv_cache *kv, const oxl_kernel_table *kt, void *layer_base, int page, int row,
+                     const float *src) {
     const int hd = kv->head_dim;
     for (int g = 0; g < kv->n_head_kv; g++) {
-        const int64_t at = kv_at(kv, g, pos);
-        if (kv->type == OXL_TYPE_F16) kt->ops.fp32_to_fp16(src + g * hd, (oxl_half *)layer_base + at, hd);
-        else memcpy((float *)layer_base + at, src + g * hd, (size_t)hd * 4);
+        char *dst = kv_row(kv, layer_base, g, page, row);
+        if (kv->type == OXL_TYPE_F16) kt->ops.fp32_to_fp16(src + g * hd, (oxl_half *)dst, hd);
+        else if (kv->type == OXL_TYPE_Q8_0) kt->type[OXL_TYPE_Q8_0].from_float(src + g * hd, dst, hd);
+        else memcpy(dst, src + g * hd, (size_t)hd * 4);
     }
 }
 
@@ -262,136 +285,126 @@ static inline int attn_lo(const oxl_layer *L, int pos) {
     return L->sliding_window > 0 ? OXL_MAX(0, pos - L->sliding_window + 1) : 0;
 }
 
-/* scores (group, cnt) = attn_scale * (the group's query heads qg) . (KV head g's K rows t0 .. t0 + cnt),
+/* scores (group, cnt) = attn_scale * (the group's query heads qg) . (the cnt consecutive K rows at K),
  * soft-capped where the layer says so */
-static void group_scores(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
-                         const float *qg, int g, int t0, int cnt, float *scores) {
+static void group_scores(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, const char *K,
+                         const float *qg, int cnt, float *scores) {
     const int hd = L->head_dim, group = L->n_head / L->n_head_kv;
-    const int64_t at = kv_at(kv, g, t0);
     if (kv->type == OXL_TYPE_F16) {
-        kt->ops.attn_scores_f16_group(qg, group, (const oxl_half *)kv->k[layer] + at, hd, cnt, hd, L->attn_scale,
-                                      scores);
+        kt->ops.attn_scores_f16_group(qg, group, (const oxl_half *)K, hd, cnt, hd, L->attn_scale, scores);
+    } else if (kv->type == OXL_TYPE_Q8_0) {
+        kt->ops.attn_scores_q8_0_group(qg, group, K, kv_row_bytes(kv), cnt, hd, L->attn_scale, scores);
     } else {
-        const float *K = (const float *)kv->k[layer] + at;
+        const float *Kf = (const float *)K;
         for (int k = 0; k < group; k++)
             for (int t = 0; t < cnt; t++)
-                scores[k * cnt + t] = L->attn_scale * kt->ops.dot_f32(qg + k * hd, K + (int64_t)t * hd, hd);
+                scores[k * cnt + t] = L->attn_scale * kt->ops.dot_f32(qg + k * hd, Kf + (int64_t)t * hd, hd);
     }
     if (L->attn_softcap > 0.0f)
         for (int t = 0; t < group * cnt; t++) scores[t] = L->attn_softcap * tanhf(scores[t] / L->attn_softcap);
 }
 
-/* out (group, hd) = weights (group, cnt) . (KV head g's V rows t0 .. t0 + cnt) */
-static void group_values(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
-                         const float *weights, int g, int t0, int cnt, float *out) {
+/* out (group, hd) = weights (group, cnt) . (the cnt consecutive V rows at V) */
+static void group_values(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, const char *V,
+                         const float *weights, int cnt, float *out) {
     const int hd = L->head_dim, group = L->n_head / L->n_head_kv;
-    const int64_t at = kv_at(kv, g, t0);
     if (kv->type == OXL_TYPE_F16) {
-        kt->ops.attn_values_f16_group(weights, group, (const oxl_half *)kv->v[layer] + at, hd, cnt, hd, out);
+        kt->ops.attn_values_f16_group(weights, group, (const oxl_half *)V, hd, cnt, hd, out);
+    } else if (kv->type == OXL_TYPE_Q8_0) {
+        kt->ops.attn_values_q8_0_group(weights, group, V, kv_row_bytes(kv), cnt, hd, out);
     } else {
-        const float *V = (const float *)kv->v[layer] + at;
+        const float *Vf = (const float *)V;
         memset(out, 0, (size_t)group * hd * 4);
         for (int k = 0; k < group; k++)
-            for (int t = 0; t < cnt; t++) kt->ops.axpy(out + k * hd, weights[k * cnt + t], V + (int64_t)t * hd, hd);
+            for (int t = 0; t < cnt; t++) kt->ops.axpy(out + k * hd, weights[k * cnt + t], Vf + (int64_t)t * hd, hd);
     }
 }
 
-void oxl_attention(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
-                   const float *q, int n_q, const int *pos_q, float *out, float *scores, int ith, int nth) {
-    const int hd = L->head_dim, q_dim = L->n_head * hd;
-    const int group = L->n_head / L->n_head_kv;
-    /* work items are (query, KV head): the group's heads read each K/V row together. Dealt round-robin:
-     * a causal item's cost grows with its position, so contiguous shares would leave the first thread idle */
-    const int64_t total = (int64_t)n_q * L->n_head_kv;
-    for (int64_t w = ith; w < total; w += nth) {
-        const int i = (int)(w / L->n_head_kv), g = (int)(w % L->n_head_kv);
-        const int p = pos_q[i], lo = attn_lo(L, p), cnt = p - lo + 1;
-        group_scores(kt, L, kv, layer, q + (int64_t)i * q_dim + (int64_t)g * group * hd, g, lo, cnt, scores);
-        for (int k = 0; k < group; k++) kt->ops.softmax(scores + k * cnt, cnt);
-        group_values(kt, L, kv, layer, scores, g, lo, cnt, out + (int64_t)i * q_dim + (int64_t)g * group * hd);
-    }
-}
+/* Per-thread buffers of attention: a tile's scores and output, a running and a chunk partial. */
+typedef struct {
+    float *scores, *tile, *state, *chunk;
+} attn_tls;
 
-/* Attention of a few queries (decode), split over the cache instead of over heads: splitting 9 heads
- * over 2 threads leaves one idle a ninth of the time. Here each thread takes a contiguous share of the
- * cache positions and, KV head by KV head, walks that head's rows (one contiguous stream of K and one
- * of V in the head-major cache) in tiles of ATTN_TILE rows that every query head of the group reads
- * while they are in L1, with an online softmax: it leaves (max m, sum l, unnormalized output o) per
- * (query, head) in `part`. attention_split_merge then combines the threads' partials (flash-decoding). */
-static void attention_split_partial(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv,
-                                    int layer, const float *q, int n_q, const int *pos_q, float *part, int ith,
-                                    int nth) {
-    const int hd = L->head_dim, q_dim = L->n_head * hd;
-    const int group = L->n_head / L->n_head_kv;
+/* The partial (per query head of the group: m, l, o[hd]) of one chunk's positions [t_begin, t_end) for the
+ * group of KV head g, walked in page tiles with an online softmax. pages: the sequence's block table. */
+static void attn_chunk(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
+                       const int32_t *pages, const float *qg, int g, int t_begin, int t_end, float *part,
+                       const attn_tls *w) {
+    const int hd = L->head_dim, group = L->n_head / L->n_head_kv;
     const int64_t stride = hd + 2;
-    float *tmp = part + (int64_t)n_q * L->n_head * stride;     /* (group, hd) tile output */
-    float *scores = tmp + q_dim;                                /* (group, ATTN_TILE) */
-    /* this thread's positions: a share of [lo of the first query, last position] */
-    const int lo_all = attn_lo(L, pos_q[0]);
-    int64_t b, e;
-    oxl_split_range(pos_q[n_q - 1] + 1 - lo_all, nth, ith, 8, &b, &e);
-    b += lo_all;
-    e += lo_all;
-    for (int i = 0; i < n_q; i++) {
-        const int p = pos_q[i];
-        const int lo = attn_lo(L, p);
-        const int t_begin = (int)OXL_MAX(b, lo), t_end = (int)OXL_MIN(e, (int64_t)p + 1);
-        for (int h = 0; h < L->n_head; h++) {
-            float *ph = part + ((int64_t)i * L->n_head + h) * stride;
-            ph[0] = -INFINITY;
-            ph[1] = 0.0f;
-            memset(ph + 2, 0, (size_t)hd * 4);
+    for (int k = 0; k < group; k++) {
+        part[k * stride] = -INFINITY;
+        part[k * stride + 1] = 0.0f;
+        memset(part + k * stride + 2, 0, (size_t)hd * 4);
+    }
+    for (int t0 = t_begin; t0 < t_end;) {
+        const int row = t0 % OXL_KV_PAGE, cnt = OXL_MIN(OXL_KV_PAGE - row, t_end - t0);
+        const int page = pages[t0 / OXL_KV_PAGE];
+        group_scores(kt, L, kv, kv_row(kv, kv->k[layer], g, page, row), qg, cnt, w->scores);
+        float cs[group];   /* per head: how much the running output shrinks for the new max */
+        for (int k = 0; k < group; k++) {
+            float *ph = part + k * stride, *sk = w->scores + k * cnt;
+            float m_tile = -INFINITY;
+            for (int t = 0; t < cnt; t++) m_tile = sk[t] > m_tile ? sk[t] : m_tile;
+            const float m_new = ph[0] > m_tile ? ph[0] : m_tile;
+            cs[k] = expf(ph[0] - m_new);   /* 0 on the first tile (m = -inf) */
+            ph[1] = ph[1] * cs[k] + kt->ops.exp_shift_sum(sk, cnt, m_new);
+            ph[0] = m_new;
         }
-        for (int g = 0; g < L->n_head_kv; g++) {
-            /* the group's heads g * group .. (g + 1) * group - 1 read the same K/V rows */
-            const float *qg = q + (int64_t)i * q_dim + (int64_t)g * group * hd;
-            for (int t0 = t_begin; t0 < t_end; t0 += ATTN_TILE) {
-                const int cnt = OXL_MIN(ATTN_TILE, t_end - t0);
-                group_scores(kt, L, kv, layer, qg, g, t0, cnt, scores);
-                float cs[group];   /* per head: how much the running output shrinks for the new max */
-                for (int k = 0; k < group; k++) {
-                    float *ph = part + ((int64_t)i * L->n_head + g * group + k) * stride, *sk = scores + k * cnt;
-                    float m_tile = -INFINITY;
-                    for (int t = 0; t < cnt; t++) m_tile = sk[t] > m_tile ? sk[t] : m_tile;
-                    const float m_new = ph[0] > m_tile ? ph[0] : m_tile;
-                    cs[k] = expf(ph[0] - m_new);   /* 0 on the first tile (m = -inf) */
-                    ph[1] = ph[1] * cs[k] + kt->ops.exp_shift_sum(sk, cnt, m_new);
-                    ph[0] = m_new;
-                }
-                group_values(kt, L, kv, layer, scores, g, t0, cnt, tmp);
-                for (int k = 0; k < group; k++) {
-                    float *o = part + ((int64_t)i * L->n_head + g * group + k) * stride + 2;
-                    const float *tk = tmp + k * hd;
-                    for (int d = 0; d < hd; d++) o[d] = o[d] * cs[k] + tk[d];
-                }
-            }
+        group_values(kt, L, kv, kv_row(kv, kv->v[layer], g, page, row), w->scores, cnt, w->tile);
+        for (int k = 0; k < group; k++) {
+            float *o = part + k * stride + 2;
+            const float *tk = w->tile + k * hd;
+            for (int d = 0; d < hd; d++) o[d] = o[d] * cs[k] + tk[d];
         }
+        t0 += cnt;
     }
 }
 
-/* out (n_q, q_dim) from every thread's partials; split by (query, head). */
-static void attention_split_merge(const oxl_layer *L, int n_q, const float *parts, int64_t part_stride,
-                                  float *out, int ith, int nth) {
-    const int hd = L->head_dim, q_dim = L->n_head * hd;
+/* acc = acc (+) b: two partials of the same query heads over consecutive chunks, folded in position order */
+static void attn_fold(float *acc, const float *b, int group, int hd) {
     const int64_t stride = hd + 2;
-    int64_t b, e;
-    oxl_split_range((int64_t)n_q * L->n_head, nth, ith, 1, &b, &e);
-    for (int64_t w = b; w < e; w++) {
-        const int i = (int)(w / L->n_head), h = (int)(w % L->n_head);
-        float mx = -INFINITY, sum = 0.0f;
-        for (int t = 0; t < nth; t++) mx = fmaxf(mx, parts[t * part_stride + w * stride]);
-        float *o = out + (int64_t)i * q_dim + h * hd;
-        memset(o, 0, (size_t)hd * 4);
-        for (int t = 0; t < nth; t++) {
-            const float *ph = parts + t * part_stride + w * stride;
-            if (ph[1] == 0.0f) continue;   /* a thread with no positions of this query */
-            const float c = expf(ph[0] - mx);
-            sum += ph[1] * c;
-            for (int d = 0; d < hd; d++) o[d] += c * ph[2 + d];
-        }
-        const float inv = 1.0f / sum;
-        for (int d = 0; d < hd; d++) o[d] *= inv;
+    for (int k = 0; k < group; k++) {
+        float *pa = acc + k * stride;
+        const float *pb = b + k * stride;
+        const float mx = pa[0] > pb[0] ? pa[0] : pb[0];
+        const float ca = expf(pa[0] - mx), cb = expf(pb[0] - mx);
+        pa[0] = mx;
+        pa[1] = pa[1] * ca + pb[1] * cb;
+        for (int d = 0; d < hd; d++) pa[2 + d] = pa[2 + d] * ca + pb[2 + d] * cb;
     }
+}
+
+/* out (group, hd) = o / l of each head's folded partial */
+static void attn_finish(const float *part, int group, int hd, float *out) {
+    const int64_t stride = hd + 2;
+    for (int k = 0; k < group; k++) {
+        const float inv = 1.0f / part[k * stride + 1];
+        for (int d = 0; d < hd; d++) out[k * hd + d] = part[k * stride + 2 + d] * inv;
+    }
+}
+
+/* The chunk range [c_begin, c_end) of positions [lo, pos] of chunk index c */
+static inline void chunk_span(int lo, int pos, int c, int *t_begin, int *t_end) {
+    const int c0 = (lo / ATTN_CHUNK + c) * ATTN_CHUNK;
+    *t_begin = OXL_MAX(lo, c0);
+    *t_end = OXL_MIN(pos + 1, c0 + ATTN_CHUNK);
+}
+
+/* Attention of one query row (position pos, query q (q_dim), block table pages) for KV head g, whole: its
+ * chunks one after another, folded as they come. out: the row's (q_dim) output. */
+static void attn_item(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
+                      const int32_t *pages, const float *q, int g, int pos, float *out, const attn_tls *w) {
+    const int hd = L->head_dim, group = L->n_head / L->n_head_kv;
+    const int lo = attn_lo(L, pos), n_chunks = attn_chunks(lo, pos);
+    const float *qg = q + (int64_t)g * group * hd;
+    for (int c = 0; c < n_chunks; c++) {
+        int tb, te;
+        chunk_span(lo, pos, c, &tb, &te);
+        attn_chunk(kt, L, kv, layer, pages, qg, g, tb, te, c == 0 ? w->state : w->chunk, w);
+        if (c > 0) attn_fold(w->state, w->chunk, group, hd);
+    }
+    attn_finish(w->state, group, hd, out + (int64_t)g * group * hd);
 }
 
 static void activate(const oxl_kernel_table *kt, int act, const float *g, const float *u, float *y, int n) {
@@ -406,37 +419,86 @@ static void activate(const oxl_kernel_table *kt, int act, const float *g, const 
     }
 }
 
+/* y (w's rows) += the row's adapters on (layer il, slot): scale * B (A x), x (w's cols); adapters in order */
+static void lora_row(const oxl_kernel_table *kt, const oxl_batch_seq *sq, int il, int slot, const oxl_weight *w,
+                     const float *x, float *y) {
+    for (int a = 0; a < sq->n_loras; a++) {
+        const oxl_lora *lo = &sq->loras[a];
+        const oxl_lora_weight *lw = &lo->w[il * OXL_LORA_SLOTS + slot];
+        if (!lw->a || lo->scale == 0.0f) continue;
+        float t[lw->rank];   /* A x: rank <= OXL_LORA_MAX_RANK (check_batch) */
+        for (int k = 0; k < lw->rank; k++) t[k] = kt->ops.dot_f32(lw->a + (int64_t)k * w->cols, x, (int)w->cols);
+        for (int k = 0; k < lw->rank; k++) kt->ops.axpy(y, lo->scale * t[k], lw->bt + (int64_t)k * w->rows, (int)w->rows);
+    }
+}
+
 /* ---- the forward ---- */
 
-static int check_model(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *tokens, int n, int pos0) {
-    if (!m || !kv || !tokens || n <= 0 || pos0 < 0) return OXL_ERR_ARG;
-    if ((int64_t)pos0 + n > kv->n_ctx) return OXL_ERR_SIZE;
-    for (int il = 0; il < m->n_layer; il++)   /* the cache's head-major layout must be the layers' */
+/* Validates the batch; n_rows: its tokens, n_out: rows that get logits, max_pos: the last position. */
+static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
+                       int *n_rows, int *n_out, int *max_pos) {
+    if (!m || !kv || !seqs || n_seqs <= 0 || !kv->k || !kv->v || kv->n_pages <= 0) return OXL_ERR_ARG;
+    if (kv->type != OXL_TYPE_F16 && kv->type != OXL_TYPE_F32 && kv->type != OXL_TYPE_Q8_0) return OXL_ERR_TYPE;
+    if (kv->head_dim <= 0 || kv_row_bytes(kv) < 0) return OXL_ERR_SHAPE;   /* Q8_0: head_dim a multiple of 32 */
+    for (int il = 0; il < m->n_layer; il++)   /* the cache's layout must be the layers' */
         if (m->layers[il].n_head_kv != kv->n_head_kv || m->layers[il].head_dim != kv->head_dim) return OXL_ERR_ARG;
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= m->n_vocab) return OXL_ERR_ARG;
+    int64_t rows = 0, outs = 0;
+    int last = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        const oxl_batch_seq *q = &seqs[s];
+        if (!q->tokens || !q->pages || q->n_tokens <= 0 || q->pos0 < 0 || q->n_blocks <= 0) return OXL_ERR_ARG;
+        const int64_t end = (int64_t)q->pos0 + q->n_tokens;
+        if (end > (int64_t)q->n_blocks * OXL_KV_PAGE || end > INT32_MAX / 2) return OXL_ERR_SIZE;
+        for (int64_t b = 0; b < (end + OXL_KV_PAGE - 1) / OXL_KV_PAGE; b++)
+            if (q->pages[b] < 0 || q->pages[b] >= kv->n_pages) return OXL_ERR_ARG;
+        for (int i = 0; i < q->n_tokens; i++)
+            if (q->tokens[i] < 0 || q->tokens[i] >= m->n_vocab) return OXL_ERR_ARG;
+        if (q->n_loras < 0 || (q->n_loras > 0 && !q->loras)) return OXL_ERR_ARG;
+        for (int a = 0; a < q->n_loras; a++) {
+            if (!q->loras[a].w) return OXL_ERR_ARG;
+            for (int j = 0; j < m->n_layer * OXL_LORA_SLOTS; j++) {
+                const oxl_lora_weight *lw = &q->loras[a].w[j];
+                if (lw->a && (!lw->bt || lw->rank <= 0 || lw->rank > OXL_LORA_MAX_RANK)) return OXL_ERR_ARG;
+            }
+        }
+        rows += q->n_tokens;
+        outs += q->all_logits ? q->n_tokens : 1;
+        last = OXL_MAX(last, (int)end - 1);
+        if (rows > INT32_MAX / 2) return OXL_ERR_SIZE;
+    }
+    *n_rows = (int)rows;
+    *n_out = (int)outs;
+    *max_pos = last;
     return OXL_OK;
 }
 
-int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *tokens, int n, int pos0,
-                float *logits, int all_logits, float *hidden, void *scratch_raw, int64_t scratch_size,
-                int n_threads) {
-    int rc = check_model(m, kv, tokens, n, pos0);
+int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
+                      float *logits, float *hidden, void *scratch_raw, int64_t scratch_size, int n_threads) {
+    int n = 0, n_out = 0, max_pos = 0;
+    int rc = check_batch(m, kv, seqs, n_seqs, &n, &n_out, &max_pos);
     if (rc) return rc;
     if (n_threads < 1) n_threads = 1;
-    const scratch_layout S = layout(m, n, kv->n_ctx, n_threads);
-    if (scratch_size < S.total) return OXL_ERR_SIZE;
+    const scratch_layout S = layout(m, n, max_pos + 1, n_threads);
+    if (!scratch_raw || scratch_size < S.total) return OXL_ERR_SIZE;
     char *base = (char *)(((uintptr_t)scratch_raw + ALIGN - 1) / ALIGN * ALIGN);
     const oxl_kernel_table *kt = oxl_kernels();
     float *x = (float *)(base + S.x), *xn = (float *)(base + S.xn), *tmp = (float *)(base + S.tmp);
     float *attn = (float *)(base + S.attn), *gate = (float *)(base + S.gate), *up = (float *)(base + S.up);
     float *qbuf = (float *)(base + S.q), *kbuf = (float *)(base + S.k), *vbuf = (float *)(base + S.v);
+    float *parts = (float *)(base + S.part);
     const int n_embd = m->n_embd;
-    int pos[n];  /* positions of the batch (n <= n_batch, small) */
-    for (int i = 0; i < n; i++) pos[i] = pos0 + i;
-    const int n_out = all_logits ? n : 1;      /* rows that get logits */
-    const int64_t pstride = part_floats(m);    /* floats of one thread's split-attention partials */
-    const int out0 = all_logits ? 0 : n - 1;   /* first of them */
+
+    /* the rows of the batch: sequence by sequence, token by token */
+    int *row_seq = (int *)(base + S.rows), *row_pos = row_seq + n, *row_tok = row_seq + 2 * n;
+    int *out_rows = row_seq + 3 * n;   /* rows whose logits are wanted, in output order */
+    for (int s = 0, r = 0, o = 0; s < n_seqs; s++)
+        for (int i = 0; i < seqs[s].n_tokens; i++, r++) {
+            row_seq[r] = s;
+            row_pos[r] = seqs[s].pos0 + i;
+            row_tok[r] = seqs[s].tokens[i];
+            if (seqs[s].all_logits || i == seqs[s].n_tokens - 1) out_rows[o++] = r;
+        }
+    const int64_t istride = item_floats(m);   /* floats of one (row, KV head [, chunk]) partial */
 
     /* one work counter per product: at most 7 per layer (q, k, v, o, gate, up, down) and the output */
     const int n_counters = m->n_layer * 7 + 1;
@@ -460,18 +522,24 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
 #endif
         int local_sense = 0;
         int call = 0;   /* index of this thread's next product, the same sequence on every thread */
-        float *scores = (float *)(base + S.scores) + (int64_t)ith * kv->n_ctx * group_max(m);
-        float *parts = (float *)(base + S.part);      /* every thread's attention partials, pstride apart */
         float *cs = (float *)(base + S.rope) + (int64_t)ith * 2 * OXL_MAX(m->q_dim_max, m->kv_dim);
-        int64_t t0, t1;  /* this thread's tokens */
+        attn_tls w;
+        {
+            const int G = group_max(m), hd = head_dim_max(m);
+            w.scores = (float *)(base + S.tls) + (int64_t)ith * S.tls_floats;
+            w.tile = w.scores + (int64_t)G * OXL_KV_PAGE;
+            w.state = w.tile + (int64_t)G * hd;
+            w.chunk = w.state + istride;
+        }
+        int64_t t0, t1;  /* this thread's rows */
         oxl_split_range(n, nth, ith, 1, &t0, &t1);
         act_set acts;
 
-        /* embeddings: x[i] = embd[tokens[i]] * embd_scale */
+        /* embeddings: x[i] = embd[token of row i] * embd_scale */
         {
             const int64_t row = oxl_row_size(m->tok_embd_type, n_embd);
             for (int64_t i = t0; i < t1; i++) {
-                kt->type[m->tok_embd_type].to_float((const char *)m->tok_embd + tokens[i] * row, x + i * n_embd, n_embd);
+                kt->type[m->tok_embd_type].to_float((const char *)m->tok_embd + row_tok[i] * row, x + i * n_embd, n_embd);
                 if (m->embd_scale != 1.0f)
                     for (int j = 0; j < n_embd; j++) x[i * n_embd + j] *= m->embd_scale;
             }
@@ -507,9 +575,18 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
             }
             OXL_BARRIER();
 
-            /* biases, per-head q/k norms, RoPE, then K and V into the cache; split by token */
+            /* biases, per-head q/k norms, RoPE, then K and V into the cache; split by row */
             for (int64_t i = t0; i < t1; i++) {
                 float *qi = q + i * ldq, *ki = k + i * ldk, *vi = v + i * ldv;
+                const oxl_batch_seq *sq = &seqs[row_seq[i]];
+                if (sq->n_loras) {
+                    const float *xi = xn + i * n_embd;
+                    lora_row(kt, sq, il, OXL_LORA_Q, &L->wq, xi, qi);   /* the fused QKV row where there is one */
+                    if (!fused_qkv) {
+                        lora_row(kt, sq, il, OXL_LORA_K, &L->wk, xi, ki);
+                        lora_row(kt, sq, il, OXL_LORA_V, &L->wv, xi, vi);
+                    }
+                }
                 add_bias(qi, L->bq, 1, q_dim, 0, 0, 1);
                 add_bias(ki, L->bk, 1, kv_dim, 0, 0, 1);
                 add_bias(vi, L->bv, 1, kv_dim, 0, 0, 1);
@@ -518,27 +595,59 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
                 if (L->k_norm)
                     for (int h = 0; h < L->n_head_kv; h++) kt->ops.rms_norm(ki + h * hd, L->k_norm, ki + h * hd, hd, m->norm_eps);
                 if (L->rope.mode != OXL_ROPE_NONE) {
-                    rope_cache(&L->rope, pos[i], cs);
+                    rope_cache(&L->rope, row_pos[i], cs);
                     for (int h = 0; h < L->n_head; h++) rope_apply(&L->rope, cs, qi + h * hd);
                     for (int h = 0; h < L->n_head_kv; h++) rope_apply(&L->rope, cs, ki + h * hd);
                 }
-                store_kv(kv, kt, kv->k[il], pos[i], ki);
-                store_kv(kv, kt, kv->v[il], pos[i], vi);
+                const int p = row_pos[i], page = seqs[row_seq[i]].pages[p / OXL_KV_PAGE], prow = p % OXL_KV_PAGE;
+                store_kv(kv, kt, kv->k[il], page, prow, ki);
+                store_kv(kv, kt, kv->v[il], page, prow, vi);
                 /* attention reads q contiguously: compact strided rows of a fused QKV */
                 if (fused_qkv) memmove(attn + i * q_dim, qi, (size_t)q_dim * 4);
             }
             OXL_BARRIER();
 
-            /* attention over the cache: (n, q_dim); split by (token, head) */
+            /* attention over the cache: (n, q_dim) */
             {
                 const float *qsrc = fused_qkv ? attn : q;
                 float *out = fused_qkv ? xn : attn;  /* xn is free now; keep q and out apart */
-                if (n <= SPLIT_ATTN_MAX_Q) {
-                    attention_split_partial(kt, L, kv, il, qsrc, n, pos, parts + ith * pstride, ith, nth);
+                const int group = L->n_head / L->n_head_kv, nkv = L->n_head_kv;
+                /* a few rows: (row, KV head, chunk) items over the threads, folded after a barrier, if their
+                 * partials fit; every thread computes the same item table */
+                int item0[SPLIT_ATTN_MAX_ROWS + 1];
+                int split = n <= SPLIT_ATTN_MAX_ROWS;
+                if (split) {
+                    item0[0] = 0;
+                    for (int r = 0; r < n; r++)
+                        item0[r + 1] = item0[r] + nkv * attn_chunks(attn_lo(L, row_pos[r]), row_pos[r]);
+                    split = (int64_t)item0[n] * istride <= S.part_floats;
+                }
+                if (split) {
+                    for (int it = ith, r = 0; it < item0[n]; it += nth) {
+                        while (it >= item0[r + 1]) r++;
+                        const int p = row_pos[r], lo = attn_lo(L, p), nc = attn_chunks(lo, p);
+                        const int g = (it - item0[r]) / nc, c = (it - item0[r]) % nc;
+                        int tb, te;
+                        chunk_span(lo, p, c, &tb, &te);
+                        attn_chunk(kt, L, kv, il, seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim + (int64_t)g * group * hd,
+                                   g, tb, te, parts + (int64_t)it * istride, &w);
+                    }
                     OXL_BARRIER();
-                    attention_split_merge(L, n, parts, pstride, out, ith, nth);
+                    for (int pr = ith; pr < n * nkv; pr += nth) {
+                        const int r = pr / nkv, g = pr % nkv;
+                        const int nc = (item0[r + 1] - item0[r]) / nkv;
+                        float *acc = parts + (int64_t)(item0[r] + g * nc) * istride;
+                        for (int c = 1; c < nc; c++) attn_fold(acc, acc + (int64_t)c * istride, group, hd);
+                        attn_finish(acc, group, hd, out + (int64_t)r * q_dim + (int64_t)g * group * hd);
+                    }
                 } else {
-                    oxl_attention(kt, L, kv, il, qsrc, n, pos, out, scores, ith, nth);
+                    /* (row, KV head) items dealt round-robin: a causal item's cost grows with its position,
+                     * so contiguous shares would leave the first thread idle */
+                    for (int64_t it = ith; it < (int64_t)n * nkv; it += nth) {
+                        const int r = (int)(it / nkv), g = (int)(it % nkv);
+                        attn_item(kt, L, kv, il, seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim, g, row_pos[r],
+                                  out + (int64_t)r * q_dim, &w);
+                    }
                 }
                 OXL_BARRIER();
                 if (fused_qkv) {
@@ -559,6 +668,7 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
             act_set_init(&acts, kt, base, &S, ffn_ws, 2);
             for (int64_t i = t0; i < t1; i++) {
                 float *ti = tmp + i * n_embd, *xi = x + i * n_embd;
+                if (seqs[row_seq[i]].n_loras) lora_row(kt, &seqs[row_seq[i]], il, OXL_LORA_O, &L->wo, attn + i * q_dim, ti);
                 add_bias(ti, L->bo, 1, n_embd, 0, 0, 1);
                 if (L->post_attn_norm) norm_row(kt, m, ti, L->post_attn_norm, NULL, ti, n_embd);
                 if (L->parallel_residual) {
@@ -585,6 +695,11 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
             act_set_init(&acts, kt, base, &S, down_ws, 1);
             for (int64_t i = t0; i < t1; i++) {
                 float *ui = up + i * ldu, *gi;
+                if (seqs[row_seq[i]].n_loras) {
+                    const oxl_batch_seq *sq = &seqs[row_seq[i]];
+                    lora_row(kt, sq, il, OXL_LORA_UP, &L->w_up, xn + i * n_embd, ui);   /* all of a fused gate|up */
+                    if (L->w_gate.data) lora_row(kt, sq, il, OXL_LORA_GATE, &L->w_gate, xn + i * n_embd, gate + i * n_ff);
+                }
                 if (L->fused_gate_up) {
                     gi = ui;          /* [gate | up] */
                     ui = ui + n_ff;
@@ -605,39 +720,38 @@ int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *token
 
             for (int64_t i = t0; i < t1; i++) {
                 float *ti = tmp + i * n_embd;
+                if (seqs[row_seq[i]].n_loras) lora_row(kt, &seqs[row_seq[i]], il, OXL_LORA_DOWN, &L->w_down, gate + i * n_ff, ti);
                 add_bias(ti, L->b_down, 1, n_embd, 0, 0, 1);
                 if (L->post_ffn_norm) norm_row(kt, m, ti, L->post_ffn_norm, NULL, ti, n_embd);
                 kt->ops.add(x + i * n_embd, ti, n_embd);
             }
-            /* the next layer starts with this thread's own tokens again (norm, quantize), so only the
+            /* the next layer starts with this thread's own rows again (norm, quantize), so only the
              * final norm, which splits rows differently, needs everyone's residual first */
             if (il == m->n_layer - 1) {
                 OXL_BARRIER();
             }
         }
 
-        /* final norm of the rows that need logits (all rows if hidden states are wanted) */
+        /* final norm: of every row into `hidden` if asked, and of the rows that get logits, compacted in xn */
         const oxl_weight *out_ws[1] = {&m->output};
         act_set_init(&acts, kt, base, &S, out_ws, 1);
-        {
-            const int h0 = hidden ? 0 : out0;
-            int64_t b, e;
-            oxl_split_range(n - h0, nth, ith, 1, &b, &e);
-            for (int64_t i = h0 + b; i < h0 + e; i++) {
-                norm_row(kt, m, x + i * n_embd, m->out_norm, m->out_norm_b, xn + i * n_embd, n_embd);
-                if (hidden) memcpy(hidden + i * n_embd, xn + i * n_embd, (size_t)n_embd * 4);
-            }
-            OXL_BARRIER();
-            if (logits) {
-                int64_t qb, qe;
-                oxl_split_range(n_out, nth, ith, 1, &qb, &qe);
-                act_set_fill(&acts, kt, xn + (int64_t)out0 * n_embd, n_embd, (int)qb, (int)qe);
-            }
+        if (hidden) {
+            for (int64_t i = t0; i < t1; i++)
+                norm_row(kt, m, x + i * n_embd, m->out_norm, m->out_norm_b, hidden + i * n_embd, n_embd);
             OXL_BARRIER();
         }
         if (logits) {
-            matmul_share(kt, &m->output, act_for(&acts, kt, &m->output, xn + (int64_t)out0 * n_embd), n_out, logits,
-                         m->n_vocab, &counters[call++], nth);
+            int64_t ob, oe;
+            oxl_split_range(n_out, nth, ith, 1, &ob, &oe);
+            for (int64_t o = ob; o < oe; o++) {
+                const int64_t r = out_rows[o];
+                if (hidden) memcpy(xn + o * n_embd, hidden + r * n_embd, (size_t)n_embd * 4);
+                else norm_row(kt, m, x + r * n_embd, m->out_norm, m->out_norm_b, xn + o * n_embd, n_embd);
+            }
+            act_set_fill(&acts, kt, xn, n_embd, (int)ob, (int)oe);
+            OXL_BARRIER();
+            matmul_share(kt, &m->output, act_for(&acts, kt, &m->output, xn), n_out, logits, m->n_vocab,
+                         &counters[call++], nth);
             if (m->final_softcap > 0.0f || m->logit_scale != 1.0f) {
                 OXL_BARRIER();
                 int64_t b, e;

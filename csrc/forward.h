@@ -1,10 +1,10 @@
 /* The fused transformer forward pass.
  *
  * Architectures stay in Python (oxillama/models/): at load time a model module describes each layer
- * as an oxl_layer (weights, norms, flags), and the whole model as an oxl_model. oxl_forward() then
- * runs every layer for a batch of tokens inside ONE OpenMP parallel region (barriers between steps),
- * appends K/V to the cache and writes logits into a caller-owned buffer. Python crosses into C once
- * per forward call, with the GIL released.
+ * as an oxl_layer (weights, norms, flags), and the whole model as an oxl_model. oxl_forward_batch() then
+ * runs every layer for the tokens of one or many sequences inside ONE OpenMP parallel region (barriers
+ * between steps), appends K/V to the paged cache and writes logits into a caller-owned buffer. Python
+ * crosses into C once per step, with the GIL released.
  *
  * Shapes: n_embd model width; q_dim = n_head * head_dim; kv_dim = n_head_kv * head_dim.
  * Weights are row-major (rows = outputs, cols = inputs), any quant type with a vec_dot. */
@@ -71,30 +71,64 @@ typedef struct {
     float logit_scale;      /* 1 unless the architecture scales logits (command-r) */
 } oxl_model;
 
-/* The KV cache of one sequence. Per layer, K and V are head-major: (n_head_kv, n_ctx, head_dim), so the
- * rows one KV head reads during attention are one contiguous stream. Every layer has the cache's
- * n_head_kv and head_dim (oxl_forward checks). */
+/* KV storage shared by every sequence of a batch, in pages of OXL_KV_PAGE positions. Per layer, K and V are
+ * (n_head_kv, n_pages, OXL_KV_PAGE, head_dim): page p of KV head g holds that head's rows of OXL_KV_PAGE
+ * positions contiguously, and pages taken in order (a single sequence's identity block table) make each KV
+ * head's rows one contiguous stream for attention. A sequence reaches its positions through a block table:
+ * position t lives in page pages[t / OXL_KV_PAGE], row t % OXL_KV_PAGE. Every layer has the cache's n_head_kv
+ * and head_dim (oxl_forward_batch checks). */
+#define OXL_KV_PAGE 64
+
 typedef struct {
-    int type;        /* OXL_TYPE_F16 or OXL_TYPE_F32 */
-    int n_ctx;
+    int type;        /* OXL_TYPE_F16, OXL_TYPE_F32 or OXL_TYPE_Q8_0 (head_dim / 32 blocks per row) */
+    int n_pages;     /* pages per layer and KV head */
     int n_head_kv, head_dim;
-    void **k, **v;   /* per layer: (n_head_kv, n_ctx, head_dim) */
+    void **k, **v;   /* per layer: (n_head_kv, n_pages, OXL_KV_PAGE, one row of head_dim values of type) */
 } oxl_kv_cache;
 
-/* Scratch sizes for a forward over up to n_batch tokens with a cache of n_ctx. */
+/* LoRA: a low-rank update of a layer's projection, y += scale * B (A x), computed next to the product with
+ * A x first (rank-r work; W itself is never modified or copied). One adapter is, per layer and projection,
+ * A (rank, cols) and B transposed (rank, rows), both f32, or a = NULL where it leaves the projection alone. */
+enum { OXL_LORA_Q, OXL_LORA_K, OXL_LORA_V, OXL_LORA_O, OXL_LORA_GATE, OXL_LORA_UP, OXL_LORA_DOWN, OXL_LORA_SLOTS };
+#define OXL_LORA_MAX_RANK 4096
+
+typedef struct {
+    const float *a;    /* (rank, cols of the projection) */
+    const float *bt;   /* (rank, rows of the projection): B transposed */
+    int rank;
+} oxl_lora_weight;
+
+typedef struct {
+    const oxl_lora_weight *w;   /* n_layer * OXL_LORA_SLOTS entries: [layer][slot]; OXL_LORA_Q is the fused QKV,
+                                   OXL_LORA_UP the fused gate|up where a layer has them */
+    float scale;                /* the user's scale * alpha / rank (alpha / sqrt(rank) for rsLoRA) */
+} oxl_lora;
+
+/* One sequence's share of a batched forward: n_tokens new tokens at positions pos0 .. pos0 + n_tokens - 1,
+ * after the pos0 positions its block table already holds. */
+typedef struct {
+    const int32_t *tokens;
+    int n_tokens;
+    int pos0;
+    const int32_t *pages;   /* block table: n_blocks page ids, covering at least pos0 + n_tokens positions */
+    int n_blocks;
+    int all_logits;         /* logits of every new token, else of the last one only */
+    const oxl_lora *loras;  /* the adapters applied to this sequence's rows (n_loras, may be 0), in order */
+    int n_loras;
+} oxl_batch_seq;
+
+/* Scratch bytes for forwards of up to n_batch tokens in all, attending over up to n_ctx positions. */
 int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int n_threads);
 
-/* Run tokens[0..n) at positions pos0.. ; logits: (n, n_vocab) if all_logits else (n_vocab).
- * `hidden` (optional, (n, n_embd)): the final normed hidden states, for embeddings.
- * Returns OXL_OK or an OXL_ERR_* code (bad token id, cache overflow, ...). */
-int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *tokens, int n, int pos0,
-                float *logits, int all_logits, float *hidden, void *scratch, int64_t scratch_size,
-                int n_threads);
-
-/* Attention of n_q query rows (positions pos_q[i]) over cache positions [0, n_kv) of one layer:
- * out (n_q, n_head*head_dim). Exposed for tests. */
-void oxl_attention(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
-                   const float *q, int n_q, const int *pos_q, float *out, float *scores_scratch,
-                   int ith, int nth);
+/* One step for n_seqs sequences: every weight matrix is read once for all their tokens; attention stays per
+ * sequence. logits: (n_out, n_vocab), n_out = the sum over sequences of (all_logits ? n_tokens : 1), in
+ * sequence order. hidden (optional): (n_tokens in all, n_embd) final normed hidden states, for embeddings.
+ * The logits of a position depend only on the tokens up to it, bit for bit, whatever else is in the batch,
+ * however its tokens were split into calls and whatever n_threads: every output element is summed in one
+ * fixed order (matrix products per element as vec_dot; attention in fixed page tiles and position chunks
+ * merged in position order).
+ * Returns OXL_OK or an OXL_ERR_* code (bad token id, page outside the pool, scratch too small, ...). */
+int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
+                      float *logits, float *hidden, void *scratch, int64_t scratch_size, int n_threads);
 
 #endif

@@ -40,12 +40,15 @@ typedef void (*oxl_from_float_fn)(const float *OXL_RESTRICT src, void *OXL_RESTR
 typedef void (*oxl_vec_dot_fn)(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x,
                                const void *OXL_RESTRICT y);
 
-/* Multi-row product, the matmul tile: S[j * lds + r] = dot(w row r, y row j) for r in
- * [0, OXL_GEMM_TILE_ROWS) and j in [0, nc); w rows are w_row bytes apart, y rows y_row bytes apart
- * (y of the type's vec_dot_type). Each weight block is decoded once for several activation rows. */
-#define OXL_GEMM_TILE_ROWS 4
-typedef void (*oxl_gemm_tile_fn)(int n, float *OXL_RESTRICT s, int64_t lds, const void *OXL_RESTRICT w,
-                                 size_t w_row, const void *OXL_RESTRICT y, size_t y_row, int nc);
+/* Multi-row product: S[j * lds + r] = dot(w row r, y row j) for r in [0, nr) and j in [0, nc),
+ * 1 <= nr <= OXL_GEMM_MAX_W_ROWS, 1 <= nc <= OXL_GEMM_MAX_ACT_ROWS; w rows are w_row bytes apart, y rows y_row bytes apart (y of the
+ * type's vec_dot_type). Each weight block is decoded once for several activation rows. Every element
+ * is exactly the float the same tier's vec_dot gives for its two rows (the same summation order),
+ * whatever nr, nc and the element's place: the logits of a token must not depend on the batch. */
+#define OXL_GEMM_MAX_W_ROWS 4
+#define OXL_GEMM_MAX_ACT_ROWS 64
+typedef void (*oxl_gemm_fn)(int n, float *OXL_RESTRICT s, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
+                            int nr, const void *OXL_RESTRICT y, size_t y_row, int nc);
 
 typedef struct {
     const char *name;           /* GGUF type name, e.g. "Q4_K" */
@@ -58,7 +61,7 @@ typedef struct {
     oxl_from_float_fn from_float;     /* fast quantization, used for activations */
     oxl_vec_dot_fn vec_dot;
     const char *tier;           /* tier whose vec_dot this is; filled by the dispatcher */
-    oxl_gemm_tile_fn gemm_tile; /* optional; matmul falls back to vec_dot per output */
+    oxl_gemm_fn gemm;           /* optional, matching vec_dot; matmul falls back to vec_dot per output */
 } oxl_type_traits;
 
 /* Row ops used by the transformer. All take contiguous float rows. */
@@ -97,6 +100,12 @@ typedef struct {
                                   float scale, float *scores);
     void (*attn_values_f16_group)(const float *p, int G, const oxl_half *V, int64_t stride, int n, int hd,
                                   float *out);
+    /* The same over a Q8_0 cache: each K/V row is head_dim / 32 blocks of block_q8_0, rows row_bytes apart
+     * (head_dim a multiple of 32) */
+    void (*attn_scores_q8_0_group)(const float *q, int G, const void *K, int64_t row_bytes, int n, int hd,
+                                   float scale, float *scores);
+    void (*attn_values_q8_0_group)(const float *p, int G, const void *V, int64_t row_bytes, int n, int hd,
+                                   float *out);
     /* x = exp(x - m) in place; returns the sum (the online softmax of tiled attention) */
     float (*exp_shift_sum)(float *x, int n, float m);
 } oxl_ops;
@@ -161,6 +170,8 @@ void oxl_register_scalar(oxl_kernel_table *t);
 void oxl_register_scalar_ops(oxl_kernel_table *t);
 void oxl_register_avx2(oxl_kernel_table *t);
 void oxl_register_avx512(oxl_kernel_table *t);
+/* multi-row kernels compiled in the AVX2 tier that sum as the AVX-512 tier's vec_dots (quants_legacy_avx2.c) */
+void oxl_register_avx512_gemm(oxl_kernel_table *t);
 void oxl_register_avx512vnni(oxl_kernel_table *t);
 void oxl_register_neon(oxl_kernel_table *t);
 void oxl_register_dotprod(oxl_kernel_table *t);

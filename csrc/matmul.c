@@ -49,29 +49,39 @@ void oxl_gemv_range(const oxl_kernel_table *k, int type, const void *W, int64_t 
     }
 }
 
-/* Activation rows per pass over a weight tile: their quantized rows (<= 64 x cols bytes) stay in L2
- * while the OXL_GEMM_TILE_ROWS weight rows being multiplied stay in L1. */
-#define GEMM_ACT_CHUNK 64
+/* Up to this many activation rows (batched decode of several sequences, a speculative verify) a
+ * product is bound by streaming the weights, as the matvec is: each chunk of weight rows asks for the
+ * bytes GEMV_PREFETCH_BYTES ahead, and the kernel walks its rows one after the other, every decoded
+ * block serving all the activation rows. */
+#define GEMM_SMALL_BATCH 16
 
 void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
                     int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
     const oxl_vec_dot_fn dot = k->type[type].vec_dot;
-    const oxl_gemm_tile_fn tile = k->type[type].gemm_tile;
+    const oxl_gemm_fn gemm = k->type[type].gemm;
     const int64_t row = oxl_row_size(type, cols);
     const int64_t xrow = oxl_row_size(k->type[type].vec_dot_type, cols);
     const char *w = (const char *)W;
-    for (int64_t jb = 0; jb < n; jb += GEMM_ACT_CHUNK) {
-        const int64_t je = OXL_MIN(jb + GEMM_ACT_CHUNK, n);
+    const char *pf_end = w + r1 * row;
+    /* activation rows in chunks: their quantized rows (<= 64 x cols bytes) stay in L2 while a few
+     * weight rows are multiplied with all of them */
+    for (int64_t jb = 0; jb < n; jb += OXL_GEMM_MAX_ACT_ROWS) {
+        const int nc = (int)OXL_MIN(OXL_GEMM_MAX_ACT_ROWS, n - jb);
         const char *xc = (const char *)xq + jb * xrow;
         float *Yc = Y + jb * ldy;
-        int64_t r = r0;
-        if (tile) {
-            for (; r + OXL_GEMM_TILE_ROWS <= r1; r += OXL_GEMM_TILE_ROWS)
-                tile((int)cols, Yc + r, ldy, w + r * row, (size_t)row, xc, (size_t)xrow, (int)(je - jb));
+        if (!gemm) {
+            /* no multi-row kernel: one vec_dot per output */
+            for (int64_t r = r0; r < r1; r++)
+                for (int j = 0; j < nc; j++) dot((int)cols, &Yc[j * ldy + r], w + r * row, xc + j * xrow);
+            continue;
         }
-        /* rows without a tile kernel (or the last < OXL_GEMM_TILE_ROWS): one vec_dot per output */
-        for (; r < r1; r++)
-            for (int64_t j = 0; j < je - jb; j++) dot((int)cols, &Yc[j * ldy + r], w + r * row, xc + j * xrow);
+        const int small = nc <= GEMM_SMALL_BATCH;
+        if (small) prefetch_span(w + r0 * row, GEMV_PREFETCH_BYTES, pf_end);
+        for (int64_t r = r0; r < r1; r += OXL_GEMM_MAX_W_ROWS) {
+            const int nr = (int)OXL_MIN(OXL_GEMM_MAX_W_ROWS, r1 - r);
+            if (small) prefetch_span(w + r * row + GEMV_PREFETCH_BYTES, nr * row, pf_end);
+            gemm((int)cols, Yc + r, ldy, w + r * row, (size_t)row, nr, xc, (size_t)xrow, nc);
+        }
     }
 }
 

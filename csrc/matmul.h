@@ -1,10 +1,10 @@
 /* Matrix-vector and matrix-matrix products of a quantized weight matrix with float activations.
  * W is `rows` rows of `cols` values of `type`, row-major, each row oxl_row_size(type, cols) bytes.
- * Activations are quantized once to the type's vec_dot_type. Where the type has a gemm_tile kernel,
- * products run in tiles of OXL_GEMM_TILE_ROWS weight rows x several activation rows, so each weight
- * block is decoded once per few activation rows and each activation block is reused across the
- * tile's weight rows (matvec uses the same tile with one activation row); otherwise every output
- * is one vec_dot. */
+ * Activations are quantized once to the type's vec_dot_type. A matvec is the type's vec_dot per row;
+ * a matmul is the type's multi-row kernel (gemm) where the tier has one, which decodes each weight
+ * block once for several activation rows, else vec_dot per output. Either way every output element is
+ * the very float vec_dot gives for its (weight row, activation row): the products are batch-invariant,
+ * so a token's logits do not depend on how many rows, sequences or threads share the call. */
 #ifndef OXL_MATMUL_H
 #define OXL_MATMUL_H
 
@@ -21,7 +21,8 @@ void oxl_quantize_act(const oxl_kernel_table *k, int type, const float *x, int64
 void oxl_gemv_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
                     float *y, int64_t r0, int64_t r1);
 
-/* Y[j, r] = dot(W[r], Xq[j]) for r in [r0, r1), j in [0, n); Y row stride ldy. No threading inside. */
+/* Y[j, r] = dot(W[r], Xq[j]) for r in [r0, r1), j in [0, n); Y row stride ldy. No threading inside.
+ * Each element equals oxl_gemv_range's for that row, whatever n, r0 and r1. */
 void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
                     int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1);
 

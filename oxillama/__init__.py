@@ -22,12 +22,14 @@ _LAZY = {
     "SamplerConfig": "oxillama.sampling",
     "Grammar": "oxillama.grammar",
     "GrammarMatcher": "oxillama.grammar",
-    "Completion": "oxillama.runtime.engine",
+    "Completion": "oxillama.runtime.completion",
     "GGUFFile": "oxillama.gguf",
     "GGUFWriter": "oxillama.gguf",
     "QMatrix": "oxillama.quant",
     "SpeculativeEngine": "oxillama.runtime.speculative",
     "BeamSearchConfig": "oxillama.runtime.beam",
+    "Scheduler": "oxillama.runtime.scheduler",
+    "SequencePool": "oxillama.runtime.batch",
 }
 
 __all__ = ["OxillamaError", "system_info", "__version__", *_LAZY]

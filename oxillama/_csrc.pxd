@@ -1,10 +1,12 @@
 # C declarations of csrc/ shared by the Cython wrappers. No code here.
-from libc.stdint cimport int64_t, uint32_t, uint16_t, int32_t
+from libc.stdint cimport int64_t, uint32_t, uint16_t, int32_t, uint64_t
 
 cdef extern from "kernels.h" nogil:
     ctypedef void (*oxl_to_float_fn)(const void *src, float *dst, int64_t n)
     ctypedef void (*oxl_from_float_fn)(const float *src, void *dst, int64_t n)
     ctypedef void (*oxl_vec_dot_fn)(int n, float *s, const void *x, const void *y)
+    ctypedef void (*oxl_gemm_fn)(int n, float *s, int64_t lds, const void *w, size_t w_row, int nr,
+                                 const void *y, size_t y_row, int nc)
 
     ctypedef struct oxl_type_traits:
         const char *name
@@ -17,6 +19,7 @@ cdef extern from "kernels.h" nogil:
         oxl_from_float_fn from_float
         oxl_vec_dot_fn vec_dot
         const char *tier
+        oxl_gemm_fn gemm
 
     ctypedef struct oxl_ops:
         void (*rms_norm)(const float *x, const float *w, float *y, int n, float eps)
@@ -66,6 +69,8 @@ cdef extern from "matmul.h" nogil:
                    const float *x, float *y, void *scratch, int n_threads)
     int oxl_matmul(const oxl_kernel_table *k, int type, const void *W, int64_t rows, int64_t cols,
                    const float *X, int64_t n, float *Y, void *scratch, int n_threads)
+    void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
+                        int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1)
 
 cdef extern from "forward.h" nogil:
     ctypedef struct oxl_weight:
@@ -126,13 +131,48 @@ cdef extern from "forward.h" nogil:
 
     ctypedef struct oxl_kv_cache:
         int type
-        int n_ctx
+        int n_pages
         int n_head_kv, head_dim
         void **k
         void **v
 
-    int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int n_threads)
-    int oxl_forward(const oxl_model *m, const oxl_kv_cache *kv, const int32_t *tokens, int n, int pos0,
-                    float *logits, int all_logits, float *hidden, void *scratch, int64_t scratch_size,
-                    int n_threads)
+    ctypedef struct oxl_lora_weight:
+        const float *a
+        const float *bt
+        int rank
 
+    ctypedef struct oxl_lora:
+        const oxl_lora_weight *w
+        float scale
+
+    enum: OXL_LORA_SLOTS
+    enum: OXL_LORA_MAX_RANK
+
+    ctypedef struct oxl_batch_seq:
+        const int32_t *tokens
+        int n_tokens
+        int pos0
+        const int32_t *pages
+        int n_blocks
+        int all_logits
+        const oxl_lora *loras
+        int n_loras
+
+    enum: OXL_KV_PAGE
+
+    int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int n_threads)
+    int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
+                          float *logits, float *hidden, void *scratch, int64_t scratch_size, int n_threads)
+
+
+cdef extern from "selftest.h" nogil:
+    ctypedef struct oxl_check_result:
+        const char *subject
+        const char *kernel
+        char owner[32]
+        int cases
+        int failures
+        double worst
+        char detail[200]
+    ctypedef void (*oxl_check_sink)(void *ctx, const oxl_check_result *r)
+    int oxl_check_tier(int tier, int thorough, uint64_t seed, oxl_check_sink sink, void *ctx)

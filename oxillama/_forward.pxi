@@ -166,13 +166,79 @@ cdef class ForwardPlan:
         return out
 
 
+KV_PAGE = OXL_KV_PAGE   # positions per page of the C forward's KV cache
+LORA_SLOTS = ("q", "k", "v", "o", "gate", "up", "down")   # the order of OXL_LORA_Q .. OXL_LORA_DOWN
+LORA_MAX_RANK = OXL_LORA_MAX_RANK
+
+
+cdef class LoraWeights:
+    """One LoRA adapter bound to a ForwardPlan: per (layer, projection) A (rank, cols) and B transposed
+    (rank, rows) as contiguous float32 arrays, checked against the plan's weight shapes. `weights` maps
+    (layer, slot name) -> (A, B) with B (rows, rank) as adapters store it."""
+    cdef oxl_lora_weight *w
+    cdef list _keep
+    cdef readonly int n_layer
+
+    def __cinit__(self):
+        self.w = NULL
+        self._keep = []
+
+    def __dealloc__(self):
+        free(self.w)
+
+    def __init__(self, ForwardPlan plan, dict weights):
+        from oxillama.errors import LoraError
+        self.n_layer = plan.n_layer
+        self.w = <oxl_lora_weight *>calloc(plan.n_layer * OXL_LORA_SLOTS, sizeof(oxl_lora_weight))
+        if self.w == NULL:
+            raise MemoryError()
+        cdef const float[:, ::1] av
+        cdef const float[:, ::1] bv
+        cdef oxl_layer *L
+        cdef oxl_weight *target
+        for key, ab in weights.items():
+            il, slot = key
+            if not (isinstance(il, int) and 0 <= il < plan.n_layer) or slot not in LORA_SLOTS:
+                raise LoraError(f"no projection {slot!r} in layer {il!r} of a {plan.n_layer}-layer model")
+            L = &plan.layers[il]
+            target = NULL
+            if slot == "q": target = &L.wq
+            elif slot == "k": target = &L.wk
+            elif slot == "v": target = &L.wv
+            elif slot == "o": target = &L.wo
+            elif slot == "gate": target = &L.w_gate
+            elif slot == "up": target = &L.w_up
+            else: target = &L.w_down
+            if target.data == NULL:
+                raise LoraError(f"layer {il} has no separate {slot} projection (fused or absent)")
+            a, b = ab
+            if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.ndim == 2 and b.ndim == 2):
+                raise LoraError(f"layer {il} {slot}: A and B must be 2-D arrays")
+            rank = a.shape[0]
+            if not 0 < rank <= OXL_LORA_MAX_RANK or b.shape[1] != rank:
+                raise LoraError(f"layer {il} {slot}: ranks of A {a.shape} and B {b.shape} disagree or exceed "
+                                f"{OXL_LORA_MAX_RANK}")
+            if a.shape[1] != target.cols or b.shape[0] != target.rows:
+                raise LoraError(f"layer {il} {slot}: A {a.shape} and B {b.shape} do not fit the projection "
+                                f"({target.rows}, {target.cols})")
+            a32 = np.ascontiguousarray(a, dtype=np.float32)
+            bt32 = np.ascontiguousarray(np.asarray(b, dtype=np.float32).T)
+            self._keep += [a32, bt32]
+            av, bv = a32, bt32
+            idx = il * OXL_LORA_SLOTS + LORA_SLOTS.index(slot)
+            self.w[idx].a = &av[0, 0]
+            self.w[idx].bt = &bv[0, 0]
+            self.w[idx].rank = rank
+
+
 cdef class KVBuffers:
-    """Per-layer K and V arrays, head-major (n_layer, n_head_kv, n_ctx, head_dim) float16 or float32,
-    owned by numpy."""
+    """Per-layer K and V arrays, (n_layer, n_head_kv, n_pages * KV_PAGE, head_dim) float16 or float32, owned by
+    numpy: the paged cache the C forward reads (page p of KV head g is rows [p * KV_PAGE, (p + 1) * KV_PAGE) of
+    that head). A single sequence uses the pages in order (`identity_pages`), which is the head-major layout."""
     cdef oxl_kv_cache kv
     cdef void **ptrs
-    cdef readonly object k, v
-    cdef readonly int n_ctx, n_layer, n_head_kv, head_dim, kv_dim
+    cdef readonly object k, v, identity_pages
+    cdef readonly int n_ctx, n_pages, n_layer, n_head_kv, head_dim, kv_dim
 
     def __cinit__(self):
         self.ptrs = NULL
@@ -182,15 +248,23 @@ cdef class KVBuffers:
 
     def __init__(self, k, v):
         if k.shape != v.shape or k.dtype != v.dtype or k.ndim != 4:
-            raise ModelError("K and V caches must be 4-D arrays (n_layer, n_head_kv, n_ctx, head_dim) of equal "
+            raise ModelError("K and V caches must be 4-D arrays (n_layer, n_head_kv, n_positions, head_dim) of equal "
                              "shape and dtype")
-        if k.dtype not in (np.float16, np.float32) or not (k.flags.c_contiguous and v.flags.c_contiguous):
-            raise ModelError("K/V caches must be contiguous float16 or float32")
+        if k.dtype not in (np.float16, np.float32, np.uint8) or not (k.flags.c_contiguous and v.flags.c_contiguous):
+            raise ModelError("K/V caches must be contiguous float16, float32 or uint8 (Q8_0 blocks)")
+        if k.dtype == np.uint8 and k.shape[3] % 34:
+            raise ModelError(f"a Q8_0 K/V cache row is whole 34-byte blocks, got {k.shape[3]} bytes")
         if min(k.shape) < 1:
             raise ModelError(f"K/V cache shape {k.shape} has an empty dimension")
+        if k.shape[2] % OXL_KV_PAGE:
+            raise ModelError(f"K/V caches hold whole pages of {OXL_KV_PAGE} positions, got {k.shape[2]} positions")
         self.k, self.v = k, v
         self.n_layer, self.n_head_kv, self.n_ctx, self.head_dim = k.shape
+        if k.dtype == np.uint8:
+            self.head_dim = self.head_dim // 34 * 32
+        self.n_pages = self.n_ctx // OXL_KV_PAGE
         self.kv_dim = self.n_head_kv * self.head_dim
+        self.identity_pages = np.arange(self.n_pages, dtype=np.int32)
         self.ptrs = <void **>calloc(2 * self.n_layer, sizeof(void *))
         if self.ptrs == NULL:
             raise MemoryError()
@@ -199,56 +273,112 @@ cdef class KVBuffers:
         for il in range(self.n_layer):
             self.ptrs[il] = &kb[il, 0, 0, 0]
             self.ptrs[self.n_layer + il] = &vb[il, 0, 0, 0]
-        self.kv.type = 1 if k.dtype == np.float16 else 0
-        self.kv.n_ctx = self.n_ctx
+        self.kv.type = 1 if k.dtype == np.float16 else 8 if k.dtype == np.uint8 else 0
+        self.kv.n_pages = self.n_pages
         self.kv.n_head_kv = self.n_head_kv
         self.kv.head_dim = self.head_dim
         self.kv.k = self.ptrs
         self.kv.v = self.ptrs + self.n_layer
 
 
+_FORWARD_ERRORS = {-1: "the KV cache type is not supported", -3: "a buffer or the context is too small",
+                   -4: "out of memory", -5: "a token id, page id or length is invalid"}
+
+
 cdef class ForwardContext:
-    """Scratch memory for forwards of up to n_batch tokens, and the call that runs one."""
+    """Scratch memory for forwards of up to n_batch tokens in all over up to n_ctx positions, and the calls
+    that run one: `run` (one sequence over the cache's pages in order) and `run_batch` (many sequences, each
+    with its own block table). Either is one call into C with the GIL released."""
     cdef ForwardPlan plan
     cdef KVBuffers kv
     cdef void *scratch
     cdef int64_t scratch_size
-    cdef readonly int n_batch, n_threads
+    cdef oxl_batch_seq *seqs
+    cdef oxl_lora *lora_buf
+    cdef int lora_cap
+    cdef readonly int n_batch, n_threads, n_ctx
 
     def __cinit__(self):
         self.scratch = NULL
+        self.seqs = NULL
+        self.lora_buf = NULL
+        self.lora_cap = 0
 
     def __dealloc__(self):
         free(self.scratch)
+        free(self.seqs)
+        free(self.lora_buf)
 
-    def __init__(self, ForwardPlan plan, KVBuffers kv, int n_batch, int n_threads):
+    cdef int _set_loras(self, list per_seq) except -1:
+        """Point each sequence at its adapters: per_seq[i] is None or a list of (LoraWeights, scale)."""
+        cdef int total = 0, i, j = 0
+        cdef LoraWeights lw
+        for i in range(len(per_seq)):
+            total += len(per_seq[i]) if per_seq[i] else 0
+        if total > self.lora_cap:
+            free(self.lora_buf)
+            self.lora_buf = <oxl_lora *>calloc(total, sizeof(oxl_lora))
+            if self.lora_buf == NULL:
+                self.lora_cap = 0
+                raise MemoryError()
+            self.lora_cap = total
+        for i in range(len(per_seq)):
+            self.seqs[i].loras = self.lora_buf + j
+            self.seqs[i].n_loras = 0
+            for item in per_seq[i] or ():
+                lw, scale = item
+                if lw.n_layer != self.plan.n_layer:
+                    raise ModelError("a LoRA adapter bound to another model")
+                self.lora_buf[j].w = lw.w
+                self.lora_buf[j].scale = scale
+                self.seqs[i].n_loras += 1
+                j += 1
+        return 0
+
+    def __init__(self, ForwardPlan plan, KVBuffers kv, int n_batch, int n_threads, n_ctx=None):
         if (kv.n_layer, kv.n_head_kv, kv.head_dim) != (plan.n_layer, plan.n_head_kv, plan.head_dim):
             raise ModelError(f"KV cache layout ({kv.n_layer} layers, {kv.n_head_kv} KV heads of {kv.head_dim}) does "
                              f"not match the model's ({plan.n_layer} layers, {plan.n_head_kv} KV heads of {plan.head_dim})")
         if n_batch < 1 or n_threads < 1:
             raise ModelError("n_batch and n_threads must be >= 1")
+        self.n_ctx = kv.n_ctx if n_ctx is None else n_ctx
+        if self.n_ctx < 1:
+            raise ModelError(f"n_ctx must be >= 1, got {n_ctx}")
         self.plan, self.kv = plan, kv
         self.n_batch, self.n_threads = n_batch, n_threads
-        self.scratch_size = oxl_forward_scratch_size(&plan.model, n_batch, kv.n_ctx, n_threads)
+        self.scratch_size = oxl_forward_scratch_size(&plan.model, n_batch, self.n_ctx, n_threads)
+        if self.scratch_size < 0:
+            raise ModelError("cannot size the forward's scratch memory")
         self.scratch = calloc(self.scratch_size, 1)
-        if self.scratch == NULL:
+        self.seqs = <oxl_batch_seq *>calloc(n_batch, sizeof(oxl_batch_seq))
+        if self.scratch == NULL or self.seqs == NULL:
             raise MemoryError()
 
     @property
     def scratch_bytes(self):
         return self.scratch_size
 
+    cdef _call(self, int n_seqs, float *lp, float *hp):
+        cdef int rc
+        with nogil:
+            rc = oxl_forward_batch(&self.plan.model, &self.kv.kv, self.seqs, n_seqs, lp, hp, self.scratch,
+                                   self.scratch_size, self.n_threads)
+        if rc != 0:
+            raise ModelError(f"forward failed: {_FORWARD_ERRORS.get(rc, 'error')} (code {rc})")
+
     def run(self, const int32_t[::1] tokens, int pos0, float[::1] logits=None, bint all_logits=False,
-            float[::1] hidden=None):
-        """Run tokens at positions pos0..; logits (n_vocab,) or (n * n_vocab,) if all_logits."""
+            float[::1] hidden=None, list loras=None):
+        """Run tokens at positions pos0.. of the single sequence that uses the pages in order; logits
+        (n_vocab,) or (n * n_vocab,) if all_logits. loras: (LoraWeights, scale) pairs applied to it."""
         cdef int n = tokens.shape[0]
         cdef float *lp = NULL
         cdef float *hp = NULL
-        cdef int rc
+        cdef const int32_t[::1] pages = self.kv.identity_pages
         if n < 1 or n > self.n_batch:
             raise ModelError(f"a forward takes 1..{self.n_batch} tokens, got {n}")
-        if pos0 < 0 or pos0 + n > self.kv.n_ctx:
-            raise ContextOverflowError(f"positions {pos0}..{pos0 + n - 1} do not fit the context of {self.kv.n_ctx}")
+        if pos0 < 0 or pos0 + n > min(self.kv.n_ctx, self.n_ctx):
+            raise ContextOverflowError(f"positions {pos0}..{pos0 + n - 1} do not fit the context of "
+                                       f"{min(self.kv.n_ctx, self.n_ctx)}")
         if logits is not None:
             if logits.shape[0] != (n if all_logits else 1) * self.plan.n_vocab:
                 raise ModelError(f"logits buffer has {logits.shape[0]} values, need "
@@ -261,8 +391,49 @@ cdef class ForwardContext:
         for i in range(n):
             if tokens[i] < 0 or tokens[i] >= self.plan.n_vocab:
                 raise ModelError(f"token id {tokens[i]} is outside the vocabulary (0..{self.plan.n_vocab - 1})")
-        with nogil:
-            rc = oxl_forward(&self.plan.model, &self.kv.kv, &tokens[0], n, pos0, lp, all_logits, hp,
-                             self.scratch, self.scratch_size, self.n_threads)
-        if rc != 0:
-            raise ModelError(f"forward failed with code {rc}")
+        self.seqs[0].tokens = &tokens[0]
+        self.seqs[0].n_tokens = n
+        self.seqs[0].pos0 = pos0
+        self.seqs[0].pages = &pages[0]
+        self.seqs[0].n_blocks = pages.shape[0]
+        self.seqs[0].all_logits = all_logits
+        self._set_loras([loras])
+        self._call(1, lp, hp)
+
+    def run_batch(self, list tokens, list pos0, list pages, list all_logits, float[::1] logits, list loras=None):
+        """One step for many sequences: tokens[i] (int32 array) at positions pos0[i].. of the sequence whose
+        block table is pages[i] (int32 page ids); logits (n_out * n_vocab,) gets, sequence by sequence, every
+        token's logits where all_logits[i] is true, else its last token's; loras[i] (if given): sequence i's
+        (LoraWeights, scale) pairs. The caller keeps page ids within the pool and pages written by one
+        sequence unshared."""
+        cdef int n_seqs = len(tokens)
+        cdef int i, n, total = 0, n_out = 0
+        cdef const int32_t[::1] tv
+        cdef const int32_t[::1] pv
+        if n_seqs < 1 or not (len(pos0) == len(pages) == len(all_logits) == n_seqs):
+            raise ModelError("run_batch needs one tokens array, pos0, block table and all_logits per sequence")
+        for i in range(n_seqs):
+            tv = tokens[i]
+            pv = pages[i]
+            n = tv.shape[0]
+            if n < 1 or pos0[i] < 0 or pv.shape[0] < 1:
+                raise ModelError(f"sequence {i}: needs >= 1 token, pos0 >= 0 and a block table")
+            if pos0[i] + n > self.n_ctx or pos0[i] + n > pv.shape[0] * OXL_KV_PAGE:
+                raise ContextOverflowError(f"sequence {i}: positions {pos0[i]}..{pos0[i] + n - 1} do not fit its "
+                                           f"{pv.shape[0]} pages or the context of {self.n_ctx}")
+            total += n
+            if total > self.n_batch:
+                raise ModelError(f"a step takes at most {self.n_batch} tokens in all")
+            n_out += n if all_logits[i] else 1
+            self.seqs[i].tokens = &tv[0]
+            self.seqs[i].n_tokens = n
+            self.seqs[i].pos0 = pos0[i]
+            self.seqs[i].pages = &pv[0]
+            self.seqs[i].n_blocks = pv.shape[0]
+            self.seqs[i].all_logits = bool(all_logits[i])
+        if logits.shape[0] != n_out * self.plan.n_vocab:
+            raise ModelError(f"logits buffer has {logits.shape[0]} values, need {n_out * self.plan.n_vocab}")
+        if loras is not None and len(loras) != n_seqs:
+            raise ModelError("run_batch needs one LoRA list (or None) per sequence")
+        self._set_loras(loras if loras is not None else [None] * n_seqs)
+        self._call(n_seqs, &logits[0], NULL)

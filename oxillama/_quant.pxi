@@ -134,3 +134,29 @@ def matmul(const uint8_t[::1] w, int qtype, int64_t rows, int64_t cols, const fl
     finally:
         free(scratch)
     _check_rc(rc, "matmul")
+
+
+def has_gemm(int qtype, tier=None):
+    """Whether the tier has a multi-row kernel for qtype (else matmul runs vec_dot per output)."""
+    return _traits(_table(tier), qtype).gemm != NULL
+
+
+def gemm_range(const uint8_t[::1] w, int qtype, int64_t rows, int64_t cols, const uint8_t[::1] xq, int64_t n,
+               float[:, ::1] Y, int64_t r0, int64_t r1, tier=None):
+    """Y[j, r] = dot(W[r], Xq[j]) for r in [r0, r1) through oxl_gemm_range, the entry the forward pass
+    uses for n > 1 on its own row ranges; xq holds n activation rows already of the vec_dot type."""
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef const oxl_type_traits *t = _traits(k, qtype)
+    cdef const oxl_type_traits *ta = _traits(k, t.vec_dot_type)
+    if t.vec_dot == NULL:
+        raise QuantError(f"gemm_range is not implemented for {t.name.decode()}")
+    if rows <= 0 or cols <= 0 or n <= 0 or not 0 <= r0 <= r1 <= rows:
+        raise QuantError(f"gemm_range needs rows, cols, n > 0 and 0 <= r0 <= r1 <= rows, got "
+                         f"{rows}x{cols}, n={n}, [{r0}, {r1})")
+    if w.shape[0] != _nbytes(t, cols) * rows or xq.shape[0] != _nbytes(ta, cols) * n:
+        raise QuantError(f"gemm_range {t.name.decode()}: byte lengths {w.shape[0]}/{xq.shape[0]} do not match "
+                         f"{rows}x{cols}, n={n}")
+    if Y.shape[0] != n or Y.shape[1] != rows:
+        raise QuantError(f"gemm_range: Y is {Y.shape[0]}x{Y.shape[1]}, want {n}x{rows}")
+    with nogil:
+        oxl_gemm_range(k, qtype, &w[0], cols, &xq[0], n, &Y[0, 0], rows, r0, r1)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import sys
 
@@ -34,6 +35,38 @@ def physical_cores() -> int:
     return max(1, len(cores))
 
 
+def logical_cpus() -> int:
+    """Logical CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS
+        return max(1, os.cpu_count() or 1)
+
+
+OVERSUBSCRIBE_ENV = "OXILLAMA_THREADS_OVERSUBSCRIBE"
+_warned_oversubscribe: set[tuple[int, int]] = set()
+
+
+def resolve_threads(n_threads: int | None) -> int:
+    """The thread count to run with: n_threads, or default_threads() when None.
+
+    More threads than logical CPUs only spin and wait for each other at every barrier (on 2 CPUs,
+    32 threads decode 6x slower than 2, and 1,000 barely move), so a count above logical_cpus() is
+    lowered to it with a warning, once per count, unless OXILLAMA_THREADS_OVERSUBSCRIBE=1 asks for
+    it (`oxillama run --threads-oversubscribe`). Counts below 1 are returned for the caller to refuse.
+    """
+    n = default_threads() if n_threads is None else int(n_threads)
+    cpus = logical_cpus()
+    if n <= cpus or os.environ.get(OVERSUBSCRIBE_ENV, "") not in ("", "0"):
+        return n
+    if (n, cpus) not in _warned_oversubscribe:
+        _warned_oversubscribe.add((n, cpus))
+        logging.getLogger("oxillama").warning(
+            "%d threads requested but this process can run on %d logical CPUs: using %d "
+            "(set %s=1 to run %d anyway)", n, cpus, cpus, OVERSUBSCRIBE_ENV, n)
+    return cpus
+
+
 def default_threads() -> int:
     """OXILLAMA_NUM_THREADS if set, else the number of physical cores."""
     env = os.environ.get("OXILLAMA_NUM_THREADS")
@@ -41,8 +74,38 @@ def default_threads() -> int:
         try:
             return max(1, int(env))
         except ValueError:
-            pass
+            logging.getLogger("oxillama").warning("OXILLAMA_NUM_THREADS=%r is not an integer: ignored", env)
     return physical_cores()
+
+
+def available_memory() -> int | None:
+    """Bytes of memory a new allocation can use without swapping: Linux's MemAvailable (bounded by a
+    cgroup memory limit when there is one), else the free physical pages; None if unknown."""
+    avail = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            return None
+    for path, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(path) as f, open(usage) as g:
+                limit, used = f.read().strip(), int(g.read().strip())
+            if limit != "max" and int(limit) < 1 << 60:
+                avail = min(avail, max(0, int(limit) - used))
+            break
+        except (OSError, ValueError):
+            continue
+    return avail
 
 
 def system_info() -> dict:
@@ -56,6 +119,7 @@ def system_info() -> dict:
         "compiled_tiers": _core.compiled_tiers(),
         "openmp": _core.openmp_enabled(),
         "n_threads": default_threads(),
+        "logical_cpus": logical_cpus(),
     }
 
 

@@ -37,6 +37,10 @@ class UnsupportedArchitectureError(ModelError):
     """The GGUF file's architecture is not one oxillama implements."""
 
 
+class InsufficientMemoryError(OxillamaError, MemoryError):
+    """An allocation (a KV cache) would not fit in the memory available."""
+
+
 class ContextOverflowError(OxillamaError):
     """A prompt or a generation would pass the context size n_ctx."""
 
@@ -53,5 +57,29 @@ class SnapshotError(OxillamaError):
     """A session snapshot is malformed, from another model, or from an unsupported version."""
 
 
+class SnapshotWriteError(SnapshotError, OSError):
+    """A snapshot could not be written to the path given (also an OSError, with its errno and filename)."""
+
+
 class DownloadError(OxillamaError):
     """A model could not be fetched or failed verification."""
+
+
+class BatchError(OxillamaError):
+    """A multi-sequence operation cannot proceed: no free sequence slot, a full queue, a stopped scheduler."""
+
+
+class KVPoolExhaustedError(BatchError):
+    """The shared KV pool has too few free pages for the step."""
+
+
+class QueueFullError(BatchError):
+    """The scheduler's queue already holds max_queue waiting requests."""
+
+
+class SchedulerStoppedError(BatchError):
+    """The scheduler is not running."""
+
+
+class LoraError(OxillamaError, ValueError):
+    """A LoRA adapter is malformed or does not fit the base model."""

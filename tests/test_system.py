@@ -32,3 +32,33 @@ def test_active_tier_is_highest_usable():
     if os.environ.get("OXILLAMA_DISABLE_CPU_FEATURES"):
         return
     assert _core.active_tier() == _core.usable_tiers()[-1]
+
+
+def test_more_threads_than_cpus_are_clamped_with_one_warning(monkeypatch, caplog):
+    from oxillama import _system
+    cpus = _system.logical_cpus()
+    monkeypatch.delenv(_system.OVERSUBSCRIBE_ENV, raising=False)
+    monkeypatch.setattr(_system, "_warned_oversubscribe", set())
+    with caplog.at_level("WARNING", logger="oxillama"):
+        assert _system.resolve_threads(1000) == cpus
+        assert _system.resolve_threads(1000) == cpus
+    warnings = [r for r in caplog.records if "1000 threads requested" in r.getMessage()]
+    assert len(warnings) == 1 and _system.OVERSUBSCRIBE_ENV in warnings[0].getMessage()
+    assert _system.resolve_threads(cpus) == cpus and _system.resolve_threads(1) == 1
+    monkeypatch.setenv("OXILLAMA_NUM_THREADS", str(cpus + 5))
+    assert _system.resolve_threads(None) == cpus
+
+
+def test_oversubscription_when_asked(monkeypatch):
+    from oxillama import _system
+    monkeypatch.setenv(_system.OVERSUBSCRIBE_ENV, "1")
+    n = _system.logical_cpus() + 3
+    assert _system.resolve_threads(n) == n
+
+
+def test_engine_clamps_threads(smollm2_path, monkeypatch):
+    from oxillama import InferenceEngine, _system
+    monkeypatch.delenv(_system.OVERSUBSCRIBE_ENV, raising=False)
+    with InferenceEngine.from_gguf(smollm2_path, n_ctx=64, n_threads=1000) as e:
+        assert e.n_threads == _system.logical_cpus()
+        assert len(e.generate("Hi", max_tokens=2, temperature=0).tokens) == 2

@@ -1,6 +1,7 @@
 /* Scalar row ops: the reference the SIMD versions are tested against. */
 #include <math.h>
 
+#include "../blocks.h"
 #include "../kernels.h"
 
 static void rms_norm_scalar(const float *x, const float *w, float *y, int n, float eps) {
@@ -119,6 +120,41 @@ static void attn_values_f16_group_scalar(const float *p, int G, const oxl_half *
     for (int h = 0; h < G; h++) attn_values_f16_scalar(p + (int64_t)h * n, V, stride, n, hd, out + (int64_t)h * hd);
 }
 
+/* scores[h * n + t] = scale * sum over blocks of d * (q_h . qs) */
+static void attn_scores_q8_0_group_scalar(const float *q, int G, const void *K, int64_t row_bytes, int n, int hd,
+                                          float scale, float *scores) {
+    for (int t = 0; t < n; t++) {
+        const block_q8_0 *b = (const block_q8_0 *)((const char *)K + t * row_bytes);
+        for (int h = 0; h < G; h++) {
+            const float *qh = q + (int64_t)h * hd;
+            float sum = 0.0f;
+            for (int i = 0; i < hd / QK8_0; i++) {
+                float s = 0.0f;
+                for (int j = 0; j < QK8_0; j++) s += qh[i * QK8_0 + j] * (float)b[i].qs[j];
+                sum += s * oxl_fp16_to_fp32(b[i].d);
+            }
+            scores[(int64_t)h * n + t] = scale * sum;
+        }
+    }
+}
+
+/* out[h * hd + i] = sum_t p[h * n + t] * d * qs */
+static void attn_values_q8_0_group_scalar(const float *p, int G, const void *V, int64_t row_bytes, int n, int hd,
+                                          float *out) {
+    memset(out, 0, (size_t)G * hd * sizeof(float));
+    for (int t = 0; t < n; t++) {
+        const block_q8_0 *b = (const block_q8_0 *)((const char *)V + t * row_bytes);
+        for (int i = 0; i < hd / QK8_0; i++) {
+            const float d = oxl_fp16_to_fp32(b[i].d);
+            for (int h = 0; h < G; h++) {
+                const float c = p[(int64_t)h * n + t] * d;
+                float *o = out + (int64_t)h * hd + i * QK8_0;
+                for (int j = 0; j < QK8_0; j++) o[j] += c * (float)b[i].qs[j];
+            }
+        }
+    }
+}
+
 void oxl_register_scalar_ops(oxl_kernel_table *t) {
     t->ops = (oxl_ops){
         .rms_norm = rms_norm_scalar,
@@ -137,6 +173,8 @@ void oxl_register_scalar_ops(oxl_kernel_table *t) {
         .attn_values_f16 = attn_values_f16_scalar,
         .attn_scores_f16_group = attn_scores_f16_group_scalar,
         .attn_values_f16_group = attn_values_f16_group_scalar,
+        .attn_scores_q8_0_group = attn_scores_q8_0_group_scalar,
+        .attn_values_q8_0_group = attn_values_q8_0_group_scalar,
         .exp_shift_sum = exp_shift_sum_scalar,
     };
 }

@@ -6,6 +6,7 @@
 #define OXL_X86_QUANTS_LEGACY_X86_H
 
 #include <immintrin.h>
+#include <math.h>
 
 #include "../blocks.h"
 #include "avx2_util.h"

@@ -9,12 +9,15 @@ import sys
 
 from oxillama.errors import OxillamaError
 
-SUBCOMMANDS = ("run", "pull", "inspect", "serve")
+SUBCOMMANDS = ("run", "chat", "pull", "inspect", "selftest", "convert_lora", "serve")
+_VERBOSE_HELP = "log more (-vv for debug); also shows pip's output when a model is downloaded"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from oxillama import __version__
     parser = argparse.ArgumentParser(prog="oxillama", description="Run GGUF language models on the CPU.")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv for debug)")
+    parser.add_argument("-V", "--version", action="version", version=f"oxillama {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help=_VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:
@@ -24,17 +27,27 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.add_parser(sub)
+        # -v after the subcommand too (`oxillama run -v ...`); its own dest, since a subparser's
+        # default would overwrite the count given before the subcommand
+        sub.choices[name].add_argument("-v", "--verbose", action="count", default=0, dest="sub_verbose",
+                                       help=_VERBOSE_HELP)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.verbose += getattr(args, "sub_verbose", 0)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    # the package logger follows -v also when logging was configured before main() (as in a test),
+    # and is given back as it was afterwards
+    logger = logging.getLogger("oxillama")
+    previous = logger.level
+    logger.setLevel(level)
     try:
         return int(args.func(args) or 0)
     except OxillamaError as e:
@@ -44,3 +57,5 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    finally:
+        logger.setLevel(previous)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 
@@ -25,14 +26,18 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("inspect", help="show a GGUF file's metadata and tensors",
                               description="Show a GGUF file's architecture, hyper-parameters, tokenizer "
                                           "and tensor table without loading the weights.")
-    p.add_argument("file", metavar="FILE.gguf", help="the GGUF file")
+    p.add_argument("file", metavar="FILE.gguf", help="the GGUF file, or a known model name (as `run -m` takes)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--no-tensors", action="store_true", help="leave out the tensor table")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    with GGUFFile(args.file) as f:
+    from oxillama import hub
+    path = args.file
+    if not os.path.exists(path) and path in hub.KNOWN_MODELS:
+        path = hub.pull(path)
+    with GGUFFile(path) as f:
         report = summarize(f, tensors=not args.no_tensors)
     # ASCII-escaped JSON is valid whatever the terminal's encoding, and so are strings that were
     # not UTF-8 in the file (kept with surrogate escapes by the reader)

@@ -10,7 +10,8 @@ def add_parser(sub) -> None:
                        + ", ".join(f"{m.name} ({m.description})" for m in hub.KNOWN_MODELS.values()))
     p.add_argument("name", nargs="?", default=hub.DEFAULT_MODEL, choices=sorted(hub.KNOWN_MODELS))
     p.add_argument("--force", action="store_true", help="fetch again even if cached")
-    p.add_argument("--list", action="store_true", help="list known models and whether they are pulled")
+    p.add_argument("--list", action="store_true",
+                   help="list the known models, whether they are pulled, and their paths")
     p.set_defaults(func=run)
 
 
@@ -18,7 +19,9 @@ def run(args) -> int:
     if args.list:
         for m in hub.KNOWN_MODELS.values():
             state = "pulled" if hub.is_pulled(m.name) else "not pulled"
-            print(f"{m.name:14s} {m.size / 1e6:8.1f} MB  {state:10s}  {m.description}")
+            kind = "" if m.chat else "  (a base model: no chat template; not for chat)"
+            print(f"{m.name:14s} {m.size / 1e6:8.1f} MB  {state:10s}  {m.description}{kind}\n"
+                  f"{'':14s} {hub.model_path(m.name)}")
         return 0
     print(hub.pull(args.name, force=args.force, progress=None))
     return 0

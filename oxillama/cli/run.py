@@ -4,54 +4,56 @@ from __future__ import annotations
 import sys
 
 from oxillama import hub
+from oxillama.cli import _options as opt
 from oxillama.errors import InvalidArgumentError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("run", help="generate text from a prompt",
-                       description="Stream a completion of PROMPT. Without -m, the default model "
-                                   f"({hub.DEFAULT_MODEL}) is fetched once into the cache.")
+    p = sub.add_parser("run", help="generate text from a prompt", formatter_class=opt.formatter,
+                       description="Stream a completion of PROMPT to stdout. Without -m, the default model "
+                                   f"({hub.DEFAULT_MODEL}) is fetched once into the cache. Diagnostics, "
+                                   "download progress and --timings go to stderr.")
     p.add_argument("prompt", help="the prompt text, or - to read it from stdin")
-    p.add_argument("-m", "--model", default=None,
-                   help=f"a GGUF path or a known model name ({', '.join(hub.KNOWN_MODELS)})")
+    opt.add_model_options(p)
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
-    p.add_argument("--system", default=None, help="system message for --chat")
+    p.add_argument("--system", default=None, metavar="TEXT", help="system message (needs --chat)")
     p.add_argument("--chat-template", default=None, metavar="FILE",
                    help="a Jinja chat template file, for models whose GGUF has none (implies --chat)")
-    p.add_argument("-n", "--max-tokens", type=int, default=256)
-    p.add_argument("--temp", type=float, default=0.8, help="temperature (0: greedy)")
-    p.add_argument("--top-k", type=int, default=40)
-    p.add_argument("--top-p", type=float, default=0.95)
-    p.add_argument("--min-p", type=float, default=0.05)
-    p.add_argument("--repeat-penalty", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("-c", "--ctx-size", type=int, default=0, help="context size (0: the model's, capped)")
-    p.add_argument("-t", "--threads", type=int, default=None)
+    opt.add_sampling_options(p, max_tokens=256)
+    structured = p.add_mutually_exclusive_group()
+    structured.add_argument("--grammar-file", default=None, metavar="FILE",
+                            help="constrain the output to a GBNF grammar (llama.cpp's format)")
+    structured.add_argument("--json-schema", default=None, metavar="FILE_OR_JSON",
+                            help="constrain the output to JSON matching a schema (a file, or the schema itself)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from oxillama.runtime import InferenceEngine
+    from oxillama.grammar import Grammar
 
+    chat = args.chat or args.chat_template is not None
+    if args.system is not None and not chat:
+        raise InvalidArgumentError("--system is a chat message: add --chat (or --chat-template FILE)")
+    template = opt.read_text_file(args.chat_template, "chat template") if args.chat_template else None
+    grammar = None
+    if args.grammar_file:
+        grammar = Grammar.from_file(args.grammar_file)
+    elif args.json_schema:
+        grammar = Grammar.from_json_schema(opt.json_schema_arg(args.json_schema))
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
-    path = hub.resolve_model(args.model)
-    with InferenceEngine.from_gguf(path, n_ctx=args.ctx_size, n_threads=args.threads, seed=args.seed) as engine:
-        if args.chat or args.chat_template:
+    with opt.engine_from_args(args) as engine:
+        if chat:
+            if template is None:
+                opt.warn_if_no_chat_template(engine)
             messages = [{"role": "system", "content": args.system}] if args.system else []
             messages.append({"role": "user", "content": prompt})
-            template = None
-            if args.chat_template:
-                try:
-                    with open(args.chat_template, encoding="utf-8") as f:
-                        template = f.read()
-                except OSError as e:
-                    raise InvalidArgumentError(f"cannot read chat template {args.chat_template}: {e.strerror}") from e
             prompt = engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True, chat_template=template)
-        pieces = engine.generate(prompt, max_tokens=args.max_tokens, temperature=args.temp, top_k=args.top_k,
-                                 top_p=args.top_p, min_p=args.min_p, repeat_penalty=args.repeat_penalty,
-                                 stream=True)
+        pieces = engine.generate(prompt, stream=True, grammar=grammar, **opt.sampling_kwargs(args))
         for piece in pieces:
             sys.stdout.write(piece)
             sys.stdout.flush()
         sys.stdout.write("\n")
+        sys.stdout.flush()
+        if opt.show_timings(args):
+            opt.print_timings(engine, engine.last_completion)
     return 0

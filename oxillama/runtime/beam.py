@@ -9,9 +9,9 @@ beam_width finishes a hypothesis, the best beam_width others continue. early_sto
 as soon as beam_width hypotheses have finished; False stops when no running beam can still beat
 the worst finished one.
 
-The prompt runs once, in the engine's own cache; each beam slot gets a copy of the prompt's K/V.
-When beams are reordered, a child takes over its parent's slot (no copy) and only siblings that
-need a fresh slot copy the parent's generated positions. Each step runs one token per beam.
+The prompt runs once, in the engine's own cache, and is copied once into a SequencePool. Each beam is a
+sequence of the pool; a child forks its parent (sharing its KV pages, copying only the page it writes
+into), and each step runs one token of every beam in ONE batched forward.
 """
 from __future__ import annotations
 
@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from oxillama import _core
 from oxillama.errors import ContextOverflowError, InvalidArgumentError
-from oxillama.runtime.kv_cache import ContiguousKVCache
+from oxillama.runtime.batch import SequencePool
 from oxillama.sampling.logprobs import top_logprobs
 
 log = logging.getLogger("oxillama.beam")
@@ -79,30 +78,23 @@ def beam_search(engine, prompt, config: BeamSearchConfig) -> list[BeamHypothesis
                                    f"n_ctx={engine.n_ctx}")
     eog = engine.tokenizer.eog_ids
     engine.reset()
-    engine._prefill(ids)   # the prompt runs once, as generate() runs it; its K/V are then copied into each slot
+    engine._prefill(ids)   # the prompt runs once, as generate() runs it; its K/V are then copied once into the pool
     first = engine._logits.copy()
 
-    n_ctx_beam = n_prompt + max_new - 1   # the last chosen token is never run
-    kv0 = engine.kv
-    caches, ctxs = [], []
-    for _ in range(W if max_new > 1 else 0):
-        c = ContiguousKVCache.like(kv0, n_ctx=n_ctx_beam)
-        c.k[:, :, :n_prompt] = kv0.k[:, :, :n_prompt]   # head-major: positions are axis 2
-        c.v[:, :, :n_prompt] = kv0.v[:, :, :n_prompt]
-        caches.append(c)
-        ctxs.append(_core.ForwardContext(engine.plan, c.buffers, 1, engine.n_threads))
-    logits = np.empty((W, engine.n_vocab), dtype=np.float32)
-    logits[0] = first
-    one = np.zeros(1, dtype=np.int32)
+    # parents and their children live side by side during a step: 2 W sequences, + 1 for the prompt
+    pool = SequencePool(engine, 2 * W + 1, n_ctx=n_prompt + max_new, n_batch=2 * W + 1)
+    root = pool.adopt(engine.kv, ids)
+    pool.set_loras(root, engine._active_loras())   # forks inherit them
+    logits = {root: first}
 
-    # running beams: (summed logprob, generated tokens, slot)
-    beams: list[tuple[float, list[int], int]] = [(0.0, [], 0)]
+    # running beams: (summed logprob, generated tokens, sequence id in the pool)
+    beams: list[tuple[float, list[int], int]] = [(0.0, [], root)]
     finished: list[tuple[float, list[int], float]] = []   # (score, tokens, logprob)
     n_cand = 2 * W
     for step in range(max_new):
         cands = []   # (summed logprob, beam index, token)
-        for bi, (lp_sum, _, slot) in enumerate(beams):
-            tok_ids, tok_lp = top_logprobs(logits[slot], n_cand)
+        for bi, (lp_sum, _, seq) in enumerate(beams):
+            tok_ids, tok_lp = top_logprobs(logits[seq], n_cand)
             cands.extend((lp_sum + float(lp), bi, int(t)) for t, lp in zip(tok_ids, tok_lp))
         cands.sort(key=lambda c: -c[0])   # stable: ties keep beam order, then token order
         chosen = []
@@ -129,30 +121,13 @@ def beam_search(engine, prompt, config: BeamSearchConfig) -> list[BeamHypothesis
         if step == max_new - 1:
             beams = [(s, beams[bi][1] + [t], -1) for s, bi, t in chosen]
             break
-        # slots: the first child of a beam keeps its slot; siblings get free slots and a copy of
-        # the parent's generated positions [n_prompt, n_prompt + step)
-        taken: dict[int, int] = {}
-        slots = [-1] * len(chosen)
-        for j, (_, bi, _) in enumerate(chosen):
-            ps = beams[bi][2]
-            if ps not in taken:
-                taken[ps] = j
-                slots[j] = ps
-        free = [s for s in range(W) if s not in taken]
-        lo, hi = n_prompt, n_prompt + step
-        for j, (_, bi, _) in enumerate(chosen):
-            if slots[j] < 0:
-                slots[j] = free.pop()
-                src, dst = caches[beams[bi][2]], caches[slots[j]]
-                if hi > lo:
-                    dst.k[:, :, lo:hi] = src.k[:, :, lo:hi]
-                    dst.v[:, :, lo:hi] = src.v[:, :, lo:hi]
-        new_beams = []
-        for j, (s, bi, t) in enumerate(chosen):
-            one[0] = t
-            ctxs[slots[j]].run(one, n_prompt + step, logits[slots[j]], False)
-            new_beams.append((s, beams[bi][1] + [t], slots[j]))
-        beams = new_beams
+        # every child forks its parent (pages shared, copy-on-write); then all run in one step
+        children = [pool.fork(beams[bi][2]) for _, bi, _ in chosen]
+        for _, _, seq in beams:
+            pool.remove(seq)
+        out = pool.step([(c, [t], False) for c, (_, _, t) in zip(children, chosen)])
+        logits = {c: row.copy() for c, row in zip(children, out)}
+        beams = [(s, beams[bi][1] + [t], c) for c, (s, bi, t) in zip(children, chosen)]
 
     hyps = [(score, toks, lp, True) for score, toks, lp in finished]
     if len(finished) < W:   # ran out of tokens: the running beams count as (unfinished) hypotheses

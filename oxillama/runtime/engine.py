@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
 from oxillama import _core
-from oxillama._system import default_threads, release_free_heap
+from oxillama._system import release_free_heap, resolve_threads
 from oxillama.errors import ContextOverflowError, InvalidArgumentError, SnapshotError
 from oxillama.gguf import GGUFFile
 from oxillama.models import architecture_for
 from oxillama.runtime import snapshot as _snap
-from oxillama.runtime.kv_cache import ContiguousKVCache
+from oxillama.runtime.completion import Completion, Timings, Usage, logprob_entries
+from oxillama.runtime.kv_cache import ContiguousKVCache, kv_type_from
 from oxillama.runtime.prefix_cache import PrefixKvCache
 from oxillama.runtime.snapshot import KVState
 
@@ -39,7 +41,7 @@ class InferenceEngine:
 
     def __init__(self, gguf: GGUFFile, *, n_ctx: int = 0, n_threads: int | None = None, n_batch: int = 512,
                  seed: int | None = None, kv_type: str = "f16", tokenizer=None,
-                 prefix_cache: PrefixKvCache | None = None):
+                 prefix_cache: PrefixKvCache | None = None, n_seq_max: int = 1, type_k=None, type_v=None):
         self.gguf = gguf
         self.arch = architecture_for(gguf)
         self.config = self.arch.config
@@ -50,12 +52,19 @@ class InferenceEngine:
             n_ctx = min(c.n_ctx_train, DEFAULT_MAX_CTX)
             log.info("n_ctx=0: using %d (model trained with %d, default cap %d)", n_ctx, c.n_ctx_train,
                      DEFAULT_MAX_CTX)
+        elif n_ctx > c.n_ctx_train:
+            log.warning("n_ctx=%d is above the %d positions the model was trained on: expect its output to "
+                        "degrade past them", n_ctx, c.n_ctx_train)
         if n_batch < 1:
             raise InvalidArgumentError(f"n_batch must be >= 1, got {n_batch}")
-        self.n_threads = default_threads() if n_threads is None else int(n_threads)
+        self.n_threads = resolve_threads(n_threads)   # at most the logical CPUs, unless asked
         if self.n_threads < 1:
             raise InvalidArgumentError(f"n_threads must be >= 1, got {n_threads}")
         self.n_batch = min(int(n_batch), n_ctx)
+        if isinstance(n_seq_max, bool) or not isinstance(n_seq_max, (int, np.integer)) or n_seq_max < 1:
+            raise InvalidArgumentError(f"n_seq_max must be an int >= 1, got {n_seq_max!r}")
+        self.n_seq_max = int(n_seq_max)   # sequences a Scheduler / generate_batch runs at once by default
+        kv_type = kv_type_from(kv_type, type_k, type_v)
         self.seed = seed
         self.plan = _core.ForwardPlan(self.arch.build())
         self.kv = ContiguousKVCache(c.n_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv)
@@ -72,6 +81,7 @@ class InferenceEngine:
         self._matcher = None                  # grammar state of the session, if constrained
         self._masked = None                   # logits copy for grammar masking, made on first need
         self.last_completion = None
+        self.load_ms: float | None = None     # set by from_gguf()
         self._tokenizer = tokenizer
         # session reuse: generate() keeps the cached prefix a new prompt shares with the session
         # (reuse_prefix) and restores longer ones from prefix_cache; n_tokens_run counts the tokens
@@ -81,6 +91,9 @@ class InferenceEngine:
         self.n_tokens_run = 0
         self.last_prefix_reused = 0     # prompt tokens the last generate() did not have to run
         self._fingerprint: dict | None = None
+        self._loras: list = []             # [(LoraAdapter, scale)]: the session's adapters (add_lora)
+        self._call_loras: list | None = None   # generate(lora=...) for one call
+        self._kv_lora_key: tuple = ()      # the adapters the cached positions were computed with
         log.info("loaded %s: %d layers, n_embd %d, vocab %d, n_ctx %d, %d threads, KV %.1f MB", c.arch,
                  c.n_layer, c.n_embd, c.n_vocab, n_ctx, self.n_threads, self.kv.memory_bytes() / 1e6)
         release_free_heap()     # the metadata parse's temporaries
@@ -88,17 +101,29 @@ class InferenceEngine:
     @classmethod
     def from_gguf(cls, path: str | os.PathLike, *, n_ctx: int = 0, n_threads: int | None = None,
                   n_batch: int = 512, seed: int | None = None, kv_type: str = "f16",
-                  prefix_cache: PrefixKvCache | None = None) -> "InferenceEngine":
+                  prefix_cache: PrefixKvCache | None = None, n_seq_max: int = 1, type_k=None,
+                  type_v=None, lora_path: str | os.PathLike | None = None,
+                  lora_scale: float = 1.0) -> "InferenceEngine":
         """Load a GGUF file (weights stay memory-mapped); a known model name (see `oxillama pull`)
-        is fetched into the cache on first use."""
+        is fetched into the cache on first use. n_seq_max: sequences served at once by a Scheduler or
+        generate_batch (llama.cpp's name); type_k / type_v: the KV cache type in llama-cpp-python's
+        spelling ("f16", "f32", "q8_0", or GGML type ids 1, 0, 8), an alternative to kv_type. lora_path /
+        lora_scale: a GGUF LoRA adapter added at load (llama-cpp-python's names)."""
         from oxillama.hub import resolve_model
-        gguf = GGUFFile(resolve_model(path))
+        path = resolve_model(path)
+        t0 = time.perf_counter()
+        gguf = GGUFFile(path)
         try:
-            return cls(gguf, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, seed=seed, kv_type=kv_type,
-                       prefix_cache=prefix_cache)
+            engine = cls(gguf, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, seed=seed, kv_type=kv_type,
+                         prefix_cache=prefix_cache, n_seq_max=n_seq_max, type_k=type_k, type_v=type_v)
+            if lora_path is not None:
+                from oxillama.lora import LoraAdapter
+                engine.add_lora(LoraAdapter.from_gguf(lora_path), lora_scale)
         except BaseException:
             gguf.close()
             raise
+        engine.load_ms = (time.perf_counter() - t0) * 1e3    # as llama.cpp's "load time" (no download)
+        return engine
 
     # ---- properties ----
 
@@ -163,6 +188,38 @@ class InferenceEngine:
             self._has_logits = False
         # n == len(tokens) with a pending token: nothing to drop
 
+    # ---- LoRA adapters (oxillama.lora) ----
+
+    @property
+    def loras(self) -> list:
+        """The session's adapters, [(LoraAdapter, scale)], applied in this order."""
+        return list(self._loras)
+
+    def add_lora(self, adapter, scale: float = 1.0) -> None:
+        """Apply an adapter from the next token on (stacked on those already added; W is never modified).
+        Prompts run later do not reuse cached positions computed with other adapters."""
+        from oxillama.lora import LoraAdapter, check_scale
+        if not isinstance(adapter, LoraAdapter):
+            raise InvalidArgumentError(f"add_lora takes a LoraAdapter, got {type(adapter).__name__}")
+        scale = check_scale(scale)
+        adapter.bind(self)   # validate against the model now
+        self._loras.append((adapter, scale))
+
+    def remove_lora(self, adapter) -> None:
+        before = len(self._loras)
+        self._loras = [(a, s) for a, s in self._loras if a is not adapter]
+        if len(self._loras) == before:
+            raise InvalidArgumentError(f"{adapter!r} is not one of the session's adapters")
+
+    def clear_loras(self) -> None:
+        self._loras = []
+
+    def _active_loras(self) -> list:
+        return self._loras if self._call_loras is None else self._call_loras
+
+    def _lora_key(self) -> tuple:
+        return tuple((a.sha256, s) for a, s in self._active_loras() if s != 0.0)
+
     # ---- session state: prefix reuse, KV state, snapshots ----
 
     def _prefill(self, ids) -> None:
@@ -173,13 +230,15 @@ class InferenceEngine:
         ids = self._check_tokens(ids)
         n = len(ids)
         keep = 0
-        if self.reuse_prefix and self._tokens:
+        same_loras = self._kv_lora_key == self._lora_key()
+        if self.reuse_prefix and self._tokens and same_loras:
             keep = min(_common_prefix_len(np.asarray(self._tokens, dtype=np.int32), ids), n - 1)
         self._pending = None
         self._has_logits = False
         del self._tokens[keep:]
         self.kv.truncate(keep)
-        if self.prefix_cache is not None and keep < n - 1:
+        use_prefix_cache = self.prefix_cache is not None and not self._lora_key()   # it keys on tokens only
+        if use_prefix_cache and keep < n - 1:
             got = self.prefix_cache.restore(ids[:n - 1], self.kv, start=keep)
             self._tokens.extend(int(t) for t in ids[keep:got])
             self._hist[keep:got] = ids[keep:got]
@@ -187,13 +246,8 @@ class InferenceEngine:
         self.last_prefix_reused = keep
         if keep:
             log.debug("prompt of %d tokens: %d reused from the cache, %d to run", n, keep, n - keep)
-        # the last token alone: its logits then come from the single-token path that a later call reusing
-        # this prefix also takes, so the same prompt and seed give the same text (a batch sums in
-        # another order, csrc/matmul.c)
-        if n - keep > 1:
-            self._run(ids[keep:n - 1])
-        self._run(ids[n - 1:])
-        if self.prefix_cache is not None:
+        self._run(ids[keep:])   # the logits do not depend on how the prompt is cut (one fixed sum order)
+        if use_prefix_cache:
             self.prefix_cache.insert(ids, self.kv)
 
     def kv_snapshot(self) -> KVState:
@@ -245,7 +299,8 @@ class InferenceEngine:
             arch=c.arch, fingerprint=self.fingerprint(), n_ctx=self.n_ctx, n_layer=c.n_layer,
             kv_dim=self.kv.kv_dim, n_vocab=self.n_vocab, kv_type=self.kv.kv_type, kv=self.kv_snapshot(),
             seed=self.seed, sampler=None if self._sampler is None else _snap.sampler_record(self._sampler),
-            grammar=None if self._matcher is None else _snap.grammar_record(self._matcher))
+            grammar=None if self._matcher is None else _snap.grammar_record(self._matcher),
+            loras=list(self._kv_lora_key))
         if self._sampler is not None and self._sampler.logits_processors:
             log.warning("snapshot: the sampler's logits_processors (Python callables) are not saved")
         return _snap.encode(snap)
@@ -297,11 +352,18 @@ class InferenceEngine:
         kv = snap.kv
         if kv.n_past + (kv.pending is not None) > self.n_ctx:
             raise SnapshotError(f"snapshot holds {kv.n_past} tokens (+ pending), more than n_ctx={self.n_ctx}")
+        if tuple(snap.loras) != self._lora_key():
+            def show(key):
+                return ", ".join(f"{h[:12]}@{sc:g}" for h, sc in key) or "none"
+            raise SnapshotError(f"the snapshot was taken with LoRA adapters [{show(snap.loras)}], this engine has "
+                                f"[{show(self._lora_key())}]: add the same adapters with the same scales (add_lora, "
+                                f"or lora_path / lora_scale to resume) first")
         sampler = _snap.build_sampler(snap.sampler) if snap.sampler is not None else None
         matcher = _snap.build_matcher(snap.grammar, self.tokenizer) if snap.grammar is not None else None
         if kv.k.dtype != self.kv.dtype:   # resumed with another kv_type
             kv = KVState(kv.tokens, kv.k.astype(self.kv.dtype), kv.v.astype(self.kv.dtype), kv.pending, kv.logits)
         self.kv_restore(kv)
+        self._kv_lora_key = tuple(snap.loras)
         self._sampler = sampler
         self._matcher = matcher
 
@@ -330,6 +392,12 @@ class InferenceEngine:
         if self.n_past + n > self.n_ctx:
             raise ContextOverflowError(f"{self.n_past} cached + {n} new tokens exceed n_ctx={self.n_ctx}")
         out = np.empty((n, self.n_vocab), dtype=np.float32) if all_logits else None
+        active = self._active_loras()
+        loras = None
+        if active:
+            from oxillama.lora import bound
+            loras = bound(self, active)
+        self._kv_lora_key = self._lora_key()
         for start in range(0, n, self.n_batch):
             chunk = tokens[start:start + self.n_batch]
             m = len(chunk)
@@ -337,11 +405,11 @@ class InferenceEngine:
             buf[:] = chunk
             last = start + m == n
             if all_logits:
-                self._ctx.run(buf, self.n_past, out[start:start + m].reshape(-1), True)
+                self._ctx.run(buf, self.n_past, out[start:start + m].reshape(-1), True, None, loras)
             elif last:
-                self._ctx.run(buf, self.n_past, self._logits, False)
+                self._ctx.run(buf, self.n_past, self._logits, False, None, loras)
             else:
-                self._ctx.run(buf, self.n_past, None, False)
+                self._ctx.run(buf, self.n_past, None, False, None, loras)
             self._hist[len(self._tokens):len(self._tokens) + m] = chunk
             self._tokens.extend(int(t) for t in chunk)
             self.kv.n_past = len(self._tokens)
@@ -367,12 +435,15 @@ class InferenceEngine:
     def generate(self, prompt: str | list[int] | None, *, stream: bool = False,
                  callback: Callable[[str], None] | None = None, seed: int | None = None, grammar=None,
                  response_format: dict | None = None, **kwargs):
-        """Generate a completion of `prompt`: a Completion (a str with .tokens, .finish_reason and
-        .logprobs), or with stream=True an iterator of text pieces that stops cleanly on `break`.
+        """Generate a completion of `prompt`: a Completion (a str with .tokens, .finish_reason, .usage,
+        .timings and .logprobs), or with stream=True an iterator of text pieces that stops cleanly on
+        `break` (last_completion then holds the Completion of what was streamed).
 
         prompt: text (tokenized with the model's BOS and special tokens parsed, as llama-cpp-python
         does), a list of token ids, or None to continue the current session exactly where the last
-        call stopped (same KV cache, tokens, sampler RNG state and grammar state).
+        call stopped (same KV cache, tokens, sampler RNG state and grammar state). A continuation
+        after a call that completed its grammar is unconstrained unless grammar= is given again;
+        one after a call that stopped mid-grammar (max_tokens, a stop string) keeps the grammar.
 
         Keywords, in llama.cpp / llama-cpp-python or Hugging Face spelling (conflicting aliases
         raise): max_tokens/max_new_tokens (default 256), temperature/temp (0: greedy), top_k, top_p,
@@ -385,11 +456,15 @@ class InferenceEngine:
         """
         from oxillama.sampling import StoppingCriteriaList, StopStrings, resolve_generate_kwargs
 
+        if "lora" in kwargs:   # adapters for this call only: [(LoraAdapter, scale), ...]
+            return self._generate_with_loras(kwargs.pop("lora"), prompt, stream=stream, callback=callback, seed=seed,
+                                             grammar=grammar, response_format=response_format, **kwargs)
         num_beams, speculative = kwargs.pop("num_beams", 1), kwargs.pop("speculative", None)
         speculative_k = kwargs.pop("speculative_k", 4)
         if num_beams != 1 or speculative not in (None, False):   # oxillama.runtime.beam / speculative
             return self._generate_decoding(prompt, stream, callback, seed, grammar, response_format, num_beams,
                                            speculative, speculative_k, kwargs)
+        t_call = time.perf_counter()
         continuing = prompt is None
         config, other = resolve_generate_kwargs(**kwargs)
         max_tokens = other.pop("max_tokens", 256)
@@ -417,8 +492,14 @@ class InferenceEngine:
                 k not in _NON_SAMPLING_KEYS for k in kwargs)
             if self._sampler is None or sampler_changed:
                 self._sampler = self._new_sampler(config, seed, processors)
+            n_context = len(self.tokens)
             if grammar is not None:
                 self._matcher = self._new_matcher(grammar)
+            elif self._matcher is not None and self._matcher.is_finished:
+                # the last call completed its grammar: what follows is free text (as a new call
+                # without grammar= would be in llama-cpp-python or transformers); a grammar left
+                # unfinished by max_tokens or a stop string keeps constraining
+                self._matcher = None
         else:
             ids = self._encode_prompt(prompt)
             if len(ids) >= self.n_ctx:
@@ -426,6 +507,7 @@ class InferenceEngine:
             self._sampler = self._new_sampler(config, seed, processors)
             self._matcher = self._new_matcher(grammar) if grammar is not None else None
             self._prefill(ids)
+            n_context = len(ids)
         room = self.n_ctx - len(self.tokens) + (1 if self._pending is None else 0)
         if max_tokens is None:              # until the context is full
             max_tokens = room
@@ -433,11 +515,37 @@ class InferenceEngine:
             raise ContextOverflowError(f"{len(self.tokens)} tokens + max_tokens={max_tokens} exceed "
                                        f"n_ctx={self.n_ctx}")
         self.last_completion = None
-        pieces = self._generate_iter(max_tokens, StopStrings(stops), criteria, n_logprobs, callback)
+        prompt_n = 0 if continuing else len(ids) - self.last_prefix_reused
+        prompt_ms = 0.0 if continuing else (time.perf_counter() - t_call) * 1e3
+        pieces = self._generate_iter(max_tokens, StopStrings(stops), criteria, n_logprobs, callback,
+                                     (t_call, n_context, prompt_n, prompt_ms))
         if stream:
             return pieces
-        text = "".join(pieces)
-        return self.last_completion.with_text(text)
+        for _ in pieces:
+            pass
+        return self.last_completion
+
+    def _generate_with_loras(self, lora, prompt, *, stream: bool, **kwargs):
+        from oxillama.lora import check_loras
+        loras = check_loras(lora)
+        for adapter, _ in loras:
+            adapter.bind(self)
+        self._call_loras = loras
+        try:
+            out = self.generate(prompt, stream=stream, **kwargs)
+        except BaseException:
+            self._call_loras = None
+            raise
+        if not stream:
+            self._call_loras = None
+            return out
+
+        def pieces():
+            try:
+                yield from out
+            finally:
+                self._call_loras = None
+        return pieces()
 
     def _new_sampler(self, config, seed: int | None, processors):
         from oxillama.sampling import Sampler
@@ -455,6 +563,9 @@ class InferenceEngine:
             breakers = self._dry_breakers[key]
         return Sampler(config, seed=self.seed if seed is None else seed, n_vocab=self.n_vocab,
                        logits_processors=processors, dry_breakers=breakers)
+
+    def _token_text(self, token_id: int) -> str:
+        return self.tokenizer.token_to_bytes(token_id).decode("utf-8", errors="replace")
 
     def _new_matcher(self, grammar):
         from oxillama.grammar import Grammar, GrammarMatcher
@@ -488,14 +599,21 @@ class InferenceEngine:
         m.apply_to_logits(self._logits, out=masked)
         return int(self._sampler.sample(masked, history))
 
-    def _generate_iter(self, max_tokens: int, stops, criteria, n_logprobs, callback) -> Iterator[str]:
+    def _generate_iter(self, max_tokens: int, stops, criteria, n_logprobs, callback, start) -> Iterator[str]:
+        """The text pieces of a generation; when it ends (or the caller stops iterating), last_completion
+        holds the text emitted, the tokens, the finish reason, usage and timings."""
         from oxillama.sampling import top_logprobs
+        t_call, n_context, prompt_n, prompt_ms = start
         tok = self.tokenizer
         detok = tok.detokenizer()
         eog = tok.eog_ids
         generated: list[int] = []
+        emitted: list[str] = []
         logprobs: list[dict[int, float]] | None = [] if n_logprobs is not None else None
         finish = "length"
+        t_first = None
+        busy = 0.0                              # time spent here, not in a streaming caller
+        t = time.perf_counter()
         try:
             for _ in range(max_tokens):
                 if self._pending is not None:     # run the last sampled token to get the next logits
@@ -505,6 +623,8 @@ class InferenceEngine:
                 token = self._sample(self._hist[:len(self._tokens)])
                 self._pending = token
                 generated.append(token)
+                if t_first is None:
+                    t_first = time.perf_counter()
                 if logprobs is not None:
                     ids, lps = top_logprobs(self._logits, n_logprobs)
                     entry = {int(i): float(v) for i, v in zip(ids, lps)}
@@ -519,7 +639,10 @@ class InferenceEngine:
                     break
                 text, stopped = stops.feed(detok.add(token))
                 if text:
+                    emitted.append(text)
+                    busy += time.perf_counter() - t
                     yield from _emit(text, callback)
+                    t = time.perf_counter()
                 if stopped:
                     finish = "stop"
                     return
@@ -532,9 +655,34 @@ class InferenceEngine:
             text, stopped = stops.feed(detok.flush())
             text += "" if stopped else stops.flush()
             if text:
+                emitted.append(text)
+                busy += time.perf_counter() - t
                 yield from _emit(text, callback)
+                t = time.perf_counter()
         finally:
-            self.last_completion = Completion("", tokens=generated, finish_reason=finish, logprobs=logprobs)
+            busy += time.perf_counter() - t
+            ttft_ms = ((t_first or time.perf_counter()) - t_call) * 1e3
+            timings = Timings(prompt_n, prompt_ms, len(generated), busy * 1e3, ttft_ms)
+            self.last_completion = Completion(
+                "".join(emitted), tokens=generated, finish_reason=finish, logprobs=logprobs,
+                usage=Usage(n_context, len(generated)), timings=timings,
+                token_logprobs=None if logprobs is None else logprob_entries(generated, logprobs, self._token_text))
+
+    def generate_batch(self, prompts, *, n_seq_max: int = 8, max_batch_tokens: int = 512, **kwargs) -> list:
+        """Completions of many prompts, in their order, generated together by a temporary Scheduler
+        (oxillama.runtime.scheduler): up to n_seq_max at once, one forward per step. Keywords are
+        generate()'s (the same for every prompt), plus ignore_eos=True; each text equals the prompt's
+        generate() text for the same keywords. The session is untouched."""
+        from oxillama.runtime.scheduler import Scheduler
+        if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
+            raise InvalidArgumentError(f"prompts must be a list of prompts, got {type(prompts).__name__}")
+        if not prompts:
+            return []
+        if type(n_seq_max) is int and n_seq_max >= 1:    # (a bad value is the Scheduler's to reject)
+            n_seq_max = min(n_seq_max, len(prompts))
+        with Scheduler(self, n_seq_max=n_seq_max, max_batch_tokens=max_batch_tokens) as sched:
+            handles = [sched.submit(p, **kwargs) for p in prompts]   # a bad request raises before any runs long
+            return [h.result() for h in handles]
 
     # ---- decoding strategies: beam search, speculative decoding, embeddings ----
 
@@ -606,12 +754,24 @@ class InferenceEngine:
                     generated.append(t)
                     yield t
             pieces = text_pieces(self.tokenizer, tokens(), stops, callback)
+        n_context = len(self.tokens) if prompt is None else len(self._encode_prompt(prompt))
+
+        def recorded():     # last_completion holds what was produced, streamed or not
+            emitted = []
+            try:
+                for piece in pieces:
+                    emitted.append(piece)
+                    yield piece
+            finally:
+                self.last_completion = Completion(
+                    "".join(emitted), tokens=generated, finish_reason="stop" if len(generated) < max_tokens
+                    else finish, usage=Usage(n_context, len(generated)))
+        self.last_completion = None
         if stream:
-            return pieces
-        text = "".join(pieces)
-        if len(generated) < max_tokens:
-            finish = "stop"
-        return Completion(text, tokens=generated, finish_reason=finish)
+            return recorded()
+        for _ in recorded():
+            pass
+        return self.last_completion
 
 
 def _common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:
@@ -624,25 +784,6 @@ def _check_fingerprint(theirs: dict, ours: dict) -> None:
     if theirs != ours:
         raise SnapshotError(f"snapshot was taken on another model file (size {theirs['size']} vs {ours['size']}, "
                             f"or different contents)")
-
-
-class Completion(str):
-    """The generated text, with the generated token ids, why generation ended ("stop" or
-    "length") and, when asked for, the top-N log-probabilities of every generated token."""
-
-    tokens: list[int]
-    finish_reason: str
-    logprobs: list[dict[int, float]] | None
-
-    def __new__(cls, text: str, *, tokens=(), finish_reason: str = "stop", logprobs=None):
-        obj = super().__new__(cls, text)
-        obj.tokens = list(tokens)
-        obj.finish_reason = finish_reason
-        obj.logprobs = logprobs
-        return obj
-
-    def with_text(self, text: str) -> "Completion":
-        return Completion(text, tokens=self.tokens, finish_reason=self.finish_reason, logprobs=self.logprobs)
 
 
 def _emit(piece: str, callback) -> Iterator[str]:

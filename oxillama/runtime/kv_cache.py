@@ -20,15 +20,92 @@ from __future__ import annotations
 import numpy as np
 
 from oxillama import _core
-from oxillama.errors import ContextOverflowError, InvalidArgumentError
+from oxillama.errors import ContextOverflowError, InsufficientMemoryError, InvalidArgumentError
 
-KV_DTYPES = {"f16": np.float16, "f32": np.float32}
+# the dtype of the rows read() returns and write() takes; a q8_0 cache stores Q8_0 blocks and speaks float32
+KV_DTYPES = {"f16": np.float16, "f32": np.float32, "q8_0": np.float32}
+Q8_0_BLOCK, Q8_0_BYTES = 32, 34   # values and bytes of one Q8_0 block (d: f16, 32 x int8)
 
 
 def kv_dtype(kv_type: str) -> type:
     if kv_type not in KV_DTYPES:
         raise InvalidArgumentError(f"kv_type must be one of {', '.join(KV_DTYPES)}, got {kv_type!r}")
     return KV_DTYPES[kv_type]
+
+
+# share of the available memory a suggested n_ctx may take: the model's own buffers and the rest of the
+# process need some too
+_KV_MEMORY_SHARE = 0.8
+_N_CTX_STEP = 256
+
+
+def kv_memory_bytes(n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16") -> int:
+    """Bytes of K and V for n_ctx positions over n_layer layers."""
+    if kv_type == "q8_0":
+        return 2 * n_layer * n_ctx * (kv_dim // Q8_0_BLOCK) * Q8_0_BYTES
+    return 2 * n_layer * n_ctx * kv_dim * np.dtype(kv_dtype(kv_type)).itemsize
+
+
+def check_kv_memory(n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16") -> None:
+    """Raise InsufficientMemoryError, saying how much is needed and what n_ctx would fit, when a
+    KV cache of n_ctx positions cannot fit in the memory available (oxillama._system.available_memory)."""
+    from oxillama._system import available_memory
+    avail = available_memory()
+    if avail is not None and kv_memory_bytes(n_layer, n_ctx, kv_dim, kv_type) > avail:
+        raise _too_big(n_layer, n_ctx, kv_dim, kv_type, avail)
+
+
+def _too_big(n_layer: int, n_ctx: int, kv_dim: int, kv_type: str, avail: int | None) -> InsufficientMemoryError:
+    need = kv_memory_bytes(n_layer, n_ctx, kv_dim, kv_type)
+    per_token = kv_memory_bytes(n_layer, 1, kv_dim, kv_type)
+    msg = (f"a KV cache of n_ctx={n_ctx} positions needs {_gib(need)} ({n_layer} layers x K and V x {kv_dim} "
+           f"values x {kv_type}, {per_token / 1024:.0f} KiB per position)")
+    if avail is None:
+        return InsufficientMemoryError(msg + "; the allocation failed: use a smaller n_ctx (-c)")
+    fit = int(avail * _KV_MEMORY_SHARE) // per_token // _N_CTX_STEP * _N_CTX_STEP
+    hint = f"n_ctx (-c) {fit} would fit" if fit >= _N_CTX_STEP else "no useful n_ctx fits"
+    return InsufficientMemoryError(f"{msg}, but {_gib(avail)} of memory is available; {hint}")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def kv_storage(kv_type: str, head_dim: int) -> tuple[np.dtype, int]:
+    """(storage dtype, storage units per KV head row) of a cache type: the C forward's row of head_dim values."""
+    kv_dtype(kv_type)
+    if kv_type == "q8_0":
+        if head_dim % Q8_0_BLOCK:
+            raise InvalidArgumentError(f"a q8_0 KV cache needs head_dim a multiple of {Q8_0_BLOCK}, the model has "
+                                       f"{head_dim}")
+        return np.dtype(np.uint8), head_dim // Q8_0_BLOCK * Q8_0_BYTES
+    return np.dtype(KV_DTYPES[kv_type]), head_dim
+
+
+# llama-cpp-python's type_k / type_v: names or GGML type ids
+_KV_TYPE_IDS = {0: "f32", 1: "f16", 8: "q8_0"}
+_KV_TYPES_LATER = {"q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "bf16": 30}
+
+
+def kv_type_from(kv_type: str, type_k=None, type_v=None) -> str:
+    """The cache type from kv_type or llama-cpp-python's type_k / type_v (which must agree)."""
+    names = []
+    for key, value in (("type_k", type_k), ("type_v", type_v)):
+        if value is None:
+            continue
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            value = _KV_TYPE_IDS.get(int(value), next((n for n, i in _KV_TYPES_LATER.items() if i == value), value))
+        if not isinstance(value, str):
+            raise InvalidArgumentError(f"{key} must be a type name or GGML type id, got {value!r}")
+        value = value.lower()
+        if value in _KV_TYPES_LATER:
+            raise InvalidArgumentError(f"{key}={value!r}: quantized KV caches are not supported yet; use "
+                                       f"{' or '.join(repr(k) for k in KV_DTYPES)}")
+        kv_dtype(value)
+        names.append(value)
+    if len(set(names)) > 1:
+        raise InvalidArgumentError(f"type_k={names[0]!r} and type_v={names[1]!r} differ; the KV cache has one type")
+    return names[0] if names else kv_type
 
 
 class KVCache:
@@ -46,6 +123,8 @@ class KVCache:
     @property
     def bytes_per_token(self) -> int:
         """K and V bytes of one position over all layers."""
+        if self.kv_type == "q8_0":
+            return 2 * self.n_layer * self.kv_dim // Q8_0_BLOCK * Q8_0_BYTES
         return 2 * self.n_layer * self.kv_dim * self.dtype.itemsize
 
     def memory_bytes(self) -> int:
@@ -88,11 +167,11 @@ class KVCache:
 
 
 class ContiguousKVCache(KVCache):
-    """K and V stored head-major, (n_layer, n_head_kv, n_ctx, head_dim) each, f16 (default) or f32;
-    positions [0, n_past) are valid. kv_dim = n_head_kv * head_dim."""
+    """K and V stored head-major, (n_layer, n_head_kv, n_ctx rounded up to whole KV pages, head_dim) each, f16
+    (default) or f32; positions [0, n_past) are valid. kv_dim = n_head_kv * head_dim."""
 
     def __init__(self, n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16", *, n_head_kv: int = 1):
-        dtype = kv_dtype(kv_type)
+        kv_dtype(kv_type)
         if n_ctx < 1:
             raise InvalidArgumentError(f"n_ctx must be >= 1, got {n_ctx}")
         if n_layer < 1 or kv_dim < 1 or n_head_kv < 1 or kv_dim % n_head_kv:
@@ -102,6 +181,18 @@ class ContiguousKVCache(KVCache):
         self.n_layer, self.n_ctx, self.kv_dim = n_layer, n_ctx, kv_dim
         self.n_head_kv, self.head_dim = n_head_kv, kv_dim // n_head_kv
         shape = (n_layer, n_head_kv, n_ctx, self.head_dim)
+        check_kv_memory(n_layer, n_ctx, kv_dim, kv_type)
+        try:
+            self.k = np.zeros(shape, dtype=dtype)
+            self.v = np.zeros(shape, dtype=dtype)
+        except MemoryError:
+            raise _too_big(n_layer, n_ctx, kv_dim, kv_type, None) from None
+
+
+        dtype, width = kv_storage(kv_type, self.head_dim)
+        # storage in whole pages of the C forward's paged layout, which a single sequence walks in order
+        rows = -(-n_ctx // _core.KV_PAGE) * _core.KV_PAGE
+        shape = (n_layer, n_head_kv, rows, width)
         self.k = np.zeros(shape, dtype=dtype)
         self.v = np.zeros(shape, dtype=dtype)
         self.buffers = _core.KVBuffers(self.k, self.v)
@@ -127,8 +218,19 @@ class ContiguousKVCache(KVCache):
 
     def _rows(self, a: np.ndarray, start: int, stop: int) -> np.ndarray:
         """(n_layer, stop - start, kv_dim) copy of positions [start, stop) of a head-major array"""
-        return np.ascontiguousarray(a[:, :, start:stop].transpose(0, 2, 1, 3)).reshape(
-            self.n_layer, stop - start, self.kv_dim)
+        rows = np.ascontiguousarray(a[:, :, start:stop].transpose(0, 2, 1, 3))
+        if self.kv_type == "q8_0":
+            from oxillama.quant import dequantize
+            return dequantize(rows.reshape(-1), "Q8_0", self.n_layer * (stop - start) * self.kv_dim).reshape(
+                self.n_layer, stop - start, self.kv_dim)
+        return rows.reshape(self.n_layer, stop - start, self.kv_dim)
+
+    def _stored(self, rows: np.ndarray, n: int) -> np.ndarray:
+        """(n_layer, n_head_kv, n, width) storage of rows (n_layer, n, kv_dim)"""
+        if self.kv_type == "q8_0":
+            from oxillama.quant import quantize
+            rows = quantize(np.ascontiguousarray(rows), "Q8_0", reference=False)
+        return rows.reshape(self.n_layer, n, self.n_head_kv, -1).transpose(0, 2, 1, 3)
 
     def read(self, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         start, stop = self._range(start, stop)
@@ -138,9 +240,8 @@ class ContiguousKVCache(KVCache):
         n = self._check_rows(k, v, pos0)
         if pos0 + n > self.n_ctx:
             raise ContextOverflowError(f"{n} positions at {pos0} do not fit n_ctx={self.n_ctx}")
-        heads = (self.n_layer, n, self.n_head_kv, self.head_dim)
-        self.k[:, :, pos0:pos0 + n] = k.reshape(heads).transpose(0, 2, 1, 3)
-        self.v[:, :, pos0:pos0 + n] = v.reshape(heads).transpose(0, 2, 1, 3)
+        self.k[:, :, pos0:pos0 + n] = self._stored(k, n)
+        self.v[:, :, pos0:pos0 + n] = self._stored(v, n)
         self.n_past = pos0 + n
 
     def __repr__(self):

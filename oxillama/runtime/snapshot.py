@@ -27,6 +27,7 @@ and the arrays are read-only views of the blob. Any problem is a SnapshotError.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import struct
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 import msgpack
 import numpy as np
 
-from oxillama.errors import SamplerError, SnapshotError
+from oxillama.errors import SamplerError, SnapshotError, SnapshotWriteError
 from oxillama.runtime.kv_cache import KV_DTYPES
 
 MAGIC = b"OXLSNAP\x00"
@@ -82,6 +83,7 @@ class Snapshot:
     sampler: dict | None = None
     grammar: dict | None = None
     extra: dict = field(default_factory=dict)
+    loras: list = field(default_factory=list)   # [(adapter sha256, scale)] the cached positions were run with
 
 
 def model_fingerprint(path: str | os.PathLike) -> dict:
@@ -117,6 +119,8 @@ def encode(snap: Snapshot) -> bytes:
         "sampler": snap.sampler,
         "grammar": snap.grammar,
     }
+    if snap.loras:
+        body["loras"] = [[h, float(sc)] for h, sc in snap.loras]
     return frame(msgpack.packb(body, use_bin_type=True))
 
 
@@ -130,6 +134,8 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> None:
     a temporary file in the same folder, fsync, then os.replace."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise SnapshotWriteError(errno.ENOENT, f"cannot save the snapshot: the folder {folder} does not exist", path)
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
@@ -137,11 +143,13 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError):      # name the user's path, not our temporary file
+            raise SnapshotWriteError(e.errno, f"cannot save the snapshot: {e.strerror or e}", path) from None
         raise
 
 
@@ -164,23 +172,40 @@ def read_blob(blob_or_path) -> bytes:
     raise SnapshotError(f"a snapshot is bytes or a path, got {type(blob_or_path).__name__}")
 
 
+# a version field above this is a damaged header, not a snapshot from a future oxillama
+_MAX_PLAUSIBLE_VERSION = 1000
+
+
+def _body_matches_header(blob: bytes) -> bool:
+    """Whether what follows the header has the header's checksum (so a damaged header, not another file)."""
+    return hashlib.sha256(memoryview(blob)[_HEADER.size:]).digest() == blob[_HEADER.size - 32:_HEADER.size]
+
+
 def decode(blob) -> Snapshot:
     """Parse and validate a snapshot blob (bytes-like); SnapshotError on any defect."""
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise SnapshotError(f"a snapshot blob is bytes, got {type(blob).__name__}")
     blob = bytes(blob)
+    if not blob:
+        raise SnapshotError("not an oxillama snapshot: it is empty (0 bytes)")
+    head = blob[:len(MAGIC)]
+    if head != MAGIC[:len(head)] and (len(blob) < _HEADER.size or not _body_matches_header(blob)):
+        raise SnapshotError(f"not an oxillama snapshot: it starts with {head!r}, not {MAGIC!r}")
     if len(blob) < _HEADER.size:
         raise SnapshotError(f"snapshot truncated: {len(blob)} bytes, the header alone is {_HEADER.size}")
     magic, version, body_len, digest = _HEADER.unpack_from(blob)
-    if magic != MAGIC:
-        raise SnapshotError("not an oxillama snapshot (bad magic bytes)")
+    if magic != MAGIC:      # the body still matches the header's checksum: the header was damaged
+        raise SnapshotError(f"snapshot is corrupt: its header's magic bytes read {magic!r}, not {MAGIC!r}")
+    if version < 1 or version > _MAX_PLAUSIBLE_VERSION:
+        raise SnapshotError(f"snapshot is corrupt: its header's format version field reads {version}")
     if version > FORMAT_VERSION:
         raise SnapshotError(f"snapshot format version {version} is newer than this oxillama reads "
                             f"({FORMAT_VERSION}); upgrade oxillama")
-    if version < 1:
-        raise SnapshotError(f"snapshot format version {version} is not valid")
     body = memoryview(blob)[_HEADER.size:]
     n = len(body)
+    if n != body_len and hashlib.sha256(body).digest() == digest:
+        raise SnapshotError(f"snapshot is corrupt: its header's length field reads {body_len} but the body, "
+                            f"which matches the header's checksum, has {n} bytes")
     if n < body_len:
         raise SnapshotError(f"snapshot truncated: body has {n} of its {body_len} bytes")
     if n > body_len:
@@ -222,6 +247,7 @@ def _plain(obj, where: str, depth: int = 0) -> None:
 
 _FIELDS = {"arch", "fingerprint", "n_ctx", "n_layer", "kv_dim", "n_vocab", "kv_type", "tokens", "pending", "k",
            "v", "logits", "seed", "sampler", "grammar"}
+_OPTIONAL_FIELDS = {"loras"}   # written only when the session used LoRA adapters
 
 
 def _validate(d, n_body: int) -> Snapshot:
@@ -231,7 +257,7 @@ def _validate(d, n_body: int) -> Snapshot:
     missing = sorted(_FIELDS - set(d))
     if missing:
         raise SnapshotError(f"snapshot lacks field(s) {', '.join(missing)}")
-    unknown = sorted(set(d) - _FIELDS)
+    unknown = sorted(set(d) - _FIELDS - _OPTIONAL_FIELDS)
     if unknown:
         raise SnapshotError(f"snapshot has unknown field(s) {', '.join(unknown)}")
 
@@ -312,9 +338,15 @@ def _validate(d, n_body: int) -> Snapshot:
         if set(grammar) != {"source", "root", "state"} or not isinstance(grammar["source"], str) \
                 or not isinstance(grammar["root"], str) or not isinstance(grammar["state"], dict):
             raise SnapshotError("snapshot grammar must be a map of source (str), root (str) and state (map)")
+    loras = []
+    for item in d.get("loras", []) if isinstance(d.get("loras", []), list) else [None]:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and len(item[0]) == 64
+                and isinstance(item[1], float) and np.isfinite(item[1])):
+            raise SnapshotError("snapshot loras must be a list of [sha256 hex, finite scale] pairs")
+        loras.append((item[0], item[1]))
     kv = KVState(tokens=tokens, k=arrays[0], v=arrays[1], pending=pending, logits=logits)
     return Snapshot(arch=arch, fingerprint=fp, n_ctx=n_ctx, n_layer=n_layer, kv_dim=kv_dim, n_vocab=n_vocab,
-                    kv_type=kv_type, kv=kv, seed=seed, sampler=sampler, grammar=grammar)
+                    kv_type=kv_type, kv=kv, seed=seed, sampler=sampler, grammar=grammar, loras=loras)
 
 
 def _tuple(types) -> tuple:

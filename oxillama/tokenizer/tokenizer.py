@@ -540,9 +540,24 @@ class Tokenizer:
         return found[1]
 
     def apply_chat_template(self, messages, add_generation_prompt: bool = True, tools=None,
-                            chat_template: str | None = None, **kwargs) -> str:
+                            chat_template: str | None = None, tokenize: bool = False, return_dict: bool = False,
+                            **kwargs):
         """Render `messages` with the model's chat template (or `chat_template`, a template text or the name
-        of one of the file's named templates) in a jinja2 sandbox."""
+        of one of the file's named templates) in a jinja2 sandbox.
+
+        Returns the text, or with tokenize=True its token ids as Hugging Face's apply_chat_template gives
+        them (special tokens in the text parsed, none added: the template writes them), and with
+        return_dict=True as well {"input_ids": ids, "attention_mask": [1, ...]}. Unlike Hugging Face,
+        tokenize defaults to False, since generate() takes the text."""
+        if return_dict and not tokenize:
+            raise TokenizerError("return_dict=True needs tokenize=True (as in Hugging Face)")
+        text = self._render_chat(messages, add_generation_prompt, tools, chat_template, kwargs)
+        if not tokenize:
+            return text
+        ids = self.encode(text, add_special=False, parse_special=True)
+        return {"input_ids": ids, "attention_mask": [1] * len(ids)} if return_dict else ids
+
+    def _render_chat(self, messages, add_generation_prompt, tools, chat_template, kwargs: dict) -> str:
         from oxillama.tokenizer.chat import ChatTemplate
 
         if chat_template is None:

@@ -88,3 +88,33 @@ def test_dry_and_repeat_penalty_reduce_repetition(smollm2):
     penalised = smollm2.generate(prompt, max_tokens=80, temperature=0, repeat_penalty=1.3,
                                  dry_multiplier=0.8, dry_base=1.75, dry_allowed_length=2)
     assert _repeated_ngrams(penalised.tokens) < 0.5 * _repeated_ngrams(plain.tokens)
+
+
+BOOL_FMT = {"type": "json_object", "schema": {
+    "type": "object", "properties": {"answer": {"type": "boolean"}}, "required": ["answer"]}}
+
+
+def test_continuation_after_a_completed_grammar_is_unconstrained(smollm2):
+    """generate(None) after a constrained call that completed its grammar continues as free text (as a
+    new call without grammar= would in llama-cpp-python or transformers), instead of masking everything."""
+    smollm2.reset()
+    prompt = smollm2.tokenizer.apply_chat_template([{"role": "user", "content": "Is the sky blue? Answer in JSON."}])
+    out = smollm2.generate(prompt, max_tokens=30, temperature=0, response_format=BOOL_FMT)
+    assert out.finish_reason == "stop" and isinstance(json.loads(out)["answer"], bool)
+    n_before = len(smollm2.tokens)
+    more = smollm2.generate(None, max_tokens=12, temperature=0)
+    assert len(more.tokens) >= 1
+    assert smollm2.tokens[n_before:n_before + len(more.tokens)] == more.tokens
+    # grammar= again constrains the continuation with a fresh grammar
+    again = smollm2.generate(None, max_tokens=30, temperature=0, response_format=BOOL_FMT)
+    assert isinstance(json.loads(again)["answer"], bool)
+
+
+def test_continuation_after_an_unfinished_grammar_keeps_it(smollm2):
+    smollm2.reset()
+    g = Grammar.from_string(ARITH)
+    first = smollm2.generate("Here is a long arithmetic expression: ", max_tokens=3, temperature=1.0, seed=3,
+                             grammar=g)
+    assert first.finish_reason == "length"
+    rest = smollm2.generate(None, max_tokens=40, temperature=1.0)
+    assert g.accepts_prefix(first + rest), first + rest

@@ -1,5 +1,6 @@
 """Hardened snapshot loading: every malformed blob raises SnapshotError, leaves the session as it was,
 and allocates nothing beyond the blob's own size."""
+import os
 import tracemalloc
 
 import msgpack
@@ -95,7 +96,7 @@ def crafted_cases(blob: bytes) -> dict:
         "k too short": edited(blob, k=d["k"][:-2]),
         "v missing rows": edited(blob, v=d["v"][: len(d["v"]) // 2]),
         "k claims a huge shape": edited(blob, n_layer=2**30),
-        "kv_type unknown": edited(blob, kv_type="q8_0"),
+        "kv_type unknown": edited(blob, kv_type="q4_0"),
         "kv_type f32 with f16 bytes": edited(blob, kv_type="f32"),
         "logits wrong length": edited(blob, logits=b"\x00" * 12),
         "logits and a pending token": edited(blob, logits=b"\x00" * (4 * d["n_vocab"])),
@@ -134,7 +135,7 @@ def crafted_cases(blob: bytes) -> dict:
 
 # what the error must name, for the cases where one cause is expected
 EXPECTED = {
-    "empty": "truncated", "header only, cut": "truncated", "wrong magic": "magic", "newer version": "newer",
+    "empty": "empty", "header only, cut": "truncated", "wrong magic": "magic", "newer version": "newer",
     "body shorter than its length": "truncated", "trailing bytes (oversized)": "oversized",
     "checksum mismatch": "checksum", "body is an array": "map", "body cut, re-signed": "incomplete",
     "two objects in the body": "trailing", "missing k": "lacks", "unknown field": "unknown",
@@ -240,3 +241,57 @@ def test_refusals_allocate_no_more_than_the_blob(session):
         finally:
             tracemalloc.stop()
         assert peak <= MAX_ALLOC_FACTOR * len(bad) + ALLOC_SLACK_BYTES
+
+
+def _header_with(blob: bytes, **fields) -> bytes:
+    magic, version, body_len, digest = snap._HEADER.unpack_from(blob)
+    values = dict(magic=magic, version=version, body_len=body_len, digest=digest)
+    values.update(fields)
+    return snap._HEADER.pack(values["magic"], values["version"], values["body_len"], values["digest"]) + \
+        blob[snap._HEADER.size:]
+
+
+def test_errors_say_what_is_wrong(session, tmp_path):
+    """Another file is 'not a snapshot' (not 'truncated'), a damaged header is 'corrupt' (not 'newer')."""
+    engine, blob, tokens = session
+    cases = {
+        "a short text file": (b"hello world\n", "not an oxillama snapshot: it starts with b'hello wo'"),
+        "a GGUF file": (b"GGUF\x03\x00\x00\x00" + bytes(200), "not an oxillama snapshot"),
+        "a long text file": (b"x" * 10_000, "not an oxillama snapshot"),
+        "version field hit": (_header_with(blob, version=1 | (1 << 24)), "corrupt"),
+        "length field hit": (_header_with(blob, body_len=len(blob) * 1000), "corrupt"),
+        "magic hit": (b"OXLSNAQ\x00" + blob[8:], "corrupt"),
+        "the magic, then nothing": (snap.MAGIC[:5], "truncated"),
+    }
+    for what, (bad, expected) in cases.items():
+        with pytest.raises(SnapshotError) as e:
+            engine.load_snapshot(bad)
+        assert expected in str(e.value), f"{what}: {e.value}"
+        assert "newer" not in str(e.value) and (what.startswith("the magic") or "truncated" not in str(e.value))
+    path = tmp_path / "notes.txt"
+    path.write_text("my notes")
+    with pytest.raises(SnapshotError, match="not an oxillama snapshot"):
+        engine.load_snapshot(path)
+    assert engine.tokens == tokens
+
+
+def test_save_into_a_missing_folder_names_the_path(session, tmp_path):
+    from oxillama.errors import SnapshotWriteError
+    engine, _, _ = session
+    target = tmp_path / "missing-folder" / "s.oxs"
+    with pytest.raises(SnapshotWriteError) as e:
+        engine.save(target)
+    assert isinstance(e.value, OSError) and isinstance(e.value, SnapshotError)
+    assert str(target) in str(e.value) and "missing-folder does not exist" in str(e.value)
+    assert ".tmp" not in str(e.value)
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        if os.access(folder, os.W_OK):      # root ignores permissions
+            pytest.skip("running as root: a read-only folder is writable")
+        with pytest.raises(SnapshotWriteError) as e:
+            engine.save(folder / "s.oxs")
+        assert str(folder / "s.oxs") in str(e.value) and ".tmp" not in str(e.value)
+    finally:
+        folder.chmod(0o700)

@@ -120,26 +120,11 @@ def _plain_greedy(engine, prompt, n):
     return text, list(engine.tokens)
 
 
-# The target verifies k drafted tokens in one batched forward while plain greedy decodes one token at a
-# time; on the 4-bit models the two paths' logits differ by up to ~0.3 (8-bit activations round
-# differently), so they may pick different tokens where the top two are that close. Plain greedy's own
-# logits must then show such a near tie; a wrongly accepted draft token is typically far below the top.
-NEAR_TIE = 0.5
-
-
-def _assert_greedy_up_to_near_ties(engine, tokens, plain, n_prompt):
+def _assert_same_greedy(tokens, plain):
+    """Speculative decoding changes no greedy token: the k-token verify computes bit for bit the logits that
+    one-token decode computes (the project's invariant), so the texts are equal, not merely close."""
     n = min(len(tokens), len(plain))
-    i = next((j for j in range(n) if tokens[j] != plain[j]), None)
-    if i is None:
-        return
-    assert i >= n_prompt, "the prompt itself differs"
-    engine.reset()
-    logits = engine.forward(plain[:n_prompt])
-    for j in range(n_prompt, i):   # plain greedy's path: one token per forward
-        logits = engine.forward(plain[j:j + 1])
-    assert logits[plain[i]] == logits.max()
-    assert logits[tokens[i]] >= logits.max() - NEAR_TIE, (
-        f"speculative chose token {tokens[i]} at {i}, {logits.max() - logits[tokens[i]]:.3f} below greedy's")
+    assert tokens[:n] == plain[:n]
 
 
 @pytest.mark.parametrize("draft_kind", ["ngram", "layers"])
@@ -167,7 +152,7 @@ def test_greedy_speculative_equals_plain_greedy(engine, draft_kind):
     assert st.rounds < st.emitted   # some rounds produced more than one token
     if not ended:   # the session continues like a plain one
         engine.generate(None, max_tokens=4, temperature=0)
-    _assert_greedy_up_to_near_ties(engine, list(engine.tokens), plain, n_prompt)
+    _assert_same_greedy(list(engine.tokens), plain)
 
 
 def test_generate_speculative_ngram_hook(smollm2):
@@ -176,7 +161,7 @@ def test_generate_speculative_ngram_hook(smollm2):
     text = smollm2.generate(REPEAT_PROMPT, max_tokens=N_GEN, temperature=0, speculative="ngram")
     n_prompt = len(smollm2.tokenize(REPEAT_PROMPT, parse_special=True))
     assert text == smollm2.detokenize(smollm2.tokens[n_prompt:n_prompt + N_GEN])
-    _assert_greedy_up_to_near_ties(smollm2, list(smollm2.tokens), plain, n_prompt)
+    _assert_same_greedy(list(smollm2.tokens), plain)
     st = smollm2.last_speculative_stats
     assert st.accepted > 0 and 0 < st.rate <= 1
     cut = text[12:16]

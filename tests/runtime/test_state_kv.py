@@ -1,5 +1,7 @@
 """KV caches behind one interface: contiguous, paged (pool, block tables, copy-on-write forks)."""
 import numpy as np
+
+from oxillama import _core
 import pytest
 
 from oxillama.errors import ContextOverflowError, InvalidArgumentError
@@ -252,9 +254,10 @@ def test_two_conversations_take_turns_on_one_engine_through_a_page_pool(smollm2)
 
 def test_contiguous_cache_stores_each_kv_head_as_one_stream():
     """The forward reads a KV head's rows as one contiguous stream: rows written as (n_layer, n, kv_dim)
-    land head-major, head g at [:, g], and read back unchanged."""
+    land head-major, head g at [:, g], and read back unchanged. Storage is whole KV pages of the C forward."""
     c = ContiguousKVCache(N_LAYER, N_CTX, KV_DIM, "f16", n_head_kv=2)
-    assert c.k.shape == (N_LAYER, 2, N_CTX, KV_DIM // 2)
+    rows_stored = -(-N_CTX // _core.KV_PAGE) * _core.KV_PAGE
+    assert c.k.shape == (N_LAYER, 2, rows_stored, KV_DIM // 2) and c.n_ctx == N_CTX
     k, v = rows(5, 21)
     c.write(k, v, 0)
     np.testing.assert_array_equal(c.k[:, 1, :5], k[:, :, KV_DIM // 2:])

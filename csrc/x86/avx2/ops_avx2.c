@@ -3,6 +3,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "../../blocks.h"
 #include "../../kernels.h"
 #include "../avx2_util.h"
 
@@ -403,6 +404,62 @@ static void attn_values_f16_group_avx2(const float *p, int G, const oxl_half *V,
     }
 }
 
+/* 8 int8 -> 8 floats */
+static inline __m256 load_i8x8(const int8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* Q8_0 cache: each row's blocks are converted once (scaled by d) for the G heads; G <= GROUP_MAX per pass */
+static void attn_scores_q8_0_group_avx2(const float *q, int G, const void *K, int64_t row_bytes, int n, int hd,
+                                        float scale, float *scores) {
+    for (int h0 = 0; h0 < G; h0 += GROUP_MAX) {
+        const int g = OXL_MIN(GROUP_MAX, G - h0);
+        const float *qg = q + (int64_t)h0 * hd;
+        for (int t = 0; t < n; t++) {
+            const block_q8_0 *b = (const block_q8_0 *)((const char *)K + t * row_bytes);
+            __m256 acc[GROUP_MAX];
+            for (int h = 0; h < GROUP_MAX; h++) acc[h] = _mm256_setzero_ps();
+            for (int i = 0; i < hd / QK8_0; i++) {
+                const __m256 d = _mm256_set1_ps(_cvtsh_ss(b[i].d));
+                for (int j = 0; j < 4; j++) {
+                    const __m256 x = _mm256_mul_ps(d, load_i8x8(b[i].qs + 8 * j));
+                    for (int h = 0; h < g; h++)
+                        acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (int64_t)h * hd + i * QK8_0 + 8 * j), x, acc[h]);
+                }
+            }
+            for (int h = 0; h < g; h++) scores[(int64_t)(h0 + h) * n + t] = scale * hsum_f32_8(acc[h]);
+        }
+    }
+}
+
+/* out (G x hd): 16 dims of every head (2 registers each) per pass over the rows */
+static void attn_values_q8_0_group_avx2(const float *p, int G, const void *V, int64_t row_bytes, int n, int hd,
+                                        float *out) {
+    for (int h0 = 0; h0 < G; h0 += GROUP_MAX) {
+        const int g = OXL_MIN(GROUP_MAX, G - h0);
+        const float *pg = p + (int64_t)h0 * n;
+        float *og = out + (int64_t)h0 * hd;
+        for (int i0 = 0; i0 < hd; i0 += 16) {
+            __m256 a[GROUP_MAX][2];
+            for (int h = 0; h < GROUP_MAX; h++) a[h][0] = a[h][1] = _mm256_setzero_ps();
+            for (int t = 0; t < n; t++) {
+                const block_q8_0 *b = (const block_q8_0 *)((const char *)V + t * row_bytes) + i0 / QK8_0;
+                const float d = _cvtsh_ss(b->d);
+                const __m256 x0 = load_i8x8(b->qs + i0 % QK8_0), x1 = load_i8x8(b->qs + i0 % QK8_0 + 8);
+                for (int h = 0; h < g; h++) {
+                    const __m256 c = _mm256_set1_ps(pg[(int64_t)h * n + t] * d);
+                    a[h][0] = _mm256_fmadd_ps(c, x0, a[h][0]);
+                    a[h][1] = _mm256_fmadd_ps(c, x1, a[h][1]);
+                }
+            }
+            for (int h = 0; h < g; h++) {
+                _mm256_storeu_ps(og + (int64_t)h * hd + i0, a[h][0]);
+                _mm256_storeu_ps(og + (int64_t)h * hd + i0 + 8, a[h][1]);
+            }
+        }
+    }
+}
+
 void oxl_register_avx2_ops(oxl_kernel_table *t) {
     t->ops.rms_norm = rms_norm_avx2;
     t->ops.softmax = softmax_avx2;
@@ -419,4 +476,6 @@ void oxl_register_avx2_ops(oxl_kernel_table *t) {
     t->ops.exp_shift_sum = exp_shift_sum_avx2;
     t->ops.attn_scores_f16_group = attn_scores_f16_group_avx2;
     t->ops.attn_values_f16_group = attn_values_f16_group_avx2;
+    t->ops.attn_scores_q8_0_group = attn_scores_q8_0_group_avx2;
+    t->ops.attn_values_q8_0_group = attn_values_q8_0_group_avx2;
 }

@@ -41,12 +41,20 @@ static inline __m128i scales_mins_k4(const uint8_t *q) {
     return _mm_setr_epi32((int)s_lo, (int)s_hi, (int)m_lo, (int)m_hi);
 }
 
-/* -dmin * sum_j min_j * (bsums[2j] + bsums[2j+1]) as 4 float lanes */
-static inline __m128 mins_k4(__m128i sm, const int16_t *bsums, float dmin, __m128 acc_m) {
+/* zero-extend 4 int32 to 8 and convert */
+static inline __m256 cvt_i32x4_ps256(__m128i v) {
+    return _mm256_cvtepi32_ps(_mm256_inserti128_si256(_mm256_setzero_si256(), v, 0));
+}
+
+/* Q4_K/Q5_K: a super-block's float steps, the canonical order of vec_dot and the multi-row kernels:
+ * acc = fma(dx dy, sumi, acc), then acc = fma(-dminx dy, [sum_j min_j (bsums[2j] + bsums[2j+1]), 0 x4], acc) */
+static inline __m256 k4_accumulate(__m256 acc, __m256i sumi, __m128i sm, const int16_t *bsums, float dx, float dminx,
+                                   float dy) {
     const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
     const __m256i bs = _mm256_loadu_si256((const __m256i *)bsums);
     const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    return _mm_fmadd_ps(_mm_set1_ps(-dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pairs)), acc_m);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * dy), _mm256_cvtepi32_ps(sumi), acc);
+    return _mm256_fmadd_ps(_mm256_set1_ps(-dminx * dy), cvt_i32x4_ps256(_mm_madd_epi16(mins, pairs)), acc);
 }
 
 void vec_dot_q4_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
@@ -55,12 +63,8 @@ void vec_dot_q4_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
     const int nb = n / QK_K;
     const __m256i m4 = _mm256_set1_epi8(0xF);
     __m256 acc = _mm256_setzero_ps();
-    __m128 acc_m = _mm_setzero_ps();
     for (int i = 0; i < nb; i++) {
-        const float d = y[i].d * _cvtsh_ss(x[i].d);
-        const float dmin = y[i].d * _cvtsh_ss(x[i].dmin);
         const __m128i sm = scales_mins_k4(x[i].scales);
-        acc_m = mins_k4(sm, y[i].bsums, dmin, acc_m);
         const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
         __m256i sumi = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
@@ -70,13 +74,9 @@ void vec_dot_q4_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
             sumi = _mm256_add_epi32(sumi, dot_k4_pair(q_lo, q_hi, y[i].qs + 64 * c, scales, BCAST16(2 * c),
                                                       BCAST16(2 * c + 1)));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        acc = k4_accumulate(acc, sumi, sm, y[i].bsums, _cvtsh_ss(x[i].d), _cvtsh_ss(x[i].dmin), y[i].d);
     }
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    r = _mm_add_ps(r, acc_m);
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    *s = _mm_cvtss_f32(r);
+    *s = hsum_f32_8(acc);
 }
 
 void vec_dot_q5_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
@@ -86,12 +86,8 @@ void vec_dot_q5_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
     const __m256i m4 = _mm256_set1_epi8(0xF);
     const __m256i m1 = _mm256_set1_epi8(1);
     __m256 acc = _mm256_setzero_ps();
-    __m128 acc_m = _mm_setzero_ps();
     for (int i = 0; i < nb; i++) {
-        const float d = y[i].d * _cvtsh_ss(x[i].d);
-        const float dmin = y[i].d * _cvtsh_ss(x[i].dmin);
         const __m128i sm = scales_mins_k4(x[i].scales);
-        acc_m = mins_k4(sm, y[i].bsums, dmin, acc_m);
         const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
         /* qh byte l: bit j = 5th bit of value 32j + l */
         const __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);
@@ -105,13 +101,9 @@ void vec_dot_q5_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
             sumi = _mm256_add_epi32(sumi, dot_k4_pair(q_lo, q_hi, y[i].qs + 64 * c, scales, BCAST16(2 * c),
                                                       BCAST16(2 * c + 1)));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        acc = k4_accumulate(acc, sumi, sm, y[i].bsums, _cvtsh_ss(x[i].d), _cvtsh_ss(x[i].dmin), y[i].d);
     }
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    r = _mm_add_ps(r, acc_m);
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    *s = _mm_cvtss_f32(r);
+    *s = hsum_f32_8(acc);
 }
 
 /* ---------------------------------------------------------------- 16-value scale groups
@@ -354,39 +346,31 @@ void quantize_row_q8_K_avx2(const float *OXL_RESTRICT x, void *OXL_RESTRICT vy, 
     }
 }
 
-/* ---------------------------------------------------------------- gemm tiles
- * 4 weight rows x nc activation rows (S[j * lds + r]): each weight chunk is decoded once and used
- * for TILE_RC activation rows, each activation block is read for 4 weight rows, and the 4 x TILE_RC
- * accumulators are independent chains. The per-(row, activation) arithmetic is the same for every
- * nc, so a matvec (nc = 1) and a matmul give identical outputs. */
+/* ---------------------------------------------------------------- multi-row products
+ * R weight rows x rc activation rows (S[j * lds + r]): each weight chunk is decoded once and used for
+ * rc activation rows, each activation block is read for R weight rows. The arithmetic of one
+ * (weight row, activation row) is vec_dot's, step for step, for every R and rc: the outputs are
+ * bit-identical to vec_dot's. Small batches (<= K_SMALL_BATCH activation rows) walk the weight rows
+ * one at a time (one sequential stream, as the matvec); larger ones use 4 x 2 tiles. */
 
 #define TILE_R 4
-#define TILE_RC 2
-
-/* zero-extend 4 int32 to 8 and convert */
-static inline __m256 cvt_i32x4_ps256(__m128i v) {
-    return _mm256_cvtepi32_ps(_mm256_inserti128_si256(_mm256_setzero_si256(), v, 0));
-}
+#define TILE_RC 4
+#define K_SMALL_BATCH 8
 
 /* Q4_K (has_qh = 0) and Q5_K (has_qh = 1) */
-OXL_INLINE void tile_k4(const int has_qh, const int rc, int nb, float *S, int64_t lds, const char *w, size_t w_row,
-                        const char *y, size_t y_row) {
+OXL_INLINE void tile_k4(const int has_qh, const int R, const int rc, int nb, float *S, int64_t lds, const char *w,
+                        size_t w_row, const char *y, size_t y_row) {
     const size_t bsize = has_qh ? sizeof(block_q5_K) : sizeof(block_q4_K);
     const __m256i m4 = _mm256_set1_epi8(0xF);
     const __m256i m1 = _mm256_set1_epi8(1);
     __m256 acc[TILE_R][TILE_RC];
-    for (int r = 0; r < TILE_R; r++)
+    for (int r = 0; r < R; r++)
         for (int j = 0; j < rc; j++) acc[r][j] = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const block_q8_K *yb[TILE_RC];
-        __m128i pairs[TILE_RC];
-        for (int j = 0; j < rc; j++) {
-            yb[j] = (const block_q8_K *)(y + j * y_row) + i;
-            const __m256i bs = _mm256_loadu_si256((const __m256i *)yb[j]->bsums);
-            pairs[j] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-        }
+        for (int j = 0; j < rc; j++) yb[j] = (const block_q8_K *)(y + j * y_row) + i;
 #pragma GCC unroll 4
-        for (int r = 0; r < TILE_R; r++) {
+        for (int r = 0; r < R; r++) {
             /* Q4_K and Q5_K share d, dmin, scales; Q5_K has qh before qs */
             const block_q4_K *x = (const block_q4_K *)(w + r * w_row + i * bsize);
             const uint8_t *qs = has_qh ? ((const block_q5_K *)x)->qs : x->qs;
@@ -394,7 +378,6 @@ OXL_INLINE void tile_k4(const int has_qh, const int rc, int nb, float *S, int64_
                                       : _mm256_setzero_si256();
             const __m128i sm = scales_mins_k4(x->scales);
             const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-            const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
             __m256i sumi[TILE_RC];
             for (int j = 0; j < rc; j++) sumi[j] = _mm256_setzero_si256();
             for (int c = 0; c < 4; c++) {
@@ -411,29 +394,25 @@ OXL_INLINE void tile_k4(const int has_qh, const int rc, int nb, float *S, int64_
                                                                     BCAST16(2 * c), BCAST16(2 * c + 1)));
             }
             const float d = _cvtsh_ss(x->d), dmin = _cvtsh_ss(x->dmin);
-            for (int j = 0; j < rc; j++) {
-                acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(d * yb[j]->d), _mm256_cvtepi32_ps(sumi[j]), acc[r][j]);
-                acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * yb[j]->d),
-                                            cvt_i32x4_ps256(_mm_madd_epi16(mins, pairs[j])), acc[r][j]);
-            }
+            for (int j = 0; j < rc; j++) acc[r][j] = k4_accumulate(acc[r][j], sumi[j], sm, yb[j]->bsums, d, dmin, yb[j]->d);
         }
     }
     for (int j = 0; j < rc; j++)
-        for (int r = 0; r < TILE_R; r++) S[j * lds + r] = hsum_f32_8(acc[r][j]);
+        for (int r = 0; r < R; r++) S[j * lds + r] = hsum_f32_8(acc[r][j]);
 }
 
-OXL_INLINE void tile_q6_K(const int rc, int nb, float *S, int64_t lds, const char *w, size_t w_row, const char *y,
-                          size_t y_row) {
+OXL_INLINE void tile_q6_K(const int R, const int rc, int nb, float *S, int64_t lds, const char *w, size_t w_row,
+                          const char *y, size_t y_row) {
     const __m256i m4 = _mm256_set1_epi8(0xF);
     const __m256i m3 = _mm256_set1_epi8(3);
     __m256 acc[TILE_R][TILE_RC];
-    for (int r = 0; r < TILE_R; r++)
+    for (int r = 0; r < R; r++)
         for (int j = 0; j < rc; j++) acc[r][j] = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const block_q8_K *yb[TILE_RC];
         for (int j = 0; j < rc; j++) yb[j] = (const block_q8_K *)(y + j * y_row) + i;
 #pragma GCC unroll 4
-        for (int r = 0; r < TILE_R; r++) {
+        for (int r = 0; r < R; r++) {
             const block_q6_K *x = (const block_q6_K *)(w + r * w_row) + i;
             const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
             __m256i sumi[TILE_RC];
@@ -459,30 +438,50 @@ OXL_INLINE void tile_q6_K(const int rc, int nb, float *S, int64_t lds, const cha
                     }
                 }
             }
+            /* vec_dot's d is y.d * x.d: the same product */
             const float d = _cvtsh_ss(x->d);
             for (int j = 0; j < rc; j++)
-                acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(d * yb[j]->d), _mm256_cvtepi32_ps(sumi[j]), acc[r][j]);
+                acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(yb[j]->d * d), _mm256_cvtepi32_ps(sumi[j]), acc[r][j]);
         }
     }
     for (int j = 0; j < rc; j++)
-        for (int r = 0; r < TILE_R; r++) S[j * lds + r] = hsum_f32_8(acc[r][j]);
+        for (int r = 0; r < R; r++) S[j * lds + r] = hsum_f32_8(acc[r][j]);
 }
 
-#define GEMM_TILE_K(name, call)                                                                              \
-    static void name(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,    \
-                     const void *OXL_RESTRICT y, size_t y_row, int nc) {                                     \
-        const int nb = n / QK_K;                                                                             \
-        const char *wc = (const char *)w, *yc = (const char *)y;                                             \
-        int j = 0;                                                                                           \
-        for (; j + TILE_RC <= nc; j += TILE_RC) call(TILE_RC, nb, S + j * lds, lds, wc, w_row, yc + j * y_row, y_row); \
-        if (j < nc) call(1, nb, S + j * lds, lds, wc, w_row, yc + j * y_row, y_row);                         \
+/* nr x nc outputs from tiles with compile-time R and rc */
+#define GEMM_ROWS_K(name, call)                                                                                \
+    static void name(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,      \
+                     int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {                               \
+        const int nb = n / QK_K;                                                                               \
+        const char *wc = (const char *)w, *yc = (const char *)y;                                               \
+        int r = 0;                                                                                             \
+        if (nc > K_SMALL_BATCH) {                                                                              \
+            for (; r + TILE_R <= nr; r += TILE_R) {                                                            \
+                int j = 0;                                                                                     \
+                for (; j + 2 <= nc; j += 2) call(TILE_R, 2, nb, S + j * lds + r, lds, wc + r * w_row, w_row, yc + j * y_row, y_row); \
+                if (j < nc) call(TILE_R, 1, nb, S + j * lds + r, lds, wc + r * w_row, w_row, yc + j * y_row, y_row); \
+            }                                                                                                  \
+        }                                                                                                      \
+        for (; r < nr; r++) {                                                                                  \
+            const char *wr = wc + r * w_row;                                                                   \
+            for (int j = 0; j < nc; j += TILE_RC) {                                                            \
+                float *Sj = S + j * lds + r;                                                                   \
+                const char *yj = yc + j * y_row;                                                               \
+                switch (OXL_MIN(TILE_RC, nc - j)) {                                                            \
+                case 4: call(1, 4, nb, Sj, lds, wr, w_row, yj, y_row); break;                                  \
+                case 3: call(1, 3, nb, Sj, lds, wr, w_row, yj, y_row); break;                                  \
+                case 2: call(1, 2, nb, Sj, lds, wr, w_row, yj, y_row); break;                                  \
+                default: call(1, 1, nb, Sj, lds, wr, w_row, yj, y_row); break;                                 \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
     }
 
-#define TILE_Q4_K(rc, ...) tile_k4(0, rc, __VA_ARGS__)
-#define TILE_Q5_K(rc, ...) tile_k4(1, rc, __VA_ARGS__)
-GEMM_TILE_K(gemm_tile_q4_K_avx2, TILE_Q4_K)
-GEMM_TILE_K(gemm_tile_q5_K_avx2, TILE_Q5_K)
-GEMM_TILE_K(gemm_tile_q6_K_avx2, tile_q6_K)
+#define TILE_Q4_K(R, rc, ...) tile_k4(0, R, rc, __VA_ARGS__)
+#define TILE_Q5_K(R, rc, ...) tile_k4(1, R, rc, __VA_ARGS__)
+GEMM_ROWS_K(gemm_rows_q4_K_avx2, TILE_Q4_K)
+GEMM_ROWS_K(gemm_rows_q5_K_avx2, TILE_Q5_K)
+GEMM_ROWS_K(gemm_rows_q6_K_avx2, tile_q6_K)
 
 void oxl_register_avx2_k(oxl_kernel_table *t) {
     t->type[OXL_TYPE_Q2_K].vec_dot = vec_dot_q2_K_q8_K_avx2;
@@ -493,7 +492,7 @@ void oxl_register_avx2_k(oxl_kernel_table *t) {
     t->type[OXL_TYPE_IQ4_XS].vec_dot = vec_dot_iq4_xs_q8_K_avx2;
     t->type[OXL_TYPE_Q8_K].vec_dot = vec_dot_q8_K_q8_K_avx2;
     t->type[OXL_TYPE_Q8_K].from_float = quantize_row_q8_K_avx2;
-    t->type[OXL_TYPE_Q4_K].gemm_tile = gemm_tile_q4_K_avx2;
-    t->type[OXL_TYPE_Q5_K].gemm_tile = gemm_tile_q5_K_avx2;
-    t->type[OXL_TYPE_Q6_K].gemm_tile = gemm_tile_q6_K_avx2;
+    t->type[OXL_TYPE_Q4_K].gemm = gemm_rows_q4_K_avx2;
+    t->type[OXL_TYPE_Q5_K].gemm = gemm_rows_q5_K_avx2;
+    t->type[OXL_TYPE_Q6_K].gemm = gemm_rows_q6_K_avx2;
 }

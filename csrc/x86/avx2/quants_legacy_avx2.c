@@ -5,10 +5,36 @@
  * with vpmaddubsw. Signed weights (Q4_0, Q5_0, Q8_0, IQ4_NL) use the sign trick
  * |x| * (y * sign(x)); unsigned ones (Q4_1, Q5_1) go straight in and add m * s per block.
  *
- * gemm_tile_* computes a 4 x nc block of outputs (4 weight rows, nc activation rows), TILE_C
- * activation rows per pass, so that each decoded weight block is used for TILE_C activation rows
- * and each activation block for 4 weight rows. */
+ * gemm_rows_* is the multi-row product (matmul): several weight rows x up to 64 activation rows, each
+ * output summed in the same order as vec_dot (the canonical order below). */
+#include <stddef.h>
+
 #include "../quants_legacy_x86.h"
+
+/* ---- the canonical summation order --------------------------------------------------------
+ * Every output of these types (weight row . activation row) is summed in one order, whoever computes
+ * it: vec_dot here, the multi-row kernels below, and the AVX-512 tier's vec_dot (quants_legacy_avx512.c,
+ * which this order was taken from: two blocks per 512-bit register). With p_i the block's integer
+ * products as 8 int32 lanes (lane k = values 4k..4k+3; exact however they are computed) and
+ * c_i = dx_i * dy_i:
+ *   blocks in pairs (i, i + 1), i even:  even = fma(c_i, p_i, even);  odd = fma(c_i+1, p_i+1, odd)
+ *                                        summs = summs + fma(m_i, s_i, m_i+1 * s_i+1)     (_1 types)
+ *   an odd last block:                   tail = fma(c, p, 0);  summs = fma(m, s, summs)
+ *   result = (hsum8(even + odd) + hsum8(tail)) + summs
+ * so a token's logits are the same bits in a one-row decode, a k-token verify, a batch of sequences
+ * and a 512-row prefill (the engine's invariant; tests/quant/test_invariance.py). */
+
+OXL_INLINE __m256 block_dot(int kind, __m256i qx, __m256i qy) {
+    return kind_unsigned(kind) ? dot_u8_f(qx, qy) : dot_i8_f(qx, qy);
+}
+
+/* the last step of the order above. Without a tail block hsum8(tail) is +0.0, and adding it is
+ * skipped: x + 0.0 differs from x only for x = -0.0, and then (+0.0) + summs == (-0.0) + summs as summs
+ * is never -0.0 (it starts at +0.0 and only has values added to it). */
+OXL_INLINE float finish(__m256 even, __m256 odd, __m256 tail, int has_tail, float summs) {
+    const float h = hsum_f32_8(_mm256_add_ps(even, odd));
+    return (has_tail ? h + hsum_f32_8(tail) : h) + summs;
+}
 
 /* ---- vec_dot: one weight row with one activation row ------------------------------------- */
 
@@ -16,31 +42,27 @@ OXL_INLINE void vec_dot_generic(int kind, int n, float *s, const void *vx, const
     const char *x = (const char *)vx, *y = (const char *)vy;
     const size_t bx = kind_block_bytes(kind);
     const int nb = n / 32;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps(), tail = _mm256_setzero_ps();
     float summs = 0.0f;
     int i = 0;
-    /* two blocks per step, two accumulators: hides the FMA latency */
     for (; i + 1 < nb; i += 2) {
         float dx0, dx1, mx0 = 0, mx1 = 0, dy0, dy1, sy0, sy1;
         const __m256i qx0 = decode(kind, x + i * bx, &dx0, &mx0);
         const __m256i qx1 = decode(kind, x + (i + 1) * bx, &dx1, &mx1);
         const __m256i qy0 = act_block(kind, y, i, &dy0, &sy0);
         const __m256i qy1 = act_block(kind, y, i + 1, &dy1, &sy1);
-        const __m256 p0 = kind_unsigned(kind) ? dot_u8_f(qx0, qy0) : dot_i8_f(qx0, qy0);
-        const __m256 p1 = kind_unsigned(kind) ? dot_u8_f(qx1, qy1) : dot_i8_f(qx1, qy1);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dx0 * dy0), p0, acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dx1 * dy1), p1, acc1);
-        if (kind_unsigned(kind)) summs += mx0 * sy0 + mx1 * sy1;
+        even = _mm256_fmadd_ps(_mm256_set1_ps(dx0 * dy0), block_dot(kind, qx0, qy0), even);
+        odd = _mm256_fmadd_ps(_mm256_set1_ps(dx1 * dy1), block_dot(kind, qx1, qy1), odd);
+        if (kind_unsigned(kind)) summs += fmaf(mx0, sy0, mx1 * sy1);
     }
-    for (; i < nb; i++) {
+    if (i < nb) {
         float dx, mx = 0, dy, sy;
         const __m256i qx = decode(kind, x + i * bx, &dx, &mx);
         const __m256i qy = act_block(kind, y, i, &dy, &sy);
-        const __m256 p = kind_unsigned(kind) ? dot_u8_f(qx, qy) : dot_i8_f(qx, qy);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(dx * dy), p, acc0);
-        if (kind_unsigned(kind)) summs += mx * sy;
+        tail = _mm256_fmadd_ps(_mm256_set1_ps(dx * dy), block_dot(kind, qx, qy), tail);
+        if (kind_unsigned(kind)) summs = fmaf(mx, sy, summs);
     }
-    *s = hsum_f32_8(_mm256_add_ps(acc0, acc1)) + summs;
+    *s = finish(even, odd, tail, nb & 1, summs);
 }
 
 #define VEC_DOT(name, kind) \
@@ -56,172 +78,210 @@ VEC_DOT(vec_dot_q8_0_q8_0_avx2, K_Q8_0)
 VEC_DOT(vec_dot_q8_1_q8_1_avx2, K_Q8_1)
 VEC_DOT(vec_dot_iq4_nl_q8_0_avx2, K_IQ4_NL)
 
-/* ---- gemm tile: 4 weight rows x nc activation rows ---------------------------------------- */
+/* ---- multi-row product: nr (<= OXL_GEMM_MAX_W_ROWS) weight rows x nc activation rows -------
+ * Columns go in spans of blocks. Per span, with more than ROW_GROUP activation rows, each weight row's
+ * blocks are decoded once into a panel in L1. Then per group of up to ROW_GROUP activation rows, the
+ * group's blocks are packed once (int8 lanes 32-byte aligned, as 34/36-byte blocks would split cache
+ * lines on every load, and the scales as floats) and dotted with the weight rows one after the other.
+ * Every (weight row, activation row) has its own even/odd accumulators and summs, kept in memory
+ * between spans (exact), and follows the canonical order: the outputs are vec_dot's, bit for bit.
+ * At the models' widths a span covers whole rows, so the weight rows are read one after the other:
+ * one sequential stream, which the hardware prefetcher follows. */
 
-#define TILE_R 4
-
-/* Activation rows per tile pass. 4 x 3 accumulators spill a few of the 16 ymm registers, yet
- * measured a little faster than 4 x 2 and 4 x 1 (each decoded weight block serves more rows). */
-#define TILE_C 3
-
-/* Q4_0 and Q5_0 go in as unsigned q + off (off = 8, 16): sum((q + off) y) - off sum(y), with off sum(y)
- * computed once per activation block; saves the sign ops on every weight block */
-static inline int tile_off(int kind) { return kind == K_Q4_0 ? 8 : kind == K_Q5_0 ? 16 : 0; }
-
-/* one weight block in the form the tile dot takes: q + off for Q4_0/Q5_0, else as decode() gives it */
-OXL_INLINE __m256i tile_decode(int kind, const char *blk, float *d, float *m) {
-    *m = 0.0f;
-    if (kind == K_Q4_0) {
-        *d = fp16(((const block_q4_0 *)blk)->d);
-        return nibbles_32(((const block_q4_0 *)blk)->qs);
-    }
-    if (kind == K_Q5_0) {
-        const block_q5_0 *b = (const block_q5_0 *)blk;
-        *d = fp16(b->d);
-        return _mm256_or_si256(nibbles_32(b->qs), _mm256_and_si256(bits_32(b->qh), _mm256_set1_epi8(0x10)));
-    }
-    return decode(kind, blk, d, m);
-}
-
-/* block i of RC activation rows: int8 lanes, scale, sum (the _1 kinds) and off * sum of the lanes */
-typedef struct {
-    __m256i q[TILE_C], ysum_off[TILE_C];
-    __m256 d[TILE_C];
-    float s[TILE_C];
-} act_blocks;
-
-OXL_INLINE void load_act_blocks(int kind, const int RC, const char *y, size_t y_row, int i, act_blocks *A) {
-    const int off = tile_off(kind);
-    for (int j = 0; j < RC; j++) {
-        float dy;
-        A->q[j] = act_block(kind, y + j * y_row, i, &dy, &A->s[j]);
-        A->d[j] = _mm256_set1_ps(dy);
-        if (off) A->ysum_off[j] = dot_u8_i8(_mm256_set1_epi8((char)off), A->q[j]);
-    }
-}
-
-/* acc[j] += dx dy_j (qx . qy_j) and summs[j] += mx sy_j for the RC activation rows of A */
-OXL_INLINE void block_dot_rows(int kind, const int RC, __m256i qx, float dx, float mx, const act_blocks *A,
-                               __m256 *acc, float *summs) {
-    const int off = tile_off(kind), as_unsigned = kind_unsigned(kind) || off;
-    const __m256 dxv = _mm256_set1_ps(dx);
-    /* |x| * (y * sign(x)): exact even for x = -128 */
-    const __m256i ax = as_unsigned ? qx : _mm256_sign_epi8(qx, qx);
-    for (int j = 0; j < RC; j++) {
-        const __m256i sy_j = as_unsigned ? A->q[j] : _mm256_sign_epi8(A->q[j], qx);
-        __m256i d32 = dot_u8_i8(ax, sy_j);
-        if (off) d32 = _mm256_sub_epi32(d32, A->ysum_off[j]);
-        acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv, A->d[j]), _mm256_cvtepi32_ps(d32), acc[j]);
-        if (kind_unsigned(kind)) summs[j] += mx * A->s[j];
-    }
-}
-
-/* RC (<= TILE_C) activation rows against TILE_R weight rows; S[j * lds + r] */
-OXL_INLINE void tile_generic(int kind, const int RC, int nb, float *S, int64_t lds, const char *w, size_t w_row,
-                             const char *y, size_t y_row) {
-    const size_t bx = kind_block_bytes(kind);
-    __m256 acc[TILE_R][TILE_C];
-    float summs[TILE_R][TILE_C] = {{0}};
-    for (int r = 0; r < TILE_R; r++)
-        for (int j = 0; j < RC; j++) acc[r][j] = _mm256_setzero_ps();
-    for (int i = 0; i < nb; i++) {
-        act_blocks A;
-        load_act_blocks(kind, RC, y, y_row, i, &A);
-#pragma GCC unroll 4
-        for (int r = 0; r < TILE_R; r++) {
-            float dx, mx;
-            const __m256i qx = tile_decode(kind, w + r * w_row + i * bx, &dx, &mx);
-            block_dot_rows(kind, RC, qx, dx, mx, &A, acc[r], summs[r]);
-        }
-    }
-    for (int j = 0; j < RC; j++)
-        for (int r = 0; r < TILE_R; r++) S[j * lds + r] = hsum_f32_8(acc[r][j]) + summs[r][j];
-}
-
-/* Prefill: a panel of PANEL_BLOCKS blocks of the TILE_R weight rows is decoded once into L1 (int8 lanes
- * in the form the dot takes, scales as floats) and then used by every activation row of the call,
- * instead of being decoded again for each TILE_C of them (decoding is most of the work for Q5_0). */
-#define PANEL_BLOCKS 64
+#define ROW_GROUP 4
+#define PANEL_BLOCKS 32    /* span blocks when each weight row's blocks are decoded into a panel */
+#define PAIR_ROWS_FROM 64  /* activation rows above which weight rows go in pairs */
+#define SPAN_DIRECT 256     /* span blocks when the blocks are decoded straight from the weights */
 
 typedef struct {
-    __m256i q[TILE_R][PANEL_BLOCKS];   /* unsigned (q + off) for the offset/unsigned kinds, else signed */
-    float d[TILE_R][PANEL_BLOCKS], m[TILE_R][PANEL_BLOCKS];
-} tile_panel;
+    __m256 even[OXL_GEMM_MAX_W_ROWS][OXL_GEMM_MAX_ACT_ROWS], odd[OXL_GEMM_MAX_W_ROWS][OXL_GEMM_MAX_ACT_ROWS];
+    float summs[OXL_GEMM_MAX_W_ROWS][OXL_GEMM_MAX_ACT_ROWS + ROW_GROUP];
+} out_accs;
 
-OXL_INLINE void panel_decode(int kind, tile_panel *P, const char *w, size_t w_row, int i0, int pb) {
+/* decoded weight blocks of up to OXL_GEMM_MAX_W_ROWS rows for one span */
+typedef struct {
+    __m256i q[OXL_GEMM_MAX_W_ROWS][PANEL_BLOCKS];   /* as decode() gives them */
+    float d[OXL_GEMM_MAX_W_ROWS][PANEL_BLOCKS], m[OXL_GEMM_MAX_W_ROWS][PANEL_BLOCKS];
+} rows_panel;
+
+/* one group's activation blocks of one span: block i, row c at [i * ROW_GROUP + c] */
+typedef struct {
+    __m256i q[SPAN_DIRECT * ROW_GROUP];
+    float d[SPAN_DIRECT * ROW_GROUP], s[SPAN_DIRECT * ROW_GROUP];
+} act_pack;
+
+/* R weight rows (row r's block k at w + r * w_row + k * bx, or decoded in P row pr + r from block s0)
+ * against the C packed activation rows of G over blocks [s0, s1); the running sums of output (r, j)
+ * at A->even[pr + r][j0 + j] etc. `last`: s1 is the row's end, and the outputs are finished into
+ * S[j * lds + r] instead of going back to A. */
+OXL_INLINE void rows_group(int kind, const int R, const int C, const char *w, size_t w_row, const rows_panel *P,
+                           int pr, int s0, int s1, const act_pack *G, out_accs *A, int j0, int last, float *S,
+                           int64_t lds) {
     const size_t bx = kind_block_bytes(kind);
-    for (int r = 0; r < TILE_R; r++)
-        for (int i = 0; i < pb; i++)
-            P->q[r][i] = tile_decode(kind, w + r * w_row + (size_t)(i0 + i) * bx, &P->d[r][i], &P->m[r][i]);
-}
-
-/* RC activation rows against the panel's blocks [i0, i0 + pb); S = (first ? 0 : S) + result */
-OXL_INLINE void tile_panel_rows(int kind, const int RC, const tile_panel *P, int i0, int pb, float *S, int64_t lds,
-                                int first, const char *y, size_t y_row) {
-    __m256 acc[TILE_R][TILE_C];
-    float summs[TILE_R][TILE_C] = {{0}};
-    for (int r = 0; r < TILE_R; r++)
-        for (int j = 0; j < RC; j++) acc[r][j] = _mm256_setzero_ps();
-    for (int i = 0; i < pb; i++) {
-        act_blocks A;
-        load_act_blocks(kind, RC, y, y_row, i0 + i, &A);
-#pragma GCC unroll 4
-        for (int r = 0; r < TILE_R; r++)
-            block_dot_rows(kind, RC, _mm256_load_si256(&P->q[r][i]), P->d[r][i], P->m[r][i], &A, acc[r], summs[r]);
-    }
-    for (int j = 0; j < RC; j++)
-        for (int r = 0; r < TILE_R; r++) {
-            const float v = hsum_f32_8(acc[r][j]) + summs[r][j];
-            S[j * lds + r] = first ? v : S[j * lds + r] + v;
+    __m256 even[2][ROW_GROUP], odd[2][ROW_GROUP];
+    __m128 summs[2];
+    for (int r = 0; r < R; r++) {
+        for (int j = 0; j < C; j++) {
+            even[r][j] = A->even[pr + r][j0 + j];
+            odd[r][j] = A->odd[pr + r][j0 + j];
         }
-}
-
-OXL_INLINE void gemm_tile_generic(int kind, int n, float *S, int64_t lds, const void *w, size_t w_row,
-                                  const void *y, size_t y_row, int nc) {
-    const int nb = n / 32;
-    const char *wc = (const char *)w, *yc = (const char *)y;
-    if (nc > TILE_C) {
-        tile_panel P __attribute__((aligned(32)));
-        for (int i0 = 0; i0 < nb; i0 += PANEL_BLOCKS) {
-            const int pb = OXL_MIN(PANEL_BLOCKS, nb - i0);
-            panel_decode(kind, &P, wc, w_row, i0, pb);
-            int j = 0;
-            for (; j + TILE_C <= nc; j += TILE_C)
-                tile_panel_rows(kind, TILE_C, &P, i0, pb, S + j * lds, lds, i0 == 0, yc + j * y_row, y_row);
-            switch (nc - j) {
-            case 1: tile_panel_rows(kind, 1, &P, i0, pb, S + j * lds, lds, i0 == 0, yc + j * y_row, y_row); break;
-#if TILE_C > 2
-            case 2: tile_panel_rows(kind, 2, &P, i0, pb, S + j * lds, lds, i0 == 0, yc + j * y_row, y_row); break;
-#endif
-            default: break;
+        summs[r] = _mm_loadu_ps(&A->summs[pr + r][j0]);
+    }
+    int i = s0;
+    for (; i + 1 < s1; i += 2) {
+        const int k = i - s0;
+        const __m256i *qy0 = G->q + k * ROW_GROUP, *qy1 = qy0 + ROW_GROUP;
+        const float *dy0 = G->d + k * ROW_GROUP, *dy1 = dy0 + ROW_GROUP;
+        for (int r = 0; r < R; r++) {
+            float dx0, dx1, mx0 = 0, mx1 = 0;
+            __m256i qx0, qx1;
+            if (P) {
+                qx0 = _mm256_load_si256(&P->q[pr + r][k]);
+                qx1 = _mm256_load_si256(&P->q[pr + r][k + 1]);
+                dx0 = P->d[pr + r][k], dx1 = P->d[pr + r][k + 1], mx0 = P->m[pr + r][k], mx1 = P->m[pr + r][k + 1];
+            } else {
+                qx0 = decode(kind, w + r * w_row + i * bx, &dx0, &mx0);
+                qx1 = decode(kind, w + r * w_row + (i + 1) * bx, &dx1, &mx1);
             }
+            const __m256 dxv0 = _mm256_set1_ps(dx0), dxv1 = _mm256_set1_ps(dx1);
+            for (int j = 0; j < C; j++) {
+                /* dx * dy rounded once, as vec_dot's scalar product */
+                even[r][j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv0, _mm256_broadcast_ss(dy0 + j)),
+                                             block_dot(kind, qx0, _mm256_load_si256(qy0 + j)), even[r][j]);
+                odd[r][j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv1, _mm256_broadcast_ss(dy1 + j)),
+                                            block_dot(kind, qx1, _mm256_load_si256(qy1 + j)), odd[r][j]);
+            }
+            if (kind_unsigned(kind)) {
+                /* per lane j: summs + fma(mx0, sy0_j, mx1 * sy1_j), vec_dot's steps */
+                const float *sy0 = G->s + k * ROW_GROUP;
+                const __m128 t = _mm_mul_ps(_mm_set1_ps(mx1), _mm_load_ps(sy0 + ROW_GROUP));
+                summs[r] = _mm_add_ps(summs[r], _mm_fmadd_ps(_mm_set1_ps(mx0), _mm_load_ps(sy0), t));
+            }
+        }
+    }
+    if (!last) {
+        for (int r = 0; r < R; r++) {
+            for (int j = 0; j < C; j++) {
+                A->even[pr + r][j0 + j] = even[r][j];
+                A->odd[pr + r][j0 + j] = odd[r][j];
+            }
+            _mm_storeu_ps(&A->summs[pr + r][j0], summs[r]);
         }
         return;
     }
-    int j = 0;
-    for (; j + TILE_C <= nc; j += TILE_C) tile_generic(kind, TILE_C, nb, S + j * lds, lds, wc, w_row, yc + j * y_row, y_row);
-    switch (nc - j) {   /* the last < TILE_C activation rows */
-    case 1: tile_generic(kind, 1, nb, S + j * lds, lds, wc, w_row, yc + j * y_row, y_row); break;
-#if TILE_C > 2
-    case 2: tile_generic(kind, 2, nb, S + j * lds, lds, wc, w_row, yc + j * y_row, y_row); break;
-#endif
-    default: break;
+    const int has_tail = i < s1;   /* the odd last block of the row */
+    const int k = i - s0;
+    for (int r = 0; r < R; r++) {
+        __m256 tail[ROW_GROUP];
+        if (has_tail) {
+            float dx, mx = 0;
+            __m256i qx;
+            if (P) {
+                qx = _mm256_load_si256(&P->q[pr + r][k]);
+                dx = P->d[pr + r][k], mx = P->m[pr + r][k];
+            } else {
+                qx = decode(kind, w + r * w_row + i * bx, &dx, &mx);
+            }
+            const __m256 dxv = _mm256_set1_ps(dx);
+            for (int j = 0; j < C; j++)
+                tail[j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv, _mm256_broadcast_ss(G->d + k * ROW_GROUP + j)),
+                                          block_dot(kind, qx, _mm256_load_si256(G->q + k * ROW_GROUP + j)),
+                                          _mm256_setzero_ps());
+            if (kind_unsigned(kind))
+                summs[r] = _mm_fmadd_ps(_mm_set1_ps(mx), _mm_load_ps(G->s + k * ROW_GROUP), summs[r]);
+        }
+        float sm[4];
+        _mm_storeu_ps(sm, summs[r]);
+        for (int j = 0; j < C; j++) S[j * lds + r] = finish(even[r][j], odd[r][j], tail[j], has_tail, sm[j]);
     }
 }
 
-#define GEMM_TILE(name, kind) \
-    static void name(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, \
+#define ROWS_GROUP_ARGS w, w_row, P, pr, s0, s1, G, A, j0, last, S, lds
+/* R = 2 weight rows x C <= 2 activation rows, or R = 1 x C <= ROW_GROUP */
+OXL_INLINE void rows_group_rc(int kind, int R, int C, const char *w, size_t w_row, const rows_panel *P, int pr, int s0,
+                              int s1, const act_pack *G, out_accs *A, int j0, int last, float *S, int64_t lds) {
+    if (R == 2) {
+        if (C == 2) rows_group(kind, 2, 2, ROWS_GROUP_ARGS);
+        else rows_group(kind, 2, 1, ROWS_GROUP_ARGS);
+        return;
+    }
+    switch (C) {
+    case 4: rows_group(kind, 1, 4, ROWS_GROUP_ARGS); break;
+    case 3: rows_group(kind, 1, 3, ROWS_GROUP_ARGS); break;
+    case 2: rows_group(kind, 1, 2, ROWS_GROUP_ARGS); break;
+    default: rows_group(kind, 1, 1, ROWS_GROUP_ARGS); break;
+    }
+}
+
+/* blocks [s0, s1) of C activation rows into G (rows C..ROW_GROUP-1 of it zero) */
+OXL_INLINE void pack_acts(int kind, int C, const char *y, size_t y_row, int s0, int s1, act_pack *G) {
+    for (int i = s0; i < s1; i++) {
+        const int k = (i - s0) * ROW_GROUP;
+        for (int c = 0; c < ROW_GROUP; c++) {
+            if (c < C) {
+                G->q[k + c] = act_block(kind, y + c * y_row, i, &G->d[k + c], &G->s[k + c]);
+            } else {
+                G->q[k + c] = _mm256_setzero_si256();
+                G->d[k + c] = G->s[k + c] = 0.0f;
+            }
+        }
+    }
+}
+
+OXL_INLINE void gemm_rows_generic(int kind, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr,
+                                  const void *vy, size_t y_row, int nc) {
+    const int nb = n / 32;
+    const size_t bx = kind_block_bytes(kind);
+    const char *w = (const char *)vw, *y = (const char *)vy;
+    const int use_panel = nc > ROW_GROUP;
+    const int span = use_panel ? PANEL_BLOCKS : SPAN_DIRECT;
+    out_accs A __attribute__((aligned(32)));
+    rows_panel P __attribute__((aligned(32)));
+    act_pack G __attribute__((aligned(32)));
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < nc + ROW_GROUP; j++) {
+            if (j < nc) A.even[r][j] = A.odd[r][j] = _mm256_setzero_ps();
+            A.summs[r][j] = 0.0f;
+        }
+    for (int s0 = 0; s0 < nb; s0 += span) {
+        const int s1 = OXL_MIN(s0 + span, nb), last = s1 == nb;
+        if (use_panel)
+            for (int r = 0; r < nr; r++)
+                for (int i = s0; i < s1; i++) {
+                    P.m[r][i - s0] = 0.0f;
+                    P.q[r][i - s0] = decode(kind, w + r * w_row + i * bx, &P.d[r][i - s0], &P.m[r][i - s0]);
+                }
+        /* prefill-sized batches: 2 weight rows x 2 activation rows per pass (each loaded activation
+         * block serves 2 weight rows); small ones: 1 x 4, the weight rows one after the other */
+        const int g = nc > PAIR_ROWS_FROM ? 2 : ROW_GROUP;
+        for (int j = 0; j < nc; j += g) {
+            const int C = OXL_MIN(g, nc - j);
+            pack_acts(kind, C, y + j * y_row, y_row, s0, s1, &G);
+            int r = 0;
+            if (g == 2)
+                for (; r + 2 <= nr; r += 2)
+                    rows_group_rc(kind, 2, C, w + r * w_row, w_row, use_panel ? &P : NULL, r, s0, s1, &G, &A, j, last,
+                                  S + j * lds + r, lds);
+            for (; r < nr; r++)
+                rows_group_rc(kind, 1, C, w + r * w_row, w_row, use_panel ? &P : NULL, r, s0, s1, &G, &A, j, last,
+                              S + j * lds + r, lds);
+        }
+    }
+}
+
+#define GEMM_ROWS(name, kind) \
+    static void name(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr, \
                      const void *OXL_RESTRICT y, size_t y_row, int nc) { \
-        gemm_tile_generic(kind, n, S, lds, w, w_row, y, y_row, nc); \
+        gemm_rows_generic(kind, n, S, lds, w, w_row, nr, y, y_row, nc); \
     }
 
-GEMM_TILE(gemm_tile_q4_0_avx2, K_Q4_0)
-GEMM_TILE(gemm_tile_q4_1_avx2, K_Q4_1)
-GEMM_TILE(gemm_tile_q5_0_avx2, K_Q5_0)
-GEMM_TILE(gemm_tile_q5_1_avx2, K_Q5_1)
-GEMM_TILE(gemm_tile_q8_0_avx2, K_Q8_0)
-GEMM_TILE(gemm_tile_q8_1_avx2, K_Q8_1)
-GEMM_TILE(gemm_tile_iq4_nl_avx2, K_IQ4_NL)
+GEMM_ROWS(gemm_rows_q4_0_avx2, K_Q4_0)
+GEMM_ROWS(gemm_rows_q4_1_avx2, K_Q4_1)
+GEMM_ROWS(gemm_rows_q5_0_avx2, K_Q5_0)
+GEMM_ROWS(gemm_rows_q5_1_avx2, K_Q5_1)
+GEMM_ROWS(gemm_rows_q8_0_avx2, K_Q8_0)
+GEMM_ROWS(gemm_rows_q8_1_avx2, K_Q8_1)
+GEMM_ROWS(gemm_rows_iq4_nl_avx2, K_IQ4_NL)
 
 /* ---- activation quantizers, bit-identical to the scalar reference ------------------------ */
 
@@ -334,16 +394,27 @@ void oxl_register_avx2_legacy(oxl_kernel_table *t) {
     t->type[OXL_TYPE_Q8_0].vec_dot = vec_dot_q8_0_q8_0_avx2;
     t->type[OXL_TYPE_Q8_1].vec_dot = vec_dot_q8_1_q8_1_avx2;
     t->type[OXL_TYPE_IQ4_NL].vec_dot = vec_dot_iq4_nl_q8_0_avx2;
-    t->type[OXL_TYPE_Q4_0].gemm_tile = gemm_tile_q4_0_avx2;
-    t->type[OXL_TYPE_Q4_1].gemm_tile = gemm_tile_q4_1_avx2;
-    t->type[OXL_TYPE_Q5_0].gemm_tile = gemm_tile_q5_0_avx2;
-    t->type[OXL_TYPE_Q5_1].gemm_tile = gemm_tile_q5_1_avx2;
-    t->type[OXL_TYPE_Q8_0].gemm_tile = gemm_tile_q8_0_avx2;
-    t->type[OXL_TYPE_Q8_1].gemm_tile = gemm_tile_q8_1_avx2;
-    t->type[OXL_TYPE_IQ4_NL].gemm_tile = gemm_tile_iq4_nl_avx2;
+    t->type[OXL_TYPE_Q4_0].gemm = gemm_rows_q4_0_avx2;
+    t->type[OXL_TYPE_Q4_1].gemm = gemm_rows_q4_1_avx2;
+    t->type[OXL_TYPE_Q5_0].gemm = gemm_rows_q5_0_avx2;
+    t->type[OXL_TYPE_Q5_1].gemm = gemm_rows_q5_1_avx2;
+    t->type[OXL_TYPE_Q8_0].gemm = gemm_rows_q8_0_avx2;
+    t->type[OXL_TYPE_Q8_1].gemm = gemm_rows_q8_1_avx2;
+    t->type[OXL_TYPE_IQ4_NL].gemm = gemm_rows_iq4_nl_avx2;
     t->type[OXL_TYPE_Q8_0].from_float = quantize_row_q8_0_avx2;
     t->type[OXL_TYPE_Q8_1].from_float = quantize_row_q8_1_avx2;
     t->type[OXL_TYPE_F32].vec_dot = vec_dot_f32_f32_avx2;
     t->type[OXL_TYPE_F16].vec_dot = vec_dot_f16_f32_avx2;
     t->type[OXL_TYPE_BF16].vec_dot = vec_dot_bf16_f32_avx2;
+}
+
+/* The AVX-512 tier's vec_dots of Q4_0, Q4_1, Q5_0 and Q8_0 (quants_legacy_avx512.c) sum in the
+ * canonical order above, so these multi-row kernels are exact for them too; dispatch.c registers them
+ * for that tier after its own register function (which brings those vec_dots but no gemm).
+ * tests/quant/test_invariance.py checks every usable tier's pairs bit for bit. */
+void oxl_register_avx512_gemm(oxl_kernel_table *t) {
+    t->type[OXL_TYPE_Q4_0].gemm = gemm_rows_q4_0_avx2;
+    t->type[OXL_TYPE_Q4_1].gemm = gemm_rows_q4_1_avx2;
+    t->type[OXL_TYPE_Q5_0].gemm = gemm_rows_q5_0_avx2;
+    t->type[OXL_TYPE_Q8_0].gemm = gemm_rows_q8_0_avx2;
 }

@@ -1,5 +1,6 @@
 /* The AVX-512 tier (F/BW/VL/DQ on top of AVX2): overrides of the AVX2 table.
- * Not runnable on the development machine (no AVX-512): compiled and linked, untested there. */
+ * Tested on machines without AVX-512 too: tests/native/test_simd_tiers.py compiles this folder against
+ * SIMDe and runs csrc/selftest.c's checks on the resulting table; `oxillama selftest` runs them natively. */
 #include "../../kernels.h"
 
 void oxl_register_avx512_legacy(oxl_kernel_table *t);

@@ -1,0 +1,109 @@
+"""Many sequences in one forward (oxillama.runtime.batch.SequencePool) on the two real models.
+
+    pytest bench/bench_batch.py --benchmark-only
+
+Each benchmark alternates the cases it compares step by step in one process, so that both see the same
+machine, and puts the medians and their ratio in extra_info:
+- batched decode: aggregate tokens/s of B sequences decoding together against one sequence (and against
+  the same model's prefill tokens/s, the ceiling a step over the weights can reach);
+- verify: a 5-token forward after a 64-token prefix against a 1-token forward (speculative decoding's cost);
+- kv types: decode after 1,024 positions with a Q8_0 cache against f16.
+"""
+import time
+
+import numpy as np
+import pytest
+
+from oxillama import hub
+from oxillama.runtime import InferenceEngine
+from oxillama.runtime.batch import SequencePool
+
+MODELS = ["smollm2-135m", "gemma3-270m"]
+N_PROMPT = 16
+
+
+def _ids(engine, n, seed=0):
+    return [(1000 + 7919 * (i + 31 * seed)) % min(engine.n_vocab, 30000) + 100 for i in range(n)]
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def engine(request):
+    with InferenceEngine.from_gguf(hub.pull(request.param, progress=False), n_ctx=1200) as e:
+        yield e
+
+
+def _decoding_pool(engine, n_seq, n_ctx=256):
+    pool = SequencePool(engine, n_seq, n_ctx=n_ctx)
+    seqs = [pool.add() for _ in range(n_seq)]
+    out = pool.step([(s, _ids(engine, N_PROMPT, seed=i), False) for i, s in enumerate(seqs)])
+    return pool, seqs, [int(np.argmax(o)) for o in out]
+
+
+@pytest.mark.parametrize("n_seq", [2, 4, 8])
+def test_batched_decode_vs_one(benchmark, engine, n_seq):
+    """One step of n_seq sequences against one step of 1, alternated; extra_info["speedup"] is the aggregate
+    tokens/s of the batch over the single sequence's tokens/s (issue 15: >= 2x SmolLM2, >= 3.5x Gemma 3 at 8)."""
+    one = _decoding_pool(engine, 1)
+    many = _decoding_pool(engine, n_seq)
+    times = {1: [], n_seq: []}
+
+    def pair():
+        for n, (pool, seqs, toks) in ((1, one), (n_seq, many)):
+            if pool.n_past(seqs[0]) >= 200:
+                for s in seqs:
+                    pool.truncate(s, N_PROMPT)
+            t = time.perf_counter()
+            out = pool.step([(s, [tok], False) for s, tok in zip(seqs, toks)])
+            times[n].append(time.perf_counter() - t)
+            toks[:] = [int(np.argmax(o)) for o in out]
+
+    benchmark.pedantic(pair, rounds=48, iterations=1, warmup_rounds=2)
+    t1, tn = np.median(times[1]), np.median(times[n_seq])
+    # prefill tokens/s in the same run: the ceiling of a step that reads the weights once
+    engine.reset()
+    ids = _ids(engine, 512)
+    t = time.perf_counter()
+    engine.forward(ids)
+    prefill = 512 / (time.perf_counter() - t)
+    benchmark.extra_info.update(one_tokens_per_s=1 / t1, batch_tokens_per_s=n_seq / tn, speedup=t1 * n_seq / tn,
+                                prefill_tokens_per_s=prefill, share_of_prefill=n_seq / tn / prefill)
+
+
+def test_verify_5_vs_1(benchmark, engine):
+    """A 5-token forward after a 64-token prefix against a 1-token forward (issue 15: <= 1.8x)."""
+    prefix = _ids(engine, 64)
+    times = {1: [], 5: []}
+
+    def pair():
+        for k in (1, 5):
+            engine.reset()
+            engine.forward(prefix)
+            t = time.perf_counter()
+            engine.forward(_ids(engine, k, seed=1), all_logits=True)
+            times[k].append(time.perf_counter() - t)
+
+    benchmark.pedantic(pair, rounds=24, iterations=1, warmup_rounds=2)
+    benchmark.extra_info.update(cost_ratio=np.median(times[5]) / np.median(times[1]))
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_decode_1k_q8_0_vs_f16(benchmark, model):
+    """Decode after 1,024 positions with a Q8_0 KV cache against f16, tokens alternated between two engines
+    (issue 15: Q8_0 at least as fast). extra_info["speedup"]: f16 token time over Q8_0's."""
+    path = hub.pull(model, progress=False)
+    with InferenceEngine.from_gguf(path, n_ctx=1200) as f16, \
+            InferenceEngine.from_gguf(path, n_ctx=1200, type_k="q8_0", type_v="q8_0") as q8:
+        state = {name: int(np.argmax(e.forward(_ids(e, 1024)))) for name, e in (("f16", f16), ("q8_0", q8))}
+        times = {"f16": [], "q8_0": []}
+
+        def pair():
+            for name, e in (("f16", f16), ("q8_0", q8)):
+                if e.n_past >= 1024 + 128:
+                    e.truncate(1024)
+                t = time.perf_counter()
+                state[name] = int(np.argmax(e.forward([state[name]])))
+                times[name].append(time.perf_counter() - t)
+
+        benchmark.pedantic(pair, rounds=64, iterations=1, warmup_rounds=2)
+    f, q = np.median(times["f16"]), np.median(times["q8_0"])
+    benchmark.extra_info.update(f16_tokens_per_s=1 / f, q8_0_tokens_per_s=1 / q, speedup=f / q)

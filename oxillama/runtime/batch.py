@@ -1,0 +1,307 @@
+"""Many sequences over one model: a pool of KV pages that the C forward reads through each sequence's block
+table, and one forward per step for all of them.
+
+    pool = SequencePool(engine, n_seq_max=8)
+    a, b = pool.add(), pool.add()
+    la, lb = pool.step([(a, prompt_a, False), (b, prompt_b, False)])   # last-token logits of each
+    c = pool.fork(a)                                                    # shares a's pages, copy-on-write
+
+Pages hold OXL_KV_PAGE (`_core.KV_PAGE`) positions of every layer and KV head. A sequence takes pages as it
+grows; pages are reference counted, so a fork shares its parent's prefix and copies a shared page only
+when it writes into it. A pool smaller than n_ctx * n_seq_max works: step() refuses a step the free pages
+cannot hold (KVPoolExhaustedError, nothing changed) and the caller frees or preempts a sequence.
+
+The logits of a position depend only on the tokens up to it, bit for bit: alone or beside other sequences,
+prefilled in one chunk or many, decoded one token at a time, with 1 or 2 threads.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from oxillama import _core
+from oxillama.errors import BatchError, ContextOverflowError, InvalidArgumentError, KVPoolExhaustedError
+from oxillama.runtime.kv_cache import kv_storage
+
+log = logging.getLogger("oxillama.batch")
+
+
+@dataclass
+class _Sequence:
+    pages: np.ndarray                      # block table (int32, capacity pages_per_seq); valid: n_blocks
+    n_blocks: int = 0
+    tokens: list[int] = field(default_factory=list)
+    loras: list = field(default_factory=list)     # [(LoraAdapter, scale)] applied to its rows
+
+
+class SequencePool:
+    """Up to n_seq_max sequences sharing one KV pool of n_pages pages over the engine's model (its plan,
+    tokenizer, threads and KV type; the engine's own session is untouched)."""
+
+    # a position's logits do not depend on how the tokens were cut into steps or what else ran beside
+    # them: the scheduler may chunk prompts and batch decodes freely
+    position_invariant = True
+
+    def __init__(self, engine, n_seq_max: int = 8, *, n_ctx: int | None = None, n_pages: int | None = None,
+                 n_batch: int | None = None):
+        for name, value in (("n_seq_max", n_seq_max), ("n_ctx", n_ctx), ("n_pages", n_pages), ("n_batch", n_batch)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+                                      or value < 1):
+                raise InvalidArgumentError(f"{name} must be an int >= 1, got {value!r}")
+        c = engine.config
+        self.engine = engine
+        self.page_size = _core.KV_PAGE
+        self.n_seq_max = int(n_seq_max)
+        self.n_ctx = int(engine.n_ctx if n_ctx is None else n_ctx)
+        self.pages_per_seq = -(-self.n_ctx // self.page_size)
+        self.n_pages = int(self.pages_per_seq * self.n_seq_max if n_pages is None else n_pages)
+        self.n_batch = int(max(engine.n_batch, self.n_seq_max) if n_batch is None else n_batch)
+        self.n_vocab = c.n_vocab
+        dtype, width = kv_storage(engine.kv.kv_type, c.kv_dim // c.n_head_kv)
+        shape = (c.n_layer, c.n_head_kv, self.n_pages * self.page_size, width)
+        self.k = np.zeros(shape, dtype=dtype)      # untouched pages cost no memory until written
+        self.v = np.zeros(shape, dtype=dtype)
+        self.buffers = _core.KVBuffers(self.k, self.v)
+        self._ctx = _core.ForwardContext(engine.plan, self.buffers, self.n_batch, engine.n_threads, self.n_ctx)
+        self._refs = np.zeros(self.n_pages, dtype=np.int32)
+        self._free = list(range(self.n_pages - 1, -1, -1))   # pop() takes the lowest id first
+        self._seqs: dict[int, _Sequence] = {}
+        self._next_id = 0
+        log.info("sequence pool: %d sequences, %d pages of %d positions (%.1f MB of K/V)", self.n_seq_max,
+                 self.n_pages, self.page_size, self.memory_bytes() / 1e6)
+
+    # ---- sequences ----
+
+    @property
+    def free_pages(self) -> int:
+        return len(self._free)
+
+    @property
+    def n_seq(self) -> int:
+        """Live sequences."""
+        return len(self._seqs)
+
+    def memory_bytes(self) -> int:
+        return self.k.nbytes + self.v.nbytes
+
+    def add(self) -> int:
+        """A new empty sequence's id."""
+        if len(self._seqs) >= self.n_seq_max:
+            raise BatchError(f"all {self.n_seq_max} sequence slots are in use (n_seq_max={self.n_seq_max})")
+        sid = self._next_id
+        self._next_id += 1
+        self._seqs[sid] = _Sequence(np.zeros(self.pages_per_seq, dtype=np.int32))
+        return sid
+
+    def adopt(self, cache, tokens) -> int:
+        """A new sequence holding a copy of the first len(tokens) positions of a ContiguousKVCache (an engine's
+        session, say) whose tokens they are: no forward runs."""
+        n = len(tokens)
+        if not 0 < n <= min(cache.n_past, self.n_ctx):
+            raise InvalidArgumentError(f"cannot adopt {n} positions of a cache holding {cache.n_past}")
+        if (cache.k.dtype, cache.k.shape[:2], cache.k.shape[3]) != (self.k.dtype, self.k.shape[:2], self.k.shape[3]):
+            raise InvalidArgumentError("the cache's layout or type differs from the pool's")
+        nb = -(-n // self.page_size)
+        if nb > len(self._free):
+            raise KVPoolExhaustedError(f"adopting {n} positions needs {nb} KV pages, {len(self._free)} are free")
+        sid = self.add()
+        s = self._seqs[sid]
+        P = self.page_size
+        for b in range(nb):
+            pid = self._take()
+            self.k[:, :, pid * P:(pid + 1) * P] = cache.k[:, :, b * P:(b + 1) * P]
+            self.v[:, :, pid * P:(pid + 1) * P] = cache.v[:, :, b * P:(b + 1) * P]
+            s.pages[b] = pid
+        s.n_blocks = nb
+        s.tokens = [int(t) for t in tokens]
+        return sid
+
+    def _seq(self, seq_id) -> _Sequence:
+        try:
+            return self._seqs[seq_id]
+        except (KeyError, TypeError):
+            raise InvalidArgumentError(f"no live sequence with id {seq_id!r}") from None
+
+    def remove(self, seq_id: int) -> None:
+        """Free the sequence's slot and its pages."""
+        s = self._seq(seq_id)
+        self._release(s, 0)
+        del self._seqs[seq_id]
+
+    def fork(self, seq_id: int, n: int | None = None) -> int:
+        """A new sequence holding the first n (default all) cached positions of seq_id, sharing its pages."""
+        parent = self._seq(seq_id)
+        n = len(parent.tokens) if n is None else n
+        if not 0 <= n <= len(parent.tokens):
+            raise InvalidArgumentError(f"fork of {n} positions: sequence {seq_id} has {len(parent.tokens)}")
+        child_id = self.add()
+        child = self._seqs[child_id]
+        nb = -(-n // self.page_size)
+        child.pages[:nb] = parent.pages[:nb]
+        child.n_blocks = nb
+        self._refs[parent.pages[:nb]] += 1
+        child.tokens = parent.tokens[:n]
+        child.loras = list(parent.loras)   # its cached positions were computed with them
+        return child_id
+
+    def set_loras(self, seq_id: int, loras) -> None:
+        """The LoRA adapters ([(LoraAdapter, scale)] or adapters) applied to the sequence's next tokens;
+        sequences with different adapters (or none) run in the same step."""
+        from oxillama.lora import check_loras
+        s = self._seq(seq_id)
+        loras = check_loras(loras)
+        for adapter, _ in loras:
+            adapter.bind(self.engine)
+        s.loras = loras
+
+    def n_past(self, seq_id: int) -> int:
+        return len(self._seq(seq_id).tokens)
+
+    def tokens(self, seq_id: int) -> list[int]:
+        return list(self._seq(seq_id).tokens)
+
+    def truncate(self, seq_id: int, n: int) -> None:
+        """Keep the first n cached positions (pages past them go back to the pool)."""
+        s = self._seq(seq_id)
+        if not 0 <= n <= len(s.tokens):
+            raise InvalidArgumentError(f"cannot truncate sequence {seq_id} of {len(s.tokens)} positions to {n}")
+        self._release(s, -(-n // self.page_size))
+        del s.tokens[n:]
+
+    def _release(self, s: _Sequence, keep_blocks: int) -> None:
+        for pid in s.pages[keep_blocks:s.n_blocks]:
+            self._refs[pid] -= 1
+            if self._refs[pid] == 0:
+                self._free.append(int(pid))
+        s.n_blocks = min(s.n_blocks, keep_blocks)
+
+    def _page_work(self, s: _Sequence, n_new: int) -> tuple[int, list[int]]:
+        """(new pages to take, blocks whose shared page must be copied) for appending n_new positions."""
+        n0 = len(s.tokens)
+        first, last = n0 // self.page_size, -(-(n0 + n_new) // self.page_size)
+        shared = [b for b in range(first, min(last, s.n_blocks)) if self._refs[s.pages[b]] > 1]
+        return max(0, last - s.n_blocks), shared
+
+    def pages_needed(self, seq_id: int, n_new: int) -> int:
+        """Pages step() would take from the pool to append n_new tokens to seq_id."""
+        fresh, shared = self._page_work(self._seq(seq_id), n_new)
+        return fresh + len(shared)
+
+    def _take(self) -> int:
+        pid = self._free.pop()
+        self._refs[pid] = 1
+        return pid
+
+    def _prepare(self, s: _Sequence, n_new: int) -> None:
+        """Pages for the next n_new positions: shared ones copied (copy-on-write), new ones taken."""
+        fresh, shared = self._page_work(s, n_new)
+        P = self.page_size
+        for b in shared:
+            old, new = int(s.pages[b]), self._take()
+            self.k[:, :, new * P:(new + 1) * P] = self.k[:, :, old * P:(old + 1) * P]
+            self.v[:, :, new * P:(new + 1) * P] = self.v[:, :, old * P:(old + 1) * P]
+            self._refs[old] -= 1
+            s.pages[b] = new
+        for _ in range(fresh):
+            s.pages[s.n_blocks] = self._take()
+            s.n_blocks += 1
+
+    # ---- the step ----
+
+    def step(self, items: Sequence[tuple[int, Sequence[int], bool]]) -> list[np.ndarray]:
+        """Append each item's tokens to its sequence, all in one forward (or as few as n_batch allows); per
+        item the logits of its last token (n_vocab,), or of every token (n, n_vocab) when its flag is set.
+        The arrays are the caller's (views of one block per step)."""
+        batch = []
+        seen = set()
+        pages = 0
+        for item in items:
+            try:
+                seq_id, toks, all_logits = item
+            except (TypeError, ValueError):
+                raise InvalidArgumentError("step() takes (seq_id, tokens, all_logits) items") from None
+            s = self._seq(seq_id)
+            if seq_id in seen:
+                raise InvalidArgumentError(f"sequence {seq_id} appears twice in one step")
+            seen.add(seq_id)
+            arr = np.asarray(toks)
+            if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
+                raise InvalidArgumentError(f"sequence {seq_id}: tokens must be a non-empty 1-D sequence of ints")
+            if arr.min() < 0 or arr.max() >= self.n_vocab:
+                bad = int(arr[(arr < 0) | (arr >= self.n_vocab)][0])
+                raise InvalidArgumentError(f"token id {bad} is outside the vocabulary (0..{self.n_vocab - 1})")
+            if len(s.tokens) + arr.size > self.n_ctx:
+                raise ContextOverflowError(f"sequence {seq_id}: {len(s.tokens)} cached + {arr.size} new tokens "
+                                           f"exceed n_ctx={self.n_ctx}")
+            pages += self.pages_needed(seq_id, arr.size)
+            batch.append((s, arr.astype(np.int32, copy=False), bool(all_logits)))
+        if not batch:
+            return []
+        if pages > len(self._free):
+            raise KVPoolExhaustedError(f"the step needs {pages} KV pages, {len(self._free)} are free")
+        n_out = sum(a.size if al else 1 for _, a, al in batch)
+        # the caller's: one block per step (glibc serves a same-sized block again from its heap, so no page
+        # is faulted in per step)
+        out = np.empty((n_out, self.n_vocab), dtype=np.float32)
+        for s, arr, _ in batch:
+            self._prepare(s, arr.size)
+        self._run(batch, out)
+        results, row = [], 0
+        for s, arr, all_logits in batch:
+            s.tokens.extend(arr.tolist())
+            k = arr.size if all_logits else 1
+            results.append(out[row:row + k] if all_logits else out[row])
+            row += k
+        self.engine.n_tokens_run += sum(a.size for _, a, _ in batch)
+        return results
+
+    def _run(self, batch, out: np.ndarray) -> None:
+        """Forwards of at most n_batch tokens each; a sequence longer than that is cut into chunks, of which
+        only the last gives logits unless all are wanted (the logits do not depend on the cut)."""
+        calls, current, size = [], [], 0
+        row = 0
+        for s, arr, all_logits in batch:
+            pos = len(s.tokens)
+            for start in range(0, arr.size, self.n_batch):
+                chunk = arr[start:start + self.n_batch]
+                last = start + chunk.size == arr.size
+                if size + chunk.size > self.n_batch:
+                    calls.append(current)
+                    current, size = [], 0
+                rows = chunk.size if all_logits else (1 if last else 0)
+                current.append((chunk, pos + start, s, all_logits, rows, row))
+                size += chunk.size
+                row += rows
+        calls.append(current)
+        from oxillama.lora import bound
+        for call in calls:
+            tokens, pos0, tables, flags, loras = [], [], [], [], []
+            r0 = call[0][5]
+            n_rows = 0
+            for chunk, p0, seq, all_logits, rows, _ in call:
+                tokens.append(chunk)
+                pos0.append(p0)
+                tables.append(seq.pages)
+                loras.append(bound(self.engine, seq.loras) if seq.loras else None)
+                # a chunk without logits still runs: the C call takes the last row's logits, which go to a
+                # row that the next chunk of the same sequence overwrites
+                flags.append(all_logits)
+                n_rows += chunk.size if all_logits else 1
+            if n_rows > out.shape[0] - r0 or any(rows == 0 for *_, rows, _ in call):
+                tmp = np.empty((n_rows, self.n_vocab), dtype=np.float32)
+                self._ctx.run_batch(tokens, pos0, tables, flags, tmp.reshape(-1), loras)
+                r = 0
+                for chunk, _, _, all_logits, rows, at in call:
+                    k = chunk.size if all_logits else 1
+                    if rows:
+                        out[at:at + rows] = tmp[r:r + rows]
+                    r += k
+            else:
+                self._ctx.run_batch(tokens, pos0, tables, flags, out[r0:r0 + n_rows].reshape(-1), loras)
+
+    def __repr__(self):
+        return (f"SequencePool(n_seq_max={self.n_seq_max}, n_ctx={self.n_ctx}, n_pages={self.n_pages}, "
+                f"free_pages={self.free_pages}, live={len(self._seqs)})")

@@ -1,0 +1,700 @@
+"""Continuous batching: many generate() requests share one model, one KV pool and one forward per step.
+
+    with Scheduler(engine, n_seq_max=8) as sched:
+        h = sched.submit("The capital of France is", max_tokens=16, temperature=0)
+        for piece in h:                  # text as it is produced
+            print(piece, end="")
+        h.result()                       # the Completion
+        async for piece in sched.stream(prompt, max_tokens=32): ...    # on an asyncio loop
+
+A background thread owns the SequencePool and runs steps. Each step, as vLLM's scheduler does:
+
+1. every running sequence in decode gets its one token (its last sampled token is run);
+2. prefill chunks of the requests still prefilling, then of waiting ones (admitted in order, up to
+   n_seq_max live sequences), fill the rest of max_batch_tokens: a long prompt is prefilled over
+   several steps and the decodes keep going meanwhile;
+3. when the pool has too few free pages for the step, the newest running request is preempted: its
+   pages are freed and it waits at the head of the queue to be recomputed from its prompt and the
+   tokens it has generated (its sampler, grammar and text state are kept, so its output is unchanged);
+4. the pool runs the step; requests whose last known token was run sample their next one, exactly
+   as InferenceEngine.generate() does (same sampler, grammar masking, stop strings, logprobs).
+
+A new request whose prompt starts with the tokens cached by a live sequence forks it (the pages are
+shared) and runs only the rest. A request's life: WAITING -> PREFILL -> DECODE -> finished ("stop",
+"length" or "cancelled"); preemption sends it back to WAITING.
+
+Until the pool's forward gives every position the same logits whatever the shape of the call
+(SequencePool.position_invariant), the scheduler shapes each request's forwards as generate() does:
+its prompt but the last token in chunks of at least MIN_EXACT_CHUNK tokens, then the last prompt
+token and each generated token alone; a shared prefix is taken only where that keeps the shapes.
+So a request's text, greedy or seeded, is the same as generate()'s for the same prompt and keywords.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import numpy as np
+
+from oxillama.errors import (BatchError, ContextOverflowError, InvalidArgumentError, KVPoolExhaustedError,
+                             OxillamaError, QueueFullError, SchedulerStoppedError)
+from oxillama.runtime.batch import SequencePool
+
+log = logging.getLogger("oxillama.scheduler")
+
+# a prefill chunk smaller than this runs the kernels' small-row path, whose sums are ordered
+# differently (csrc/matmul.c): below it, chunking would change the logits of a non-invariant pool
+MIN_EXACT_CHUNK = 8
+
+WAITING, PREFILL, DECODE, FINISHED = "waiting", "prefill", "decode", "finished"
+
+
+class RequestHandle:
+    """A submitted request: iterate it for text pieces, result() for the Completion, cancel() to stop it.
+
+    stats (filled as the request runs; times in seconds): queue_time (submit to first scheduled),
+    time_to_first_token, inter_token_latencies (list), e2e_latency, n_prompt_tokens, n_generated_tokens,
+    n_cached_prompt_tokens (prompt positions shared with a live sequence instead of run).
+    """
+
+    def __init__(self, sched: "Scheduler", request_id: str):
+        self.id = request_id
+        self._sched = sched
+        self._cond = threading.Condition()
+        self._pieces: list[str] = []
+        self._done = False
+        self._completion = None
+        self._error: BaseException | None = None
+        self._cancelled = False
+        self._async_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self.stats = {"queue_time": None, "time_to_first_token": None, "inter_token_latencies": [],
+                      "e2e_latency": None, "n_prompt_tokens": 0, "n_generated_tokens": 0,
+                      "n_cached_prompt_tokens": 0}
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def finish_reason(self) -> str | None:
+        return None if self._completion is None else self._completion.finish_reason
+
+    def cancel(self) -> None:
+        """Stop the request; its slot is freed at the next step. Idempotent; no effect once finished."""
+        if not self._done and not self._cancelled:
+            self._cancelled = True
+            self._sched._wake()
+
+    # ---- results ----
+
+    def result(self, timeout: float | None = None):
+        """The Completion (blocking). Raises TimeoutError after timeout seconds, or the request's error."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._done, timeout):
+                raise TimeoutError(f"request {self.id} did not finish within {timeout} s")
+        if self._error is not None:
+            raise self._error
+        return self._completion
+
+    def __iter__(self) -> Iterator[str]:
+        """Text pieces as they are produced (blocking); every iteration starts from the first piece."""
+        i = 0
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: i < len(self._pieces) or self._done)
+                new, done = self._pieces[i:], self._done
+            i += len(new)
+            yield from new
+            if done:
+                if self._error is not None:
+                    raise self._error
+                return
+
+    async def astream(self) -> AsyncIterator[str]:
+        """The pieces on an asyncio loop, without blocking it."""
+        loop = asyncio.get_running_loop()
+        key = (loop, asyncio.Event())
+        with self._cond:
+            self._async_waiters.add(key)
+        try:
+            i = 0
+            while True:
+                with self._cond:
+                    new, done = self._pieces[i:], self._done
+                    if not new and not done:
+                        key[1].clear()      # under the lock: a piece pushed after this sets it again
+                if new:
+                    i += len(new)
+                    for piece in new:
+                        yield piece
+                elif done:
+                    if self._error is not None:
+                        raise self._error
+                    return
+                else:
+                    await key[1].wait()
+        finally:
+            with self._cond:
+                self._async_waiters.discard(key)
+
+    async def aresult(self):
+        """The Completion, awaited on an asyncio loop."""
+        async for _ in self.astream():
+            pass
+        if self._error is not None:
+            raise self._error
+        return self._completion
+
+    # ---- called by the scheduler thread ----
+
+    def _push(self, piece: str | None = None, *, completion=None, error: BaseException | None = None) -> None:
+        with self._cond:
+            if piece:
+                self._pieces.append(piece)
+            if completion is not None or error is not None:
+                self._completion, self._error, self._done = completion, error, True
+            self._cond.notify_all()
+            waiters = list(self._async_waiters)
+        for loop, event in waiters:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:    # that loop is closed
+                pass
+
+    def __repr__(self):
+        return f"RequestHandle(id={self.id!r}, done={self._done})"
+
+
+class _Request:
+    """A request's state on the scheduler thread."""
+
+    def __init__(self, handle, ids, sampler, matcher, max_tokens, stops, n_logprobs, criteria, ignore_eos,
+                 detok, t_submit):
+        self.handle = handle
+        self.prompt = ids
+        self.n_prompt = len(ids)
+        self.known: list[int] = list(ids)         # prompt + generated: what the sequence must cache
+        self.hist = np.zeros(len(ids) + max_tokens, dtype=np.int32)   # for the sampler's penalties
+        self.hist[:len(ids)] = ids
+        self.sampler, self.matcher, self.max_tokens = sampler, matcher, max_tokens
+        self.stops, self.n_logprobs, self.criteria, self.ignore_eos = stops, n_logprobs, criteria, ignore_eos
+        self.detok = detok
+        self.generated: list[int] = []
+        self.logprobs: list[dict[int, float]] | None = [] if n_logprobs is not None else None
+        self.text: list[str] = []
+        self.masked: np.ndarray | None = None
+        self.seq: int | None = None
+        self.n_cached = 0
+        self.state = WAITING
+        self.admitted_at = 0                      # admission order, for preemption (newest first)
+        self.t_submit = t_submit
+        self.t_last: float | None = None
+        self.loras: list = []                     # [(LoraAdapter, scale)] applied to its rows
+        self.lora_key: tuple = ()                 # what its cached positions were computed with
+
+    def body_end(self, exact: bool) -> int:
+        """Positions before this run in prefill chunks; the rest one token per step (exact shapes)."""
+        return self.n_prompt - 1 if exact else len(self.known)
+
+
+class Scheduler:
+    """Continuous batching over one engine (see the module docstring).
+
+    n_seq_max: sequences run at once. max_batch_tokens: tokens per step (decodes first, then prefill
+    chunks). max_queue: waiting requests before submit() raises QueueFullError (None: unbounded).
+    n_ctx: per-sequence context (default engine.n_ctx). n_pages: KV pages of the pool (default: room
+    for n_seq_max full contexts). pool: a SequencePool to use instead of a new one.
+    """
+
+    def __init__(self, engine, *, n_seq_max: int = 8, max_batch_tokens: int = 512, max_queue: int | None = None,
+                 n_ctx: int | None = None, n_pages: int | None = None, pool: SequencePool | None = None):
+        for name, v in (("n_seq_max", n_seq_max), ("max_batch_tokens", max_batch_tokens)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InvalidArgumentError(f"{name} must be an int >= 1, got {v!r}")
+        if max_queue is not None and (isinstance(max_queue, bool) or not isinstance(max_queue, int)
+                                      or max_queue < 0):
+            raise InvalidArgumentError(f"max_queue must be an int >= 0 or None, got {max_queue!r}")
+        self.engine = engine
+        self.pool = pool if pool is not None else SequencePool(engine, n_seq_max, n_ctx=n_ctx, n_pages=n_pages)
+        self.n_seq_max = self.pool.n_seq_max
+        self.n_ctx = self.pool.n_ctx
+        self.max_batch_tokens, self.max_queue = max_batch_tokens, max_queue
+        self._exact = not getattr(self.pool, "position_invariant", False)
+        self._lock = threading.Condition()
+        self._incoming: deque[_Request] = deque()    # submitted, not yet seen by the thread
+        self._waiting: deque[_Request] = deque()     # the thread's queue (preempted ones at the head)
+        self._running: list[_Request] = []           # holding a sequence, in admission order
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._ids = itertools.count()
+        self._admissions = itertools.count()
+        self._listeners: list[Callable] = []
+        self._eog = engine.tokenizer.eog_ids
+        self._m = {"prompt_tokens_total": 0, "generation_tokens_total": 0, "prefix_cache_hits_total": 0,
+                   "request_success_total": {"stop": 0, "length": 0, "cancelled": 0}, "request_failure_total": 0,
+                   "num_preemptions_total": 0, "num_steps_total": 0, "step_time_total": 0.0,
+                   "forward_time_total": 0.0, "step_tokens_total": 0}
+
+    # ---- lifecycle ----
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and not self._stopping
+
+    def start(self) -> "Scheduler":
+        with self._lock:
+            if self._thread is not None:
+                if self._stopping:
+                    raise SchedulerStoppedError("this scheduler was stopped; make a new one")
+                return self
+            self._thread = threading.Thread(target=self._loop, name="oxillama-scheduler", daemon=True)
+            self._thread.start()
+        log.info("scheduler started: n_seq_max %d, max_batch_tokens %d, %d KV pages of %d", self.n_seq_max,
+                 self.max_batch_tokens, self.pool.n_pages, self.pool.page_size)
+        return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop the thread; requests not finished end with finish_reason "cancelled"."""
+        with self._lock:
+            if self._thread is None:
+                self._stopping = True
+                return
+            self._stopping = True
+            self._lock.notify_all()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    def __enter__(self) -> "Scheduler":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _wake(self) -> None:
+        with self._lock:
+            self._lock.notify_all()
+
+    # ---- submitting ----
+
+    def submit(self, prompt, **kwargs) -> RequestHandle:
+        """Queue a generation of prompt (text or token ids) with engine.generate()'s keywords, plus
+        ignore_eos=True (generate past end-of-generation tokens). Bad arguments raise here."""
+        self._check_running()
+        req = self._prepare(prompt, kwargs)
+        with self._lock:
+            self._check_running()
+            if self.max_queue is not None and len(self._incoming) + len(self._waiting) >= self.max_queue:
+                raise QueueFullError(f"{self.max_queue} requests are already waiting (max_queue={self.max_queue})")
+            self._incoming.append(req)
+            self._lock.notify_all()
+        return req.handle
+
+    def _check_running(self) -> None:
+        if self._stopping:
+            raise SchedulerStoppedError("the scheduler was stopped")
+        if self._thread is None:
+            raise SchedulerStoppedError("the scheduler is not running: call start() (or use it as a context manager)")
+
+    async def stream(self, prompt, **kwargs) -> AsyncIterator[str]:
+        """submit() and the request's pieces on an asyncio loop; closing the stream early cancels it."""
+        handle = self.submit(prompt, **kwargs)
+        try:
+            async for piece in handle.astream():
+                yield piece
+        finally:
+            handle.cancel()
+
+    def _prepare(self, prompt, kwargs: dict) -> _Request:
+        """Validate a request as engine.generate() does and build its sampler, grammar and stop state."""
+        from oxillama.sampling import StoppingCriteriaList, StopStrings, resolve_generate_kwargs
+        engine = self.engine
+        kwargs = dict(kwargs)
+        for name in ("stream", "callback"):
+            if name in kwargs:
+                raise InvalidArgumentError(f"{name}= is not a submit() argument: iterate the handle for pieces")
+        num_beams, speculative = kwargs.pop("num_beams", 1), kwargs.pop("speculative", None)
+        kwargs.pop("speculative_k", None)
+        if num_beams != 1 or speculative not in (None, False):
+            raise InvalidArgumentError("num_beams and speculative are engine.generate() options; the scheduler "
+                                       "samples one token per step")
+        seed = kwargs.pop("seed", None)
+        grammar = kwargs.pop("grammar", None)
+        response_format = kwargs.pop("response_format", None)
+        ignore_eos = kwargs.pop("ignore_eos", False)
+        from oxillama.lora import check_loras
+        loras = check_loras(kwargs.pop("lora", None))   # [(LoraAdapter, scale)] for this request's rows
+        for adapter, _ in loras:
+            adapter.bind(engine)
+        if not isinstance(ignore_eos, bool):
+            raise InvalidArgumentError(f"ignore_eos must be a bool, got {ignore_eos!r}")
+        config, other = resolve_generate_kwargs(**kwargs)
+        max_tokens = other.pop("max_tokens", 256)
+        stops = other.pop("stop", [])
+        n_logprobs = other.pop("logprobs", None)
+        processors = other.pop("logits_processor", None)
+        criteria = other.pop("stopping_criteria", None)
+        if other:
+            raise InvalidArgumentError(f"unknown generate() argument(s): {', '.join(sorted(other))}")
+        if n_logprobs is not None and (isinstance(n_logprobs, bool) or not isinstance(n_logprobs, int)
+                                       or n_logprobs < 0):
+            raise InvalidArgumentError(f"logprobs must be an int >= 0, got {n_logprobs!r}")
+        criteria = StoppingCriteriaList(criteria if isinstance(criteria, (list, tuple)) else
+                                        [criteria] if criteria is not None else [])
+        if grammar is not None and response_format is not None:
+            raise InvalidArgumentError("give grammar or response_format, not both")
+        if response_format is not None:
+            from oxillama.grammar import grammar_from_response_format
+            grammar = grammar_from_response_format(response_format)
+        if prompt is None:
+            raise InvalidArgumentError("the scheduler needs a prompt (it does not continue a session)")
+        ids = engine._encode_prompt(prompt)
+        if len(ids) >= self.n_ctx:
+            raise ContextOverflowError(f"the prompt has {len(ids)} tokens; n_ctx={self.n_ctx}")
+        room = self.n_ctx - len(ids) + 1     # the last sampled token is never run
+        if max_tokens is None:
+            max_tokens = room
+        elif max_tokens > room:
+            raise ContextOverflowError(f"{len(ids)} prompt tokens + max_tokens={max_tokens} exceed "
+                                       f"n_ctx={self.n_ctx}")
+        pages = -(-(len(ids) + max_tokens - 1) // self.pool.page_size)
+        if pages > self.pool.n_pages:
+            raise KVPoolExhaustedError(f"{len(ids)} prompt tokens + max_tokens={max_tokens} need {pages} KV pages; "
+                                       f"the pool has {self.pool.n_pages}")
+        stop_state = StopStrings(stops)
+        sampler = engine._new_sampler(config, seed, processors)
+        matcher = engine._new_matcher(grammar) if grammar is not None else None
+        handle = RequestHandle(self, f"req-{next(self._ids)}")
+        handle.stats["n_prompt_tokens"] = len(ids)
+        req = _Request(handle, ids, sampler, matcher, max_tokens, stop_state, n_logprobs, criteria, ignore_eos,
+                       engine.tokenizer.detokenizer(), time.perf_counter())
+        req.loras = loras
+        req.lora_key = tuple((a.sha256, sc) for a, sc in loras if sc != 0.0)
+        return req
+
+    # ---- metrics ----
+
+    def add_listener(self, fn: Callable[[RequestHandle], None]) -> None:
+        """fn(handle) is called on the scheduler thread when a request finishes (its stats are final)."""
+        self._listeners.append(fn)
+
+    def remove_listener(self, fn) -> None:
+        self._listeners.remove(fn)
+
+    def metrics(self) -> dict:
+        """Counters since start, and the current load.
+
+        num_requests_running / num_requests_waiting, kv_cache_usage_perc (pages in use / pages, 0..1),
+        prompt_tokens_total (prompt tokens of admitted requests), generation_tokens_total,
+        request_success_total (by finish reason), request_failure_total, prefix_cache_hits_total (prompt
+        tokens shared with live sequences), num_preemptions_total, and the step timing: num_steps_total,
+        step_time_total (s, whole steps), forward_time_total (s, inside pool.step), step_tokens_total.
+        Per-request latencies are in each handle's stats; add_listener() sees every finished one.
+        """
+        with self._lock:
+            m = dict(self._m)
+            m["request_success_total"] = dict(self._m["request_success_total"])
+            m["num_requests_running"] = len(self._running)
+            m["num_requests_waiting"] = len(self._waiting) + len(self._incoming)
+        m["kv_cache_usage_perc"] = 1.0 - self.pool.free_pages / self.pool.n_pages
+        return m
+
+    # ---- the scheduler thread ----
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                with self._lock:
+                    while not (self._stopping or self._incoming or self._waiting or self._running):
+                        self._lock.wait()
+                    if self._stopping:
+                        break
+                    self._waiting.extend(self._incoming)
+                    self._incoming.clear()
+                self._step()
+        except BaseException as e:      # a bug: fail every request rather than leave them hanging
+            log.exception("scheduler thread failed")
+            self._fail_all(e)
+            raise
+        finally:
+            with self._lock:
+                self._stopping = True
+                pending = list(self._running) + list(self._waiting) + list(self._incoming)
+                self._incoming.clear()
+            for req in pending:
+                if req.state != FINISHED:
+                    self._finish(req, "cancelled")
+
+    def _fail_all(self, error: BaseException) -> None:
+        with self._lock:
+            pending = list(self._running) + list(self._waiting) + list(self._incoming)
+            self._incoming.clear()
+        for req in pending:
+            if req.state != FINISHED:
+                self._finish(req, None, error)
+
+    def _step(self) -> None:
+        t0 = time.perf_counter()
+        for req in [r for r in list(self._running) + list(self._waiting) if r.handle._cancelled]:
+            self._finish(req, "cancelled")
+        items, reqs = self._schedule()
+        if not items:
+            return
+        t1 = time.perf_counter()
+        try:
+            outs = self.pool.step(items)
+        except KVPoolExhaustedError:        # the page estimate was short: make room and plan again
+            log.debug("pool exhausted by a planned step: preempting")
+            self._preempt(self._running[-1])
+            return
+        except OxillamaError as e:
+            log.error("a step of %d sequences failed: %s", len(items), e)
+            for req in reqs:
+                self._finish(req, None, e)
+            return
+        t2 = time.perf_counter()
+        for (seq, toks, _), req, logits in zip(items, reqs, outs):
+            req.n_cached += len(toks)
+            if req.n_cached == len(req.known):
+                try:
+                    self._advance(req, logits, t2)
+                except Exception as e:     # a logits processor, stopping criterion or grammar raised
+                    log.error("request %s failed: %s", req.handle.id, e)
+                    self._finish(req, None, e)
+        t3 = time.perf_counter()
+        with self._lock:
+            m = self._m
+            m["num_steps_total"] += 1
+            m["step_time_total"] += t3 - t0
+            m["forward_time_total"] += t2 - t1
+            m["step_tokens_total"] += sum(len(t) for _, t, _ in items)
+
+    def _schedule(self) -> tuple[list, list[_Request]]:
+        """The step's items: decodes first, then prefill chunks within the token budget and free pages.
+        Preempts the newest running requests when the decodes need more pages than are free."""
+        while True:
+            decodes = [r for r in self._running if r.n_cached >= r.body_end(self._exact)]
+            need = sum(self.pool.pages_needed(r.seq, 1) for r in decodes)
+            if need <= self.pool.free_pages or not self._running:
+                break
+            self._preempt(self._running[-1])
+        budget = self.max_batch_tokens
+        items, reqs = [], []
+        for r in decodes[:budget]:
+            items.append((r.seq, r.known[r.n_cached:r.n_cached + 1], False))
+            reqs.append(r)
+        budget -= len(items)
+        free = self.pool.free_pages - need
+        for r in self._running:           # requests already prefilling, oldest first
+            if budget <= 0:
+                break
+            if r in reqs:
+                continue
+            take = self._chunk(r, budget, free, bool(items))
+            if take:
+                free -= self.pool.pages_needed(r.seq, take)
+                items.append((r.seq, r.known[r.n_cached:r.n_cached + take], False))
+                reqs.append(r)
+                budget -= take
+        while self._waiting and budget > 0 and len(self._running) < self.n_seq_max:
+            r = self._waiting[0]
+            if r.handle._cancelled:
+                break               # finished at the next step
+            if not self._admit(r):
+                break
+            take = self._chunk(r, budget, free, bool(items))
+            if not take:
+                self._unadmit(r)
+                break
+            self._waiting.popleft()
+            free -= self.pool.pages_needed(r.seq, take)
+            items.append((r.seq, r.known[r.n_cached:r.n_cached + take], False))
+            reqs.append(r)
+            budget -= take
+        if not items and self._running:
+            # nothing fits: the running sequences hold all pages (prefills that cannot both finish);
+            # the newest gives its pages back so the older ones go on
+            self._preempt(self._running[-1])
+        return items, reqs
+
+    def _chunk(self, r: _Request, budget: int, free_pages: int, others: bool) -> int:
+        """Tokens of r to run this step within budget tokens and free_pages pages (0: none now)."""
+        end = r.body_end(self._exact)
+        if r.n_cached >= end:
+            take = 1 if self.pool.pages_needed(r.seq, 1) <= free_pages else 0
+            return min(take, budget)
+        remaining = end - r.n_cached
+        take = min(remaining, budget)
+        # pages: shrink to what fits
+        while take and self.pool.pages_needed(r.seq, take) > free_pages:
+            fit = take - self.pool.page_size
+            take = max(fit, 0) if fit < take else 0
+        if take < remaining and self._exact and others:
+            # keep every chunk >= MIN_EXACT_CHUNK so its logits are those of generate()'s prefill
+            if remaining - take < MIN_EXACT_CHUNK:
+                take = remaining - MIN_EXACT_CHUNK
+            if take < MIN_EXACT_CHUNK:
+                return 0
+        return max(take, 0)
+
+    def _admit(self, r: _Request) -> bool:
+        """Give r a sequence, forking the live one that caches the longest prefix of its tokens."""
+        best, shared = None, 0
+        for other in self._running:
+            if other.lora_key != r.lora_key:   # cached K/V computed with other adapters
+                continue
+            k = _common_prefix(other.known, r.known, other.n_cached)
+            if self._exact:
+                # only positions both prefill in chunks of >= MIN_EXACT_CHUNK, as generate() does
+                k = min(k, other.body_end(True), r.body_end(True) - MIN_EXACT_CHUNK)
+                if other.body_end(True) < MIN_EXACT_CHUNK:
+                    k = 0
+            else:
+                k = min(k, len(r.known) - 1)
+            if k > shared:
+                best, shared = other, k
+        try:
+            r.seq = self.pool.fork(best.seq, shared) if best is not None else self.pool.add()
+        except BatchError:
+            return False
+        if r.loras:
+            self.pool.set_loras(r.seq, r.loras)
+        r.n_cached = shared
+        r.state = PREFILL
+        r.admitted_at = next(self._admissions)
+        first = r.handle.stats["queue_time"] is None
+        if first:
+            r.handle.stats["queue_time"] = time.perf_counter() - r.t_submit
+            r.handle.stats["n_cached_prompt_tokens"] = min(shared, r.n_prompt)
+        with self._lock:
+            self._running.append(r)
+            if first:
+                self._m["prompt_tokens_total"] += r.n_prompt
+                self._m["prefix_cache_hits_total"] += min(shared, r.n_prompt)
+        return True
+
+    def _unadmit(self, r: _Request) -> None:
+        self.pool.remove(r.seq)
+        r.seq, r.n_cached, r.state = None, 0, WAITING
+        with self._lock:
+            self._running.remove(r)
+
+    def _preempt(self, r: _Request) -> None:
+        """Free r's pages; it waits at the head of the queue to be recomputed (its tokens are kept)."""
+        log.debug("preempting %s (%d positions cached)", r.handle.id, r.n_cached)
+        self.pool.remove(r.seq)
+        r.seq, r.n_cached, r.state = None, 0, WAITING
+        with self._lock:
+            self._running.remove(r)
+            self._waiting.appendleft(r)
+            self._m["num_preemptions_total"] += 1
+
+    # ---- per request: sampling and output, as InferenceEngine._generate_iter ----
+
+    def _sample(self, r: _Request, logits: np.ndarray) -> int:
+        history = r.hist[:len(r.known)]
+        token = int(r.sampler.sample(logits, history))
+        m = r.matcher
+        if m is None or m.is_token_allowed(token):
+            return token
+        if r.masked is None:
+            r.masked = np.empty_like(logits)
+        m.apply_to_logits(logits, out=r.masked)
+        return int(r.sampler.sample(r.masked, history))
+
+    def _advance(self, r: _Request, logits: np.ndarray, now: float) -> None:
+        """r's last known token was run: sample the next one and emit its text; maybe finish."""
+        from oxillama.sampling import token_logprobs, top_logprobs
+        r.state = DECODE
+        token = self._sample(r, logits)
+        stats = r.handle.stats
+        if r.t_last is None:
+            stats["time_to_first_token"] = now - r.t_submit
+        else:
+            stats["inter_token_latencies"].append(now - r.t_last)
+        r.t_last = now
+        r.generated.append(token)
+        r.known.append(token)
+        r.hist[len(r.known) - 1] = token
+        stats["n_generated_tokens"] = len(r.generated)
+        with self._lock:
+            self._m["generation_tokens_total"] += 1
+        if r.logprobs is not None:
+            ids, lps = top_logprobs(logits, r.n_logprobs)
+            entry = {int(i): float(v) for i, v in zip(ids, lps)}
+            if token not in entry:
+                entry[token] = float(token_logprobs(logits, [token])[0])
+            r.logprobs.append(entry)
+        if r.matcher is not None:
+            r.matcher.accept_token(token)
+        if token in self._eog and not r.ignore_eos:
+            return self._finish(r, "stop")
+        text, stopped = r.stops.feed(r.detok.add(token))
+        self._emit(r, text)
+        if stopped:
+            return self._finish(r, "stop", flush=False)
+        if r.criteria and r.criteria(r.known, logits):
+            return self._finish(r, "stop")
+        if r.matcher is not None and r.matcher.is_finished:
+            return self._finish(r, "stop")
+        if len(r.generated) >= r.max_tokens:
+            return self._finish(r, "length")
+
+    def _emit(self, r: _Request, text: str) -> None:
+        if text:
+            r.text.append(text)
+            r.handle._push(text)
+
+    def _finish(self, r: _Request, reason: str | None, error: BaseException | None = None, *,
+                flush: bool = True) -> None:
+        """End r: free its sequence, complete its handle (with reason, or with error), tell listeners."""
+        from oxillama.runtime.completion import Completion, Timings, Usage, logprob_entries
+        if r.state == FINISHED:
+            return
+        if flush and error is None and reason != "cancelled":
+            text, stopped = r.stops.feed(r.detok.flush())
+            self._emit(r, text + ("" if stopped else r.stops.flush()))
+        if r.seq is not None:
+            self.pool.remove(r.seq)
+            r.seq = None
+        r.state = FINISHED
+        with self._lock:
+            if r in self._running:
+                self._running.remove(r)
+            if r in self._waiting:
+                self._waiting.remove(r)
+            if error is None:
+                self._m["request_success_total"][reason] = self._m["request_success_total"].get(reason, 0) + 1
+            else:
+                self._m["request_failure_total"] += 1
+        stats = r.handle.stats
+        stats["e2e_latency"] = time.perf_counter() - r.t_submit
+        completion = None
+        if error is None:
+            ttft = stats.get("time_to_first_token") or stats["e2e_latency"]
+            timings = Timings(r.n_prompt - (stats.get("n_cached_prompt_tokens") or 0), ttft * 1e3, len(r.generated),
+                              (stats["e2e_latency"] - ttft) * 1e3, ttft * 1e3)
+            completion = Completion(
+                "".join(r.text), tokens=r.generated, finish_reason=reason, logprobs=r.logprobs,
+                usage=Usage(r.n_prompt, len(r.generated)), timings=timings,
+                token_logprobs=None if r.logprobs is None else logprob_entries(r.generated, r.logprobs,
+                                                                               self.engine._token_text))
+        r.handle._push(completion=completion, error=error)
+        for fn in list(self._listeners):
+            try:
+                fn(r.handle)
+            except Exception:
+                log.exception("a scheduler listener raised")
+
+
+def _common_prefix(a: list[int], b: list[int], limit: int) -> int:
+    n = min(len(a), len(b), limit)
+    if n == 0:
+        return 0
+    x, y = np.asarray(a[:n]), np.asarray(b[:n])
+    diff = np.flatnonzero(x != y)
+    return int(diff[0]) if diff.size else n

@@ -1,0 +1,61 @@
+/* <immintrin.h> for compiling the AVX-512 tiers on a CPU without AVX-512 (tests/native/test_simd_tiers.py):
+ * the compiler's own header for the instructions this machine has (AVX2, FMA, F16C: the AVX-512
+ * sources use them too and they run natively), then SIMDe (Debian: libsimde-dev), whose native
+ * aliases turn every _mm512_* / __m512* name used afterwards into its portable implementation.
+ *
+ * SIMDe 0.7.4 lacks a few intrinsics the kernels use; they are modelled below in plain C from the
+ * Intel definitions, with the summation order of GCC's own header where the order shows in a float
+ * result. Each one names the instruction it stands for. */
+#ifndef OXL_TEST_SIMDE_IMMINTRIN_H
+#define OXL_TEST_SIMDE_IMMINTRIN_H
+
+#include_next <immintrin.h>
+
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+
+#include <string.h>
+
+/* VCVTDQ2PS zmm: 16 int32 -> float, each rounded to nearest even (exactly what the 256-bit form does) */
+static inline simde__m512 oxl_model_mm512_cvtepi32_ps(simde__m512i a) {
+    int32_t i[16];
+    float f[16];
+    memcpy(i, &a, sizeof(i));
+    for (int k = 0; k < 16; k++) f[k] = (float)i[k];
+    simde__m512 r;
+    memcpy(&r, f, sizeof(f));
+    return r;
+}
+
+/* VCVTPH2PS zmm, ymm: 16 binary16 -> float (exact) through the 256-bit F16C instruction, twice */
+static inline simde__m512 oxl_model_mm512_cvtph_ps(simde__m256i a) {
+    __m128i h[2];
+    memcpy(h, &a, sizeof(h));
+    __m256 f[2] = {_mm256_cvtph_ps(h[0]), _mm256_cvtph_ps(h[1])};
+    simde__m512 r;
+    memcpy(&r, f, sizeof(f));
+    return r;
+}
+
+/* _mm512_reduce_add_ps (a sequence, not one instruction): GCC's order, upper 256 + lower 256, then
+ * upper 128 + lower 128, then lanes {0,1} + {2,3}, then lane 0 + lane 1 */
+static inline float oxl_model_mm512_reduce_add_ps(simde__m512 a) {
+    float v[16], t3[8], t6[4];
+    memcpy(v, &a, sizeof(v));
+    for (int k = 0; k < 8; k++) t3[k] = v[8 + k] + v[k];
+    for (int k = 0; k < 4; k++) t6[k] = t3[4 + k] + t3[k];
+    const float t80 = t6[0] + t6[2], t81 = t6[1] + t6[3];
+    return t80 + t81;
+}
+
+/* SIMDe 0.7.4's alias of _mm512_madd_epi16 (VPMADDWD) takes the masked form's four arguments */
+#undef _mm512_madd_epi16
+#define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16(a, b)
+#undef _mm512_cvtepi32_ps
+#define _mm512_cvtepi32_ps(a) oxl_model_mm512_cvtepi32_ps(a)
+#undef _mm512_cvtph_ps
+#define _mm512_cvtph_ps(a) oxl_model_mm512_cvtph_ps(a)
+#undef _mm512_reduce_add_ps
+#define _mm512_reduce_add_ps(a) oxl_model_mm512_reduce_add_ps(a)
+
+#endif

@@ -1,0 +1,103 @@
+"""Batch invariance of the products: every output element of a matmul is the very float that the
+tier's vec_dot gives for its (weight row, activation row), bit for bit, whatever the number of
+activation rows, the row range a thread was given, or the thread count. This is what makes a token's
+logits the same in a one-token decode, a k-token verify, a batch of sequences and a prefill; no
+tolerance applies (np.array_equal).
+
+Oracle: the tier's own vec_dot, called per element. Checked for every type that has a vec_dot, on
+every usable tier (scalar and NEON have no multi-row kernel: there gemm is vec_dot per output).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from oxillama import _core
+from oxillama.quant import GGMLType, quantize, type_info
+
+from .helpers import qid, rng_rows
+
+TIERS = _core.usable_tiers()
+TYPES_WITH_VEC_DOT = [name for _, (name, *_rest, has_vec_dot) in sorted(_core.type_table().items())
+                      if has_vec_dot and name in GGMLType.__members__]
+# activation row counts: decode, verify and batched-decode sizes, the kernels' group and chunk
+# boundaries (groups of 4, small batch <= 16, chunks of 64 activation rows), prefill-like sizes
+N_ACT = (1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64, 65, 130)
+N_ACT_MAX = max(N_ACT)
+W_ROWS = 37   # not a multiple of the 4-row tiles / 4-row chunks
+# row ranges as threads and forward.c's matmul_share hand them out, and ones that start and end mid-tile
+ROW_RANGES = ((0, W_ROWS), (1, 30), (5, 6), (3, 37), (16, 32))
+# (cols) per block size: an odd and an even number of blocks, and for 32-value blocks more blocks than
+# one decoded panel holds (64) with an odd tail
+COLS = {1: (77, 160), 32: (288, 320, 4256), 256: (768, 1024)}
+HOT_TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K")
+
+
+def _act_type(qtype: str) -> str:
+    return GGMLType(_core.vec_dot_type(qid(qtype))).name
+
+
+def _case(qtype: str, cols: int, tier: str, seed: int):
+    rng = np.random.default_rng(seed)
+    W = rng_rows(rng, W_ROWS, cols)
+    w = quantize(W, qtype)
+    X = rng_rows(rng, N_ACT_MAX, cols)
+    act = _act_type(qtype)
+    # the tier's fast activation quantizer, as matmul uses it; blocks never straddle rows
+    xq = X.view(np.uint8) if act == "F32" else quantize(X, act, tier=tier, reference=False)
+    xq = np.ascontiguousarray(xq).reshape(N_ACT_MAX, -1)
+    wr = np.ascontiguousarray(w).view(np.uint8).reshape(W_ROWS, -1)
+    expect = np.empty((N_ACT_MAX, W_ROWS), np.float32)
+    for j in range(N_ACT_MAX):
+        for r in range(W_ROWS):
+            expect[j, r] = _core.vec_dot(qid(qtype), wr[r], xq[j], cols, tier)
+    return X, wr.reshape(-1), xq, expect
+
+
+def _cols_for(qtype: str):
+    return COLS[type_info(qtype).block_size]
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("qtype", TYPES_WITH_VEC_DOT)
+def test_gemm_range_equals_vec_dot_bit_for_bit(qtype, tier):
+    for ci, cols in enumerate(_cols_for(qtype)):
+        X, w, xq, expect = _case(qtype, cols, tier, seed=ci)
+        for n in N_ACT:
+            xq_n = np.ascontiguousarray(xq[:n]).reshape(-1)
+            for r0, r1 in ROW_RANGES:
+                Y = np.full((n, W_ROWS), np.nan, np.float32)
+                _core.gemm_range(w, qid(qtype), W_ROWS, cols, xq_n, n, Y, r0, r1, tier)
+                assert np.array_equal(Y[:, r0:r1], expect[:n, r0:r1]), (qtype, tier, cols, n, (r0, r1))
+                # nothing outside the range is written
+                assert np.isnan(Y[:, :r0]).all() and np.isnan(Y[:, r1:]).all()
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("qtype", TYPES_WITH_VEC_DOT)
+def test_matmul_and_matvec_equal_vec_dot_on_1_and_2_threads(qtype, tier):
+    cols = _cols_for(qtype)[0]
+    X, w, xq, expect = _case(qtype, cols, tier, seed=7)
+    for n in (1, 2, 5, 8, 17, 130):
+        for n_threads in (1, 2):
+            Y = np.full((n, W_ROWS), np.nan, np.float32)
+            _core.matmul(w, qid(qtype), W_ROWS, cols, np.ascontiguousarray(X[:n]), Y, n_threads, tier)
+            assert np.array_equal(Y, expect[:n]), (qtype, tier, n, n_threads)
+    for j in (0, 1, 129):
+        for n_threads in (1, 2):
+            y = np.full(W_ROWS, np.nan, np.float32)
+            _core.matvec(w, qid(qtype), W_ROWS, cols, np.ascontiguousarray(X[j]), y, n_threads, tier)
+            assert np.array_equal(y, expect[j]), (qtype, tier, j, n_threads)
+
+
+@pytest.mark.parametrize("tier", [t for t in TIERS if t in ("avx2", "avx512", "avx512vnni")])
+def test_x86_tiers_keep_their_multi_row_kernels(tier):
+    """The pairing rule in dispatch.c drops a gemm whose vec_dot was replaced by a higher tier; the
+    AVX-512 tier's vec_dots sum in the AVX2 order, so the hot types keep their fast matmul there."""
+    missing = [t for t in HOT_TYPES if not _core.has_gemm(qid(t), tier)]
+    assert missing == []
+
+
+def test_scalar_tier_has_no_multi_row_kernel():
+    """Scalar matmul is vec_dot per output, invariant by construction."""
+    assert not any(_core.has_gemm(qid(t), "scalar") for t in TYPES_WITH_VEC_DOT)
