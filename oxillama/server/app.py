@@ -25,15 +25,10 @@ log = logging.getLogger("oxillama")
 def load(state: ServerState) -> None:
     """Load the engine and start the scheduler (blocking; runs on a worker thread at startup)."""
     from oxillama.runtime import InferenceEngine
+    from oxillama.runtime.scheduler import Scheduler
 
     c = state.config
     engine = InferenceEngine.from_gguf(c.model, n_ctx=c.n_ctx, n_threads=c.threads)
-    try:
-        from oxillama.runtime.scheduler import Scheduler
-    except ModuleNotFoundError:     # TRANSITIONAL until the scheduler lands: no generation endpoints
-        log.warning("oxillama.runtime.scheduler is missing: generation endpoints answer 503")
-        state.engine = engine
-        return
     try:
         scheduler = Scheduler(engine, n_seq_max=c.parallel, max_batch_tokens=c.max_batch_tokens,
                               max_queue=c.max_queue, n_ctx=c.n_ctx or None)

@@ -35,15 +35,12 @@ def error_response(status: int, message: str, type: str, param: str | None = Non
 
 def classify(exc: BaseException) -> tuple[int, str]:
     """(HTTP status, OpenAI error type) for an exception from the engine or the scheduler."""
-    # the batch errors exist once the scheduler has landed; looked up by name so this module does not
-    # depend on which of them are defined yet
-    name = type(exc).__name__
-    if isinstance(exc, ox.ContextOverflowError) or name == "KVPoolExhaustedError":
+    if isinstance(exc, (ox.ContextOverflowError, ox.KVPoolExhaustedError)):
         # (the pool error escapes submit() only for a request larger than the whole KV pool)
         return 400, "exceed_context_size_error"
-    if name == "QueueFullError":
+    if isinstance(exc, ox.QueueFullError):
         return 429, "rate_limit_error"
-    if name == "SchedulerStoppedError":
+    if isinstance(exc, ox.SchedulerStoppedError):
         return 503, "server_error"
     if isinstance(exc, (ox.InvalidArgumentError, ox.GrammarError, ox.TokenizerError, ValueError)):
         return 400, "invalid_request_error"

@@ -44,14 +44,10 @@ class ServerState:
 
     @property
     def ready(self) -> bool:
-        return self.engine is not None
+        return self.scheduler is not None
 
     def require_ready(self) -> None:
         if self.load_error is not None:
             raise APIError(503, f"the model failed to load: {self.load_error}", "server_error")
         if not self.ready:
             raise APIError(503, "the model is loading", "server_error")
-
-    def require_scheduler(self) -> None:
-        if self.scheduler is None:
-            raise APIError(503, "generation is not available: this build has no scheduler", "server_error")

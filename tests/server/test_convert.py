@@ -127,4 +127,7 @@ def test_error_classification():
     assert classify(ox.InvalidArgumentError("x")) == (400, "invalid_request_error")
     assert classify(ox.GrammarError("x")) == (400, "invalid_request_error")
     assert classify(ox.ChatTemplateError("x")) == (400, "invalid_request_error")
+    assert classify(ox.QueueFullError("x")) == (429, "rate_limit_error")
+    assert classify(ox.SchedulerStoppedError("x")) == (503, "server_error")
+    assert classify(ox.KVPoolExhaustedError("x")) == (400, "exceed_context_size_error")
     assert classify(RuntimeError("x")) == (500, "server_error")

@@ -10,7 +10,6 @@ import time
 import pytest
 
 openai = pytest.importorskip("openai")
-pytest.importorskip("oxillama.runtime.scheduler", reason="generation needs the Scheduler (not merged yet)")
 jsonschema = pytest.importorskip("jsonschema")
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]

@@ -9,7 +9,6 @@ import time
 import pytest
 
 openai = pytest.importorskip("openai")
-pytest.importorskip("oxillama.runtime.scheduler", reason="generation needs the Scheduler (not merged yet)")
 
 
 def _running(server) -> float:

@@ -37,7 +37,6 @@ def _usage(handles, n, completions) -> UsageInfo:
 
 @router.post("/v1/chat/completions")
 async def chat_completions(req: ChatCompletionRequest, request: Request, state: ServerState = Depends(ready_state)):
-    state.require_scheduler()
     kwargs = convert.generate_kwargs(req, state.engine.n_vocab, state.engine.tokenizer.eog_ids)
     n_top = convert.requested_logprobs(req)
     prompt = chat_prompt(state, req)

@@ -45,7 +45,6 @@ def _usage(handles, n, completions) -> UsageInfo:
 async def completions(req: CompletionRequest, request: Request, state: ServerState = Depends(ready_state)):
     if req.suffix:
         raise APIError(400, "suffix (fill-in-the-middle) is not supported", param="suffix")
-    state.require_scheduler()
     engine = state.engine
     prompts = _prompts(req)
     kwargs = convert.generate_kwargs(req, engine.n_vocab, engine.tokenizer.eog_ids)
