@@ -8,7 +8,7 @@
 #include "matmul.h"
 #include "selftest.h"
 
-/* vec_dot, gemm_tile, matvec, matmul against scalar: |tier - scalar| <= RTOL * sum_i |w_i a_i|.
+/* vec_dot, gemm (also bit-exact to the tier's own vec_dot), matvec, matmul against scalar: |tier - scalar| <= RTOL * sum_i |w_i a_i|.
  * The same integer block sums, only the float summation order differs (tests/quant/test_legacy.py
  * TIER_VS_SCALAR_RTOL); the K-quants scale per 16/32-value sub-block in float as well
  * (tests/quant/test_kquants.py DOT_TOL_VS_SCALAR). */
@@ -325,14 +325,15 @@ static void check_type(checker *c, int type) {
     }
     emit(c, &res);
 
-    /* gemm_tile: OXL_GEMM_TILE_ROWS weight rows x nc activation rows, rows spaced by one spare block
-     * (never read) and outputs lds apart (the padding between never written) */
-    result_init(&res, rt->name, "gemm_tile", kt->gemm_tile ? owner_at(c->k, TYPE_OFF(type, gemm_tile)) : "none");
-    if (kt->gemm_tile && kt->gemm_tile != rt->gemm_tile) {
+    /* gemm: nr <= OXL_GEMM_MAX_W_ROWS weight rows x nc activation rows, rows spaced by one spare block
+     * (never read) and outputs lds apart (the padding between never written). Every output must be
+     * bit-identical to the same tier's vec_dot (batch invariance), and close to the scalar one's. */
+    result_init(&res, rt->name, "gemm", kt->gemm ? owner_at(c->k, TYPE_OFF(type, gemm)) : "none");
+    if (kt->gemm && kt->gemm != rt->gemm) {
         static const int nc_quick[] = {1, 3, 4, 5}, nc_all[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 17};
         const int *ncs = c->thorough ? nc_all : nc_quick;
         const int n_nc = c->thorough ? 11 : 4;
-        const int R = OXL_GEMM_TILE_ROWS, lds = R + 3;
+        const int R = OXL_GEMM_MAX_W_ROWS, lds = R + 3;
         for (int li = 0; li < nlen && li < (c->thorough ? 5 : 2); li++) {
             const int64_t n = lens[li];
             const size_t row = (size_t)oxl_row_size(type, n), w_row = row + rt->type_size;
@@ -355,21 +356,27 @@ static void check_type(checker *c, int type) {
                 const int nc = ncs[ni];
                 const float sentinel = oxl_fp32_from_bits(0x7FC0DEADu);
                 for (int i = 0; i < lds * (ncmax + 1); i++) S[i] = sentinel;
-                kt->gemm_tile((int)n, S, lds, W, w_row, Y, y_row, nc);
+                const int nr = R - (ni % 2);   /* all the rows, or one fewer */
+                kt->gemm((int)n, S, lds, W, w_row, nr, Y, y_row, nc);
                 for (int j = 0; j <= nc && j < ncmax + 1; j++)
                     for (int rr = 0; rr < lds; rr++) {
                         const float got = S[j * lds + rr];
-                        if (j == nc || rr >= R) {
+                        if (j == nc || rr >= nr) {
                             res.cases++;
                             if (oxl_fp32_to_bits(got) != 0x7FC0DEADu)
                                 fail_detail(&res, "n %lld nc %d: wrote S[%d * lds + %d] outside the tile", (long long)n,
                                             nc, j, rr);
                             continue;
                         }
-                        float want = 0;
+                        float want = 0, own = 0;
                         rt->vec_dot((int)n, &want, W + rr * w_row, Y + j * y_row);
+                        kt->vec_dot((int)n, &own, W + rr * w_row, Y + j * y_row);
                         const double tol = dot_rtol(rt) * abs_dot(wd + rr * n, yd + j * n, n);
                         compare(&res, got, want, tol, "n %lld nc %d: S[%d * lds + %d]", (long long)n, nc, j, rr);
+                        res.cases++;
+                        if (oxl_fp32_to_bits(got) != oxl_fp32_to_bits(own))
+                            fail_detail(&res, "n %lld nr %d nc %d: S[%d * lds + %d] = %.9g, the tier's vec_dot %.9g "
+                                        "(not batch-invariant)", (long long)n, nr, nc, j, rr, got, own);
                     }
             }
             free(W); free(Y); free(wd); free(yd); free(S);
@@ -378,12 +385,12 @@ static void check_type(checker *c, int type) {
     emit(c, &res);
 
     /* matvec and matmul through matmul.c with this tier's table, against the same with the scalar one */
-    const int uses_tier = kt->vec_dot != rt->vec_dot || (kt->gemm_tile && kt->gemm_tile != rt->gemm_tile) ||
+    const int uses_tier = kt->vec_dot != rt->vec_dot || (kt->gemm && kt->gemm != rt->gemm) ||
                           c->k->type[vdt].from_float != c->ref->type[vdt].from_float;
     for (int mm = 0; mm < 2; mm++) {
         result_init(&res, rt->name, mm ? "matmul" : "matvec", owner_at(c->k, TYPE_OFF(type, vec_dot)));
-        if (mm && kt->gemm_tile && strcmp(owner_at(c->k, TYPE_OFF(type, gemm_tile)), res.owner) != 0)
-            snprintf(res.owner, sizeof(res.owner), "%s/%s", owner_at(c->k, TYPE_OFF(type, gemm_tile)),
+        if (mm && kt->gemm && strcmp(owner_at(c->k, TYPE_OFF(type, gemm)), res.owner) != 0)
+            snprintf(res.owner, sizeof(res.owner), "%s/%s", owner_at(c->k, TYPE_OFF(type, gemm)),
                      owner_at(c->k, TYPE_OFF(type, vec_dot)));
         static const int64_t rows_quick[] = {7, 37}, rows_all[] = {1, 4, 5, 7, 16, 37};
         static const int64_t n_quick[] = {2, 5, 9}, n_all[] = {1, 2, 3, 4, 5, 8, 9, 17, 65};

@@ -3,7 +3,7 @@
 
 What a user on a new CPU runs before trusting it. Every tier this machine can run (see
 `oxillama.system_info()`) has each kernel of its table compared with the scalar tier's
-(csrc/selftest.c): dequantize and quantize bit for bit; vec_dot, gemm_tile, matvec and matmul within
+(csrc/selftest.c): dequantize and quantize bit for bit; vec_dot, gemm, matvec and matmul within
 a relative tolerance of sum |w_i a_i|; row and attention ops elementwise; on random blocks, random
 quant bytes, edge lengths and odd row counts. CI runs the same checks on the AVX-512 and ARM tiers
 (tests/native/). Takes about a second per tier; exit code 1 on a mismatch.
@@ -25,7 +25,7 @@ class KernelCheck:
     """One kernel of one tier, compared with the scalar tier's."""
     tier: str       # the table checked
     subject: str    # a quant type name, or "ops"
-    kernel: str     # to_float, from_float, vec_dot, gemm_tile, matvec, matmul, or an op name
+    kernel: str     # to_float, from_float, vec_dot, gemm, matvec, matmul, or an op name
     owner: str      # tier whose code it is ("scalar": the reference itself, nothing compared)
     cases: int
     failures: int

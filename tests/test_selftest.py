@@ -33,7 +33,7 @@ def test_each_tier_checks_what_system_info_reports(report):
         assert (c.cases > 0) == (tier != "scalar"), c
     # every quant type's dequantize / quantize / products, and the row ops, are accounted for
     for qtype in oxillama.system_info()["kernels"]:
-        for kernel in ("to_float", "from_float", "vec_dot", "gemm_tile", "matvec", "matmul"):
+        for kernel in ("to_float", "from_float", "vec_dot", "gemm", "matvec", "matmul"):
             assert (qtype, kernel) in checks
     assert ("ops", "softmax") in checks and ("ops", "attn_values_f16_group") in checks
 

@@ -26,14 +26,11 @@ def build_parser() -> argparse.ArgumentParser:
             if e.name != f"oxillama.cli.{name}":
                 raise
             continue
-        before = set(sub.choices)
         module.add_parser(sub)
         # -v after the subcommand too (`oxillama run -v ...`); its own dest, since a subparser's
-        # default would overwrite the count given before the subcommand. (A module's command name may
-        # differ from the module's: convert_lora registers convert-lora.)
-        for command in set(sub.choices) - before:
-            sub.choices[command].add_argument("-v", "--verbose", action="count", default=0, dest="sub_verbose",
-                                              help=_VERBOSE_HELP)
+        # default would overwrite the count given before the subcommand
+        sub.choices[name.replace("_", "-")].add_argument("-v", "--verbose", action="count", default=0, dest="sub_verbose",
+                                       help=_VERBOSE_HELP)
     return parser
 
 

@@ -180,21 +180,16 @@ class ContiguousKVCache(KVCache):
         self.kv_type = kv_type
         self.n_layer, self.n_ctx, self.kv_dim = n_layer, n_ctx, kv_dim
         self.n_head_kv, self.head_dim = n_head_kv, kv_dim // n_head_kv
-        shape = (n_layer, n_head_kv, n_ctx, self.head_dim)
-        check_kv_memory(n_layer, n_ctx, kv_dim, kv_type)
-        try:
-            self.k = np.zeros(shape, dtype=dtype)
-            self.v = np.zeros(shape, dtype=dtype)
-        except MemoryError:
-            raise _too_big(n_layer, n_ctx, kv_dim, kv_type, None) from None
-
-
         dtype, width = kv_storage(kv_type, self.head_dim)
         # storage in whole pages of the C forward's paged layout, which a single sequence walks in order
         rows = -(-n_ctx // _core.KV_PAGE) * _core.KV_PAGE
         shape = (n_layer, n_head_kv, rows, width)
-        self.k = np.zeros(shape, dtype=dtype)
-        self.v = np.zeros(shape, dtype=dtype)
+        check_kv_memory(n_layer, rows, kv_dim, kv_type)
+        try:
+            self.k = np.zeros(shape, dtype=dtype)
+            self.v = np.zeros(shape, dtype=dtype)
+        except MemoryError:
+            raise _too_big(n_layer, rows, kv_dim, kv_type, None) from None
         self.buffers = _core.KVBuffers(self.k, self.v)
         self.n_past = 0
 

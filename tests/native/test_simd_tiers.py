@@ -1,7 +1,7 @@
 """Every SIMD tier against the scalar tier, including tiers this machine cannot run natively.
 
 csrc/selftest.c compares every kernel of a tier's table with the scalar one (dequantize, quantize,
-vec_dot, gemm_tile, matvec, matmul, row and attention ops) on random blocks, random quant bytes, edge
+vec_dot, gemm, matvec, matmul, row and attention ops) on random blocks, random quant bytes, edge
 lengths and odd row counts; `oxillama selftest` runs it on the tiers this CPU has. Here
 tests/native/tier_check.c drives it for the others:
 
@@ -200,7 +200,7 @@ def test_avx512_tiers_match_scalar_through_simde(simde_results, tier):
         # the AVX-512 overrides, and what the tier inherits from AVX2 (run as on an AVX-512 CPU)
         for qtype in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "F16"):
             assert results[(qtype, "vec_dot")].owner == "avx512" and results[(qtype, "vec_dot")].cases >= 40
-        assert results[("Q4_K", "gemm_tile")].owner == "avx2" and results[("Q4_K", "gemm_tile")].cases > 0
+        assert results[("Q4_K", "gemm")].owner == "avx2" and results[("Q4_K", "gemm")].cases > 0
         assert results[("ops", "softmax")].cases > 0
 
 
