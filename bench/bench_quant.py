@@ -81,3 +81,56 @@ def test_matmul(benchmark, mem_read_bandwidth, qtype, tier, rows, cols, n_thread
     Y = np.empty((MATMUL_ROWS, rows), np.float32)
     benchmark(m.matmul, X, out=Y, tier=tier, n_threads=n_threads)
     _report(benchmark, m, mem_read_bandwidth, MATMUL_ROWS, n_threads)
+
+
+# Small batches (issue 15): n activation rows against the real models' matrices, as batched decode of
+# n sequences and a speculative verify of n tokens run them. The weights stream from DRAM in a decode
+# step, so a small matrix is benchmarked as enough copies of itself to exceed the caches, multiplied one
+# after the other (one "step"); rows_per_s = n x copies / step time, and rows_per_s_vs_n1 compares with
+# the one-row product (matvec) of the same run.
+SMALL_BATCH_ROWS = (1, 2, 4, 8, 16)
+SMALL_BATCH_SHAPES = [("Q4_1", 1536, 576, "smollm2_ffn_up"), ("Q4_1", 576, 1536, "smollm2_ffn_down"),
+                      ("Q8_0", 49152, 576, "smollm2_output"), ("Q5_0", 2048, 640, "gemma3_ffn_up"),
+                      ("Q4_K", 640, 2048, "gemma3_ffn_down_q4k"), ("Q6_K", 640, 2048, "gemma3_ffn_down_q6k"),
+                      ("Q8_0", 262144, 640, "gemma3_output")]
+STREAM_BYTES = 96 << 20
+_small_batch_n1: dict = {}
+
+
+def _stream_copies(qtype: str, rows: int, cols: int) -> list[QMatrix]:
+    key = ("copies", qtype, rows, cols)
+    if key not in _cache:
+        _cache.clear()
+        rng = np.random.default_rng(0)
+        data = quantize(rng.standard_normal((rows, cols), dtype=np.float32), qtype)
+        k = max(1, -(-STREAM_BYTES // data.nbytes))
+        _cache[key] = [QMatrix(data.copy(), qtype, rows, cols, n_threads=N_THREADS) for _ in range(k)]
+    return _cache[key]
+
+
+@pytest.mark.parametrize("n", SMALL_BATCH_ROWS)
+@pytest.mark.parametrize("qtype,rows,cols,what", SMALL_BATCH_SHAPES, ids=[s[3] for s in SMALL_BATCH_SHAPES])
+def test_small_batch(benchmark, mem_read_bandwidth, qtype, rows, cols, what, n):
+    mats = _stream_copies(qtype, rows, cols)
+    X = np.random.default_rng(1).standard_normal((n, cols), dtype=np.float32)
+    Y = np.empty((n, rows), np.float32)
+
+    def step():
+        for m in mats:
+            if n == 1:
+                m.matvec(X[0], out=Y[0])
+            else:
+                m.matmul(X, out=Y)
+
+    benchmark(step)
+    seconds = benchmark.stats.stats.median
+    rows_per_s = n * len(mats) / seconds
+    if n == 1:
+        _small_batch_n1[what] = rows_per_s
+    weight_bytes = sum(m.data.nbytes for m in mats)
+    mem = mem_read_bandwidth[max(k for k in mem_read_bandwidth if k <= N_THREADS)]
+    benchmark.extra_info.update({
+        "n_rows": n, "copies": len(mats), "rows_per_s": round(rows_per_s, 1),
+        "rows_per_s_vs_n1": round(rows_per_s / _small_batch_n1[what], 2) if what in _small_batch_n1 else None,
+        "weight_GBps": round(weight_bytes / seconds / 1e9, 2), "mem_read_GBps": round(mem, 2),
+        "n_threads": N_THREADS})

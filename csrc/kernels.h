@@ -41,11 +41,11 @@ typedef void (*oxl_vec_dot_fn)(int n, float *OXL_RESTRICT s, const void *OXL_RES
                                const void *OXL_RESTRICT y);
 
 /* Multi-row product: S[j * lds + r] = dot(w row r, y row j) for r in [0, nr) and j in [0, nc),
- * 1 <= nr <= OXL_GEMM_MAX_W_ROWS, 1 <= nc <= OXL_GEMM_MAX_ACT_ROWS; w rows are w_row bytes apart, y rows y_row bytes apart (y of the
+ * nr >= 1, 1 <= nc <= OXL_GEMM_MAX_ACT_ROWS; w rows are w_row bytes apart, y rows y_row bytes apart (y of the
  * type's vec_dot_type). Each weight block is decoded once for several activation rows. Every element
  * is exactly the float the same tier's vec_dot gives for its two rows (the same summation order),
  * whatever nr, nc and the element's place: the logits of a token must not depend on the batch. */
-#define OXL_GEMM_MAX_W_ROWS 4
+#define OXL_GEMM_MAX_W_ROWS 4   /* weight rows a kernel holds running sums for across spans */
 #define OXL_GEMM_MAX_ACT_ROWS 64
 typedef void (*oxl_gemm_fn)(int n, float *OXL_RESTRICT s, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
                             int nr, const void *OXL_RESTRICT y, size_t y_row, int nc);

@@ -50,10 +50,11 @@ void oxl_gemv_range(const oxl_kernel_table *k, int type, const void *W, int64_t 
 }
 
 /* Up to this many activation rows (batched decode of several sequences, a speculative verify) a
- * product is bound by streaming the weights, as the matvec is: each chunk of weight rows asks for the
- * bytes GEMV_PREFETCH_BYTES ahead, and the kernel walks its rows one after the other, every decoded
- * block serving all the activation rows. */
+ * product is bound by streaming the weights, as the matvec is: each chunk of GEMM_SMALL_ROWS weight
+ * rows asks for the bytes GEMV_PREFETCH_BYTES ahead, and the kernel walks its rows one after the
+ * other, every decoded block serving all the activation rows. */
 #define GEMM_SMALL_BATCH 16
+#define GEMM_SMALL_ROWS 16
 
 void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
                     int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
@@ -75,11 +76,14 @@ void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t 
                 for (int j = 0; j < nc; j++) dot((int)cols, &Yc[j * ldy + r], w + r * row, xc + j * xrow);
             continue;
         }
-        const int small = nc <= GEMM_SMALL_BATCH;
-        if (small) prefetch_span(w + r0 * row, GEMV_PREFETCH_BYTES, pf_end);
-        for (int64_t r = r0; r < r1; r += OXL_GEMM_MAX_W_ROWS) {
-            const int nr = (int)OXL_MIN(OXL_GEMM_MAX_W_ROWS, r1 - r);
-            if (small) prefetch_span(w + r * row + GEMV_PREFETCH_BYTES, nr * row, pf_end);
+        if (nc > GEMM_SMALL_BATCH) {
+            if (r1 > r0) gemm((int)cols, Yc + r0, ldy, w + r0 * row, (size_t)row, (int)(r1 - r0), xc, (size_t)xrow, nc);
+            continue;
+        }
+        prefetch_span(w + r0 * row, GEMV_PREFETCH_BYTES, pf_end);
+        for (int64_t r = r0; r < r1; r += GEMM_SMALL_ROWS) {
+            const int nr = (int)OXL_MIN(GEMM_SMALL_ROWS, r1 - r);
+            prefetch_span(w + r * row + GEMV_PREFETCH_BYTES, nr * row, pf_end);
             gemm((int)cols, Yc + r, ldy, w + r * row, (size_t)row, nr, xc, (size_t)xrow, nc);
         }
     }

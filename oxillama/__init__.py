@@ -30,6 +30,8 @@ _LAZY = {
     "BeamSearchConfig": "oxillama.runtime.beam",
     "Scheduler": "oxillama.runtime.scheduler",
     "SequencePool": "oxillama.runtime.batch",
+    "Llama": "oxillama.compat",
+    "LlamaGrammar": "oxillama.compat",
 }
 
 __all__ = ["OxillamaError", "system_info", "__version__", *_LAZY]

@@ -61,6 +61,10 @@ class SnapshotWriteError(SnapshotError, OSError):
     """A snapshot could not be written to the path given (also an OSError, with its errno and filename)."""
 
 
+class ModelNotFoundError(OxillamaError, ValueError):
+    """A model file does not exist (a ValueError, as llama-cpp-python raises for a missing model_path)."""
+
+
 class DownloadError(OxillamaError):
     """A model could not be fetched or failed verification."""
 

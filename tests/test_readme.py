@@ -44,3 +44,13 @@ def test_readme_snippet_runs_as_written(seed, smollm2_path, tmp_path, monkeypatc
         assert "Paris" in out.splitlines()[0]      # the greedy completion printed first
     finally:
         later.close()
+
+
+@pytest.mark.slow
+def test_readme_batch_example_runs_as_written(capsys):
+    """The "Many sequences at once" example: generate_batch and a Scheduler, as written."""
+    block = next(b for b in readme_python_blocks() if "generate_batch" in b)
+    exec(compile(block, README, "exec"), {"__name__": "__readme__"})
+    out = capsys.readouterr().out
+    assert len(re.findall(r"^'.*' (stop|length)$", out, flags=re.M | re.S)) >= 1
+    assert out.count("Usage(prompt_tokens=") == 2

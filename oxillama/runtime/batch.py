@@ -41,10 +41,6 @@ class SequencePool:
     """Up to n_seq_max sequences sharing one KV pool of n_pages pages over the engine's model (its plan,
     tokenizer, threads and KV type; the engine's own session is untouched)."""
 
-    # a position's logits do not depend on how the tokens were cut into steps or what else ran beside
-    # them: the scheduler may chunk prompts and batch decodes freely
-    position_invariant = True
-
     def __init__(self, engine, n_seq_max: int = 8, *, n_ctx: int | None = None, n_pages: int | None = None,
                  n_batch: int | None = None):
         for name, value in (("n_seq_max", n_seq_max), ("n_ctx", n_ctx), ("n_pages", n_pages), ("n_batch", n_batch)):

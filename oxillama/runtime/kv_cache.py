@@ -184,12 +184,12 @@ class ContiguousKVCache(KVCache):
         # storage in whole pages of the C forward's paged layout, which a single sequence walks in order
         rows = -(-n_ctx // _core.KV_PAGE) * _core.KV_PAGE
         shape = (n_layer, n_head_kv, rows, width)
-        check_kv_memory(n_layer, rows, kv_dim, kv_type)
+        check_kv_memory(n_layer, n_ctx, kv_dim, kv_type)
         try:
             self.k = np.zeros(shape, dtype=dtype)
             self.v = np.zeros(shape, dtype=dtype)
         except MemoryError:
-            raise _too_big(n_layer, rows, kv_dim, kv_type, None) from None
+            raise _too_big(n_layer, n_ctx, kv_dim, kv_type, None) from None
         self.buffers = _core.KVBuffers(self.k, self.v)
         self.n_past = 0
 

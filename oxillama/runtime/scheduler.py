@@ -23,11 +23,9 @@ A new request whose prompt starts with the tokens cached by a live sequence fork
 shared) and runs only the rest. A request's life: WAITING -> PREFILL -> DECODE -> finished ("stop",
 "length" or "cancelled"); preemption sends it back to WAITING.
 
-Until the pool's forward gives every position the same logits whatever the shape of the call
-(SequencePool.position_invariant), the scheduler shapes each request's forwards as generate() does:
-its prompt but the last token in chunks of at least MIN_EXACT_CHUNK tokens, then the last prompt
-token and each generated token alone; a shared prefix is taken only where that keeps the shapes.
-So a request's text, greedy or seeded, is the same as generate()'s for the same prompt and keywords.
+The pool's forward gives every position the same logits whatever the shape of the step (the project's
+invariant), so prompts are chunked freely, decodes batched, and a request's text, greedy or seeded, is the
+same as generate()'s for the same prompt and keywords, alone or under any load.
 """
 from __future__ import annotations
 
@@ -49,7 +47,6 @@ log = logging.getLogger("oxillama.scheduler")
 
 # a prefill chunk smaller than this runs the kernels' small-row path, whose sums are ordered
 # differently (csrc/matmul.c): below it, chunking would change the logits of a non-invariant pool
-MIN_EXACT_CHUNK = 8
 
 WAITING, PREFILL, DECODE, FINISHED = "waiting", "prefill", "decode", "finished"
 
@@ -197,9 +194,6 @@ class _Request:
         self.loras: list = []                     # [(LoraAdapter, scale)] applied to its rows
         self.lora_key: tuple = ()                 # what its cached positions were computed with
 
-    def body_end(self, exact: bool) -> int:
-        """Positions before this run in prefill chunks; the rest one token per step (exact shapes)."""
-        return self.n_prompt - 1 if exact else len(self.known)
 
 
 class Scheduler:
@@ -224,7 +218,6 @@ class Scheduler:
         self.n_seq_max = self.pool.n_seq_max
         self.n_ctx = self.pool.n_ctx
         self.max_batch_tokens, self.max_queue = max_batch_tokens, max_queue
-        self._exact = not getattr(self.pool, "position_invariant", False)
         self._lock = threading.Condition()
         self._incoming: deque[_Request] = deque()    # submitted, not yet seen by the thread
         self._waiting: deque[_Request] = deque()     # the thread's queue (preempted ones at the head)
@@ -477,7 +470,7 @@ class Scheduler:
         """The step's items: decodes first, then prefill chunks within the token budget and free pages.
         Preempts the newest running requests when the decodes need more pages than are free."""
         while True:
-            decodes = [r for r in self._running if r.n_cached >= r.body_end(self._exact)]
+            decodes = [r for r in self._running if r.n_cached >= len(r.known)]
             need = sum(self.pool.pages_needed(r.seq, 1) for r in decodes)
             if need <= self.pool.free_pages or not self._running:
                 break
@@ -494,7 +487,7 @@ class Scheduler:
                 break
             if r in reqs:
                 continue
-            take = self._chunk(r, budget, free, bool(items))
+            take = self._chunk(r, budget, free)
             if take:
                 free -= self.pool.pages_needed(r.seq, take)
                 items.append((r.seq, r.known[r.n_cached:r.n_cached + take], False))
@@ -506,7 +499,7 @@ class Scheduler:
                 break               # finished at the next step
             if not self._admit(r):
                 break
-            take = self._chunk(r, budget, free, bool(items))
+            take = self._chunk(r, budget, free)
             if not take:
                 self._unadmit(r)
                 break
@@ -521,9 +514,9 @@ class Scheduler:
             self._preempt(self._running[-1])
         return items, reqs
 
-    def _chunk(self, r: _Request, budget: int, free_pages: int, others: bool) -> int:
+    def _chunk(self, r: _Request, budget: int, free_pages: int) -> int:
         """Tokens of r to run this step within budget tokens and free_pages pages (0: none now)."""
-        end = r.body_end(self._exact)
+        end = len(r.known)
         if r.n_cached >= end:
             take = 1 if self.pool.pages_needed(r.seq, 1) <= free_pages else 0
             return min(take, budget)
@@ -533,12 +526,6 @@ class Scheduler:
         while take and self.pool.pages_needed(r.seq, take) > free_pages:
             fit = take - self.pool.page_size
             take = max(fit, 0) if fit < take else 0
-        if take < remaining and self._exact and others:
-            # keep every chunk >= MIN_EXACT_CHUNK so its logits are those of generate()'s prefill
-            if remaining - take < MIN_EXACT_CHUNK:
-                take = remaining - MIN_EXACT_CHUNK
-            if take < MIN_EXACT_CHUNK:
-                return 0
         return max(take, 0)
 
     def _admit(self, r: _Request) -> bool:
@@ -547,14 +534,7 @@ class Scheduler:
         for other in self._running:
             if other.lora_key != r.lora_key:   # cached K/V computed with other adapters
                 continue
-            k = _common_prefix(other.known, r.known, other.n_cached)
-            if self._exact:
-                # only positions both prefill in chunks of >= MIN_EXACT_CHUNK, as generate() does
-                k = min(k, other.body_end(True), r.body_end(True) - MIN_EXACT_CHUNK)
-                if other.body_end(True) < MIN_EXACT_CHUNK:
-                    k = 0
-            else:
-                k = min(k, len(r.known) - 1)
+            k = min(_common_prefix(other.known, r.known, other.n_cached), len(r.known) - 1)
             if k > shared:
                 best, shared = other, k
         try:

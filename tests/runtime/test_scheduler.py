@@ -356,24 +356,12 @@ def test_real_model_batch_equals_solo(request, model, kw):
     _same(got[:len(REAL_PROMPTS)], want[::-1])
 
 
-class _InvariantPool:
-    """Marks a pool as giving the same logits whatever the shape of the step (as the C batched forward
-    will): the scheduler then chunks freely and recomputes in chunks. On the fallback pool that is
-    not bit-exact, so only properties that hold for any sample are checked."""
-
-    @staticmethod
-    def make(engine, **kw):
-        from oxillama.runtime.batch import SequencePool
-        pool = SequencePool(engine, **kw)
-        pool.position_invariant = True
-        return pool
-
-
 def test_invariant_pool_policy(tiny):
     prefix = _prompts(tiny, [40], seed=7)[0]
     prompts = [prefix + q for q in _prompts(tiny, [3, 25, 1, 12], seed=8)] + _prompts(tiny, [30], seed=9)
     from oxillama import _core
-    pool = _InvariantPool.make(tiny, n_seq_max=3, n_pages=max(3, 144 // _core.KV_PAGE))
+    from oxillama.runtime.batch import SequencePool
+    pool = SequencePool(tiny, n_seq_max=3, n_pages=max(3, 144 // _core.KV_PAGE))
     gate, entered = threading.Event(), threading.Event()
 
     def hold(tokens, logits):       # the first request waits after its first token until all are queued

@@ -41,9 +41,10 @@ static inline __m128i scales_mins_k4(const uint8_t *q) {
     return _mm_setr_epi32((int)s_lo, (int)s_hi, (int)m_lo, (int)m_hi);
 }
 
-/* zero-extend 4 int32 to 8 and convert */
+/* 4 int32 as floats in lanes 0-3, +0.0 in lanes 4-7 (a VEX 128-bit op zeroes the upper half: the
+ * extension costs nothing) */
 static inline __m256 cvt_i32x4_ps256(__m128i v) {
-    return _mm256_cvtepi32_ps(_mm256_inserti128_si256(_mm256_setzero_si256(), v, 0));
+    return _mm256_zextps128_ps256(_mm_cvtepi32_ps(v));
 }
 
 /* Q4_K/Q5_K: a super-block's float steps, the canonical order of vec_dot and the multi-row kernels:

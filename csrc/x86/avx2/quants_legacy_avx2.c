@@ -28,12 +28,64 @@ OXL_INLINE __m256 block_dot(int kind, __m256i qx, __m256i qy) {
     return kind_unsigned(kind) ? dot_u8_f(qx, qy) : dot_i8_f(qx, qy);
 }
 
+/* The multi-row kernels take Q4_0 and Q5_0 as unsigned q + off (off = 8, 16):
+ * sum((q + off) y) - off sum(y), with off sum(y) (per int32 lane) computed once per activation block
+ * when it is packed; the same integers as the sign trick's, without the sign ops on every dot. */
+static inline int tile_off(int kind) { return kind == K_Q4_0 ? 8 : kind == K_Q5_0 ? 16 : 0; }
+
+/* one weight block in the form the multi-row kernels take: q + off for Q4_0/Q5_0, else decode()'s */
+OXL_INLINE __m256i tile_decode(int kind, const char *blk, float *d, float *m) {
+    if (kind == K_Q4_0) {
+        *d = fp16(((const block_q4_0 *)blk)->d);
+        return nibbles_32(((const block_q4_0 *)blk)->qs);
+    }
+    if (kind == K_Q5_0) {
+        const block_q5_0 *b = (const block_q5_0 *)blk;
+        *d = fp16(b->d);
+        return _mm256_or_si256(nibbles_32(b->qs), _mm256_and_si256(bits_32(b->qh), _mm256_set1_epi8(0x10)));
+    }
+    return decode(kind, blk, d, m);
+}
+
+/* block_dot of a tile_decode()d block; yo: off * sum of the activation lanes (offset kinds) */
+OXL_INLINE __m256 tile_dot(int kind, __m256i qx, __m256i qy, const __m256i *yo) {
+    if (tile_off(kind)) return _mm256_cvtepi32_ps(_mm256_sub_epi32(dot_u8_i8(qx, qy), _mm256_load_si256(yo)));
+    return block_dot(kind, qx, qy);
+}
+
 /* the last step of the order above. Without a tail block hsum8(tail) is +0.0, and adding it is
  * skipped: x + 0.0 differs from x only for x = -0.0, and then (+0.0) + summs == (-0.0) + summs as summs
  * is never -0.0 (it starts at +0.0 and only has values added to it). */
 OXL_INLINE float finish(__m256 even, __m256 odd, __m256 tail, int has_tail, float summs) {
     const float h = hsum_f32_8(_mm256_add_ps(even, odd));
     return (has_tail ? h + hsum_f32_8(tail) : h) + summs;
+}
+
+/* hsum8 of 2 x 4 vectors at once: lane 0 of the result is hsum8(a[0]) etc.; the same adds as hsum_f32_8
+ * ((lo + hi), then (l0 + l2) + (l1 + l3)) in the same pairings */
+OXL_INLINE __m128 hsum_f32_8x4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    __m256 x01 = _mm256_add_ps(_mm256_permute2f128_ps(a0, a1, 0x20), _mm256_permute2f128_ps(a0, a1, 0x31));
+    __m256 x23 = _mm256_add_ps(_mm256_permute2f128_ps(a2, a3, 0x20), _mm256_permute2f128_ps(a2, a3, 0x31));
+    x01 = _mm256_add_ps(x01, _mm256_permute_ps(x01, 0x4E));
+    x23 = _mm256_add_ps(x23, _mm256_permute_ps(x23, 0x4E));
+    x01 = _mm256_add_ps(x01, _mm256_permute_ps(x01, 0xB1));
+    x23 = _mm256_add_ps(x23, _mm256_permute_ps(x23, 0xB1));
+    /* outputs 0..3 are lanes 0 and 4 of x01 and of x23 */
+    const __m256 u = _mm256_unpacklo_ps(x01, x23);   /* lanes 0, 1: outputs 0, 2; lanes 4, 5: outputs 1, 3 */
+    return _mm_unpacklo_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+}
+
+/* finish() for C <= 4 outputs of one weight row, summs in the lanes of sm */
+OXL_INLINE void finish4(const int C, const __m256 *even, const __m256 *odd, const __m256 *tail, int has_tail, __m128 sm,
+                        float *out) {
+    __m256 v[4], t[4];
+    for (int j = 0; j < 4; j++) {
+        v[j] = j < C ? _mm256_add_ps(even[j], odd[j]) : _mm256_setzero_ps();
+        t[j] = j < C && has_tail ? tail[j] : _mm256_setzero_ps();
+    }
+    __m128 h = hsum_f32_8x4(v[0], v[1], v[2], v[3]);
+    if (has_tail) h = _mm_add_ps(h, hsum_f32_8x4(t[0], t[1], t[2], t[3]));
+    _mm_storeu_ps(out, _mm_add_ps(h, sm));
 }
 
 /* ---- vec_dot: one weight row with one activation row ------------------------------------- */
@@ -78,19 +130,19 @@ VEC_DOT(vec_dot_q8_0_q8_0_avx2, K_Q8_0)
 VEC_DOT(vec_dot_q8_1_q8_1_avx2, K_Q8_1)
 VEC_DOT(vec_dot_iq4_nl_q8_0_avx2, K_IQ4_NL)
 
-/* ---- multi-row product: nr (<= OXL_GEMM_MAX_W_ROWS) weight rows x nc activation rows -------
- * Columns go in spans of blocks. Per span, with more than ROW_GROUP activation rows, each weight row's
- * blocks are decoded once into a panel in L1. Then per group of up to ROW_GROUP activation rows, the
- * group's blocks are packed once (int8 lanes 32-byte aligned, as 34/36-byte blocks would split cache
- * lines on every load, and the scales as floats) and dotted with the weight rows one after the other.
- * Every (weight row, activation row) has its own even/odd accumulators and summs, kept in memory
- * between spans (exact), and follows the canonical order: the outputs are vec_dot's, bit for bit.
- * At the models' widths a span covers whole rows, so the weight rows are read one after the other:
- * one sequential stream, which the hardware prefetcher follows. */
+/* ---- multi-row product: nr weight rows x nc (<= 64) activation rows ----------------------
+ * The activation rows go in groups of ROW_GROUP; a group's blocks are packed once per call (int8
+ * lanes 32-byte aligned, as 34/36-byte blocks split cache lines on loads; scales as floats; off * lane
+ * sums for Q4_0/Q5_0) and every weight row of the call is dotted with it, one row after the other
+ * (one sequential weight stream, which the hardware prefetcher follows). With more than ROW_GROUP
+ * activation rows a weight row is first decoded into a panel in L1 that all groups read. Every
+ * (weight row, activation row) has its own even/odd accumulators, tail and summs, and follows the
+ * canonical order: the outputs are vec_dot's, bit for bit. Rows too wide for one span (more than
+ * PACK_ALL_BLOCKS activation blocks, or PANEL_BLOCKS per row) go 4 weight rows at a time through
+ * spans, their running sums kept in memory between spans (exact). */
 
 #define ROW_GROUP 4
-#define PANEL_BLOCKS 32    /* span blocks when each weight row's blocks are decoded into a panel */
-#define PAIR_ROWS_FROM 64  /* activation rows above which weight rows go in pairs */
+#define PANEL_BLOCKS 64    /* span blocks when each weight row's blocks are decoded into a panel */
 #define SPAN_DIRECT 256     /* span blocks when the blocks are decoded straight from the weights */
 
 typedef struct {
@@ -104,10 +156,10 @@ typedef struct {
     float d[OXL_GEMM_MAX_W_ROWS][PANEL_BLOCKS], m[OXL_GEMM_MAX_W_ROWS][PANEL_BLOCKS];
 } rows_panel;
 
-/* one group's activation blocks of one span: block i, row c at [i * ROW_GROUP + c] */
+/* one group's packed activation blocks: block s0 + k, row c at [k * ROW_GROUP + c] */
 typedef struct {
-    __m256i q[SPAN_DIRECT * ROW_GROUP];
-    float d[SPAN_DIRECT * ROW_GROUP], s[SPAN_DIRECT * ROW_GROUP];
+    __m256i *q, *yo;   /* yo: off * lane sums, for the offset kinds */
+    float *d, *s;
 } act_pack;
 
 /* R weight rows (row r's block k at w + r * w_row + k * bx, or decoded in P row pr + r from block s0)
@@ -122,10 +174,10 @@ OXL_INLINE void rows_group(int kind, const int R, const int C, const char *w, si
     __m128 summs[2];
     for (int r = 0; r < R; r++) {
         for (int j = 0; j < C; j++) {
-            even[r][j] = A->even[pr + r][j0 + j];
-            odd[r][j] = A->odd[pr + r][j0 + j];
+            even[r][j] = s0 ? A->even[pr + r][j0 + j] : _mm256_setzero_ps();
+            odd[r][j] = s0 ? A->odd[pr + r][j0 + j] : _mm256_setzero_ps();
         }
-        summs[r] = _mm_loadu_ps(&A->summs[pr + r][j0]);
+        summs[r] = s0 ? _mm_loadu_ps(&A->summs[pr + r][j0]) : _mm_setzero_ps();
     }
     int i = s0;
     for (; i + 1 < s1; i += 2) {
@@ -140,16 +192,18 @@ OXL_INLINE void rows_group(int kind, const int R, const int C, const char *w, si
                 qx1 = _mm256_load_si256(&P->q[pr + r][k + 1]);
                 dx0 = P->d[pr + r][k], dx1 = P->d[pr + r][k + 1], mx0 = P->m[pr + r][k], mx1 = P->m[pr + r][k + 1];
             } else {
-                qx0 = decode(kind, w + r * w_row + i * bx, &dx0, &mx0);
-                qx1 = decode(kind, w + r * w_row + (i + 1) * bx, &dx1, &mx1);
+                qx0 = tile_decode(kind, w + r * w_row + i * bx, &dx0, &mx0);
+                qx1 = tile_decode(kind, w + r * w_row + (i + 1) * bx, &dx1, &mx1);
             }
             const __m256 dxv0 = _mm256_set1_ps(dx0), dxv1 = _mm256_set1_ps(dx1);
             for (int j = 0; j < C; j++) {
                 /* dx * dy rounded once, as vec_dot's scalar product */
                 even[r][j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv0, _mm256_broadcast_ss(dy0 + j)),
-                                             block_dot(kind, qx0, _mm256_load_si256(qy0 + j)), even[r][j]);
+                                             tile_dot(kind, qx0, _mm256_load_si256(qy0 + j), G->yo + k * ROW_GROUP + j),
+                                             even[r][j]);
                 odd[r][j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv1, _mm256_broadcast_ss(dy1 + j)),
-                                            block_dot(kind, qx1, _mm256_load_si256(qy1 + j)), odd[r][j]);
+                                            tile_dot(kind, qx1, _mm256_load_si256(qy1 + j),
+                                                     G->yo + (k + 1) * ROW_GROUP + j), odd[r][j]);
             }
             if (kind_unsigned(kind)) {
                 /* per lane j: summs + fma(mx0, sy0_j, mx1 * sy1_j), vec_dot's steps */
@@ -180,31 +234,27 @@ OXL_INLINE void rows_group(int kind, const int R, const int C, const char *w, si
                 qx = _mm256_load_si256(&P->q[pr + r][k]);
                 dx = P->d[pr + r][k], mx = P->m[pr + r][k];
             } else {
-                qx = decode(kind, w + r * w_row + i * bx, &dx, &mx);
+                qx = tile_decode(kind, w + r * w_row + i * bx, &dx, &mx);
             }
             const __m256 dxv = _mm256_set1_ps(dx);
             for (int j = 0; j < C; j++)
                 tail[j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv, _mm256_broadcast_ss(G->d + k * ROW_GROUP + j)),
-                                          block_dot(kind, qx, _mm256_load_si256(G->q + k * ROW_GROUP + j)),
+                                          tile_dot(kind, qx, _mm256_load_si256(G->q + k * ROW_GROUP + j),
+                                                   G->yo + k * ROW_GROUP + j),
                                           _mm256_setzero_ps());
             if (kind_unsigned(kind))
                 summs[r] = _mm_fmadd_ps(_mm_set1_ps(mx), _mm_load_ps(G->s + k * ROW_GROUP), summs[r]);
         }
-        float sm[4];
-        _mm_storeu_ps(sm, summs[r]);
-        for (int j = 0; j < C; j++) S[j * lds + r] = finish(even[r][j], odd[r][j], tail[j], has_tail, sm[j]);
+        float out[4];
+        finish4(C, even[r], odd[r], tail, has_tail, summs[r], out);
+        for (int j = 0; j < C; j++) S[j * lds + r] = out[j];
     }
 }
 
 #define ROWS_GROUP_ARGS w, w_row, P, pr, s0, s1, G, A, j0, last, S, lds
-/* R = 2 weight rows x C <= 2 activation rows, or R = 1 x C <= ROW_GROUP */
-OXL_INLINE void rows_group_rc(int kind, int R, int C, const char *w, size_t w_row, const rows_panel *P, int pr, int s0,
-                              int s1, const act_pack *G, out_accs *A, int j0, int last, float *S, int64_t lds) {
-    if (R == 2) {
-        if (C == 2) rows_group(kind, 2, 2, ROWS_GROUP_ARGS);
-        else rows_group(kind, 2, 1, ROWS_GROUP_ARGS);
-        return;
-    }
+/* one weight row (R = 1; 2 x 2 measured slower) x C <= ROW_GROUP activation rows */
+OXL_INLINE void rows_group_c(int kind, int C, const char *w, size_t w_row, const rows_panel *P, int pr, int s0, int s1,
+                             const act_pack *G, out_accs *A, int j0, int last, float *S, int64_t lds) {
     switch (C) {
     case 4: rows_group(kind, 1, 4, ROWS_GROUP_ARGS); break;
     case 3: rows_group(kind, 1, 3, ROWS_GROUP_ARGS); break;
@@ -220,51 +270,89 @@ OXL_INLINE void pack_acts(int kind, int C, const char *y, size_t y_row, int s0, 
         for (int c = 0; c < ROW_GROUP; c++) {
             if (c < C) {
                 G->q[k + c] = act_block(kind, y + c * y_row, i, &G->d[k + c], &G->s[k + c]);
+                if (tile_off(kind)) G->yo[k + c] = dot_u8_i8(_mm256_set1_epi8((char)tile_off(kind)), G->q[k + c]);
             } else {
                 G->q[k + c] = _mm256_setzero_si256();
+                if (tile_off(kind)) G->yo[k + c] = _mm256_setzero_si256();
                 G->d[k + c] = G->s[k + c] = 0.0f;
             }
         }
     }
 }
 
-OXL_INLINE void gemm_rows_generic(int kind, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr,
-                                  const void *vy, size_t y_row, int nc) {
+/* kinds whose decode is more than a load keep a decoded panel when it serves several groups */
+static inline int kind_uses_panel(int kind, int nc) { return nc > ROW_GROUP && kind != K_Q8_0 && kind != K_Q8_1; }
+
+/* nr <= OXL_GEMM_MAX_W_ROWS rows, any width: spans with the running sums in memory between them */
+OXL_INLINE void gemm_rows_spans(int kind, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr,
+                                const void *vy, size_t y_row, int nc) {
     const int nb = n / 32;
     const size_t bx = kind_block_bytes(kind);
     const char *w = (const char *)vw, *y = (const char *)vy;
-    const int use_panel = nc > ROW_GROUP;
+    const int use_panel = kind_uses_panel(kind, nc);
     const int span = use_panel ? PANEL_BLOCKS : SPAN_DIRECT;
     out_accs A __attribute__((aligned(32)));
     rows_panel P __attribute__((aligned(32)));
-    act_pack G __attribute__((aligned(32)));
-    for (int r = 0; r < nr; r++)
-        for (int j = 0; j < nc + ROW_GROUP; j++) {
-            if (j < nc) A.even[r][j] = A.odd[r][j] = _mm256_setzero_ps();
-            A.summs[r][j] = 0.0f;
-        }
+    __m256i gq[SPAN_DIRECT * ROW_GROUP] __attribute__((aligned(32)));
+    float gd[SPAN_DIRECT * ROW_GROUP] __attribute__((aligned(16))), gs[SPAN_DIRECT * ROW_GROUP] __attribute__((aligned(16)));
+    __m256i gyo[tile_off(kind) ? SPAN_DIRECT * ROW_GROUP : 1] __attribute__((aligned(32)));
+    act_pack G = {gq, gyo, gd, gs};
     for (int s0 = 0; s0 < nb; s0 += span) {
         const int s1 = OXL_MIN(s0 + span, nb), last = s1 == nb;
         if (use_panel)
             for (int r = 0; r < nr; r++)
                 for (int i = s0; i < s1; i++) {
                     P.m[r][i - s0] = 0.0f;
-                    P.q[r][i - s0] = decode(kind, w + r * w_row + i * bx, &P.d[r][i - s0], &P.m[r][i - s0]);
+                    P.q[r][i - s0] = tile_decode(kind, w + r * w_row + i * bx, &P.d[r][i - s0], &P.m[r][i - s0]);
                 }
-        /* prefill-sized batches: 2 weight rows x 2 activation rows per pass (each loaded activation
-         * block serves 2 weight rows); small ones: 1 x 4, the weight rows one after the other */
-        const int g = nc > PAIR_ROWS_FROM ? 2 : ROW_GROUP;
-        for (int j = 0; j < nc; j += g) {
-            const int C = OXL_MIN(g, nc - j);
+        for (int j = 0; j < nc; j += ROW_GROUP) {
+            const int C = OXL_MIN(ROW_GROUP, nc - j);
             pack_acts(kind, C, y + j * y_row, y_row, s0, s1, &G);
-            int r = 0;
-            if (g == 2)
-                for (; r + 2 <= nr; r += 2)
-                    rows_group_rc(kind, 2, C, w + r * w_row, w_row, use_panel ? &P : NULL, r, s0, s1, &G, &A, j, last,
-                                  S + j * lds + r, lds);
-            for (; r < nr; r++)
-                rows_group_rc(kind, 1, C, w + r * w_row, w_row, use_panel ? &P : NULL, r, s0, s1, &G, &A, j, last,
-                              S + j * lds + r, lds);
+            for (int r = 0; r < nr; r++)
+                rows_group_c(kind, C, w + r * w_row, w_row, use_panel ? &P : NULL, r, s0, s1, &G, &A, j, last,
+                             S + j * lds + r, lds);
+        }
+    }
+}
+
+/* Up to this many (activation row, block) pairs are packed once per call for all its weight rows
+ * (40 bytes each, on the stack); wider products go through gemm_rows_spans 4 weight rows at a time. */
+#define PACK_ALL_BLOCKS 3072
+
+OXL_INLINE void gemm_rows_generic(int kind, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr,
+                                  const void *vy, size_t y_row, int nc) {
+    const int nb = n / 32;
+    const int ng = (nc + ROW_GROUP - 1) / ROW_GROUP;
+    const char *w = (const char *)vw, *y = (const char *)vy;
+    if (ng * ROW_GROUP * nb > PACK_ALL_BLOCKS || nb > PANEL_BLOCKS || nb > SPAN_DIRECT) {
+        for (int r = 0; r < nr; r += OXL_GEMM_MAX_W_ROWS)
+            gemm_rows_spans(kind, n, S + r, lds, w + r * w_row, w_row, OXL_MIN(OXL_GEMM_MAX_W_ROWS, nr - r), y, y_row, nc);
+        return;
+    }
+    /* one span covers the rows: every group packed once, then the weight rows one after the other */
+    const size_t bx = kind_block_bytes(kind);
+    const int use_panel = kind_uses_panel(kind, nc);
+    __m256i gq[PACK_ALL_BLOCKS] __attribute__((aligned(32)));
+    float gd[PACK_ALL_BLOCKS] __attribute__((aligned(16))), gs[PACK_ALL_BLOCKS] __attribute__((aligned(16)));
+    __m256i gyo[tile_off(kind) ? PACK_ALL_BLOCKS : 1] __attribute__((aligned(32)));
+    rows_panel P __attribute__((aligned(32)));
+    for (int g = 0; g < ng; g++) {
+        act_pack G = {gq + g * nb * ROW_GROUP, tile_off(kind) ? gyo + g * nb * ROW_GROUP : gyo, gd + g * nb * ROW_GROUP,
+                      gs + g * nb * ROW_GROUP};
+        pack_acts(kind, OXL_MIN(ROW_GROUP, nc - g * ROW_GROUP), y + g * ROW_GROUP * y_row, y_row, 0, nb, &G);
+    }
+    for (int r = 0; r < nr; r++) {
+        const char *wr = w + r * w_row;
+        if (use_panel)
+            for (int i = 0; i < nb; i++) {
+                P.m[0][i] = 0.0f;
+                P.q[0][i] = tile_decode(kind, wr + i * bx, &P.d[0][i], &P.m[0][i]);
+            }
+        for (int g = 0; g < ng; g++) {
+            const act_pack G = {gq + g * nb * ROW_GROUP, tile_off(kind) ? gyo + g * nb * ROW_GROUP : gyo,
+                                gd + g * nb * ROW_GROUP, gs + g * nb * ROW_GROUP};
+            rows_group_c(kind, OXL_MIN(ROW_GROUP, nc - g * ROW_GROUP), wr, w_row, use_panel ? &P : NULL, 0, 0, nb, &G,
+                         NULL, g * ROW_GROUP, 1, S + g * ROW_GROUP * lds + r, lds);
         }
     }
 }

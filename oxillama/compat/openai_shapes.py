@@ -1,0 +1,229 @@
+"""OpenAI-shaped request and response pieces as plain dicts, shared by `oxillama.Llama` (the
+llama-cpp-python face) and the HTTP server: chat messages -> prompt through the model's chat template
+(tools included), what a chat request's tool_choice means for generation, the completion /
+chat.completion / chunk / embedding dicts with exact usage, logprobs in OpenAI's two shapes, and
+tool-call output (message.tool_calls, finish_reason "tool_calls", streamed tool-call deltas).
+
+Everything here is JSON-serialisable: Python ints, floats and strs only. The keys are a superset of
+llama-cpp-python's `llama_types` TypedDicts (its reference shapes); nothing here needs pydantic, and a
+pydantic response model validates these dicts as they are.
+
+For the server's chat endpoint: `plan = chat_plan(engine.tokenizer, messages, tools, tool_choice,
+parallel_tool_calls=...)` replaces rendering the messages; `plan.grammar` (when not None) goes into
+the generate/submit keywords; `chat_choice(i, *plan.parse(text), completion.finish_reason, logprobs)`
+builds a choice; a stream feeds each piece to `plan.streamer()` and sends every returned delta, then
+those of `.finish()`, and ends with `chat_finish_reason(reason, calls)`. `chat_logprobs` and
+`completion_logprobs` are the dict forms of the two OpenAI logprobs shapes.
+"""
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from dataclasses import dataclass
+
+from oxillama.tools import (ToolCallStreamer, check_tools, detect_style, get_style, parse_tool_calls,
+                            prepare_messages, resolve_tool_choice, tool_call_grammar)
+from oxillama.tools.base import ToolCall, ToolStyle
+
+# JSON has no -inf: OpenAI reports an impossible token's log-probability as -9999.0
+MIN_LOGPROB = -9999.0
+
+
+def new_id(prefix: str) -> str:
+    """"cmpl-...", "chatcmpl-...": a fresh response id."""
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def now() -> int:
+    return int(time.time())
+
+
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> dict:
+    out = {"prompt_tokens": int(prompt_tokens), "completion_tokens": int(completion_tokens),
+           "total_tokens": int(prompt_tokens) + int(completion_tokens)}
+    if cached_tokens is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": int(cached_tokens)}
+    return out
+
+
+def generated_token_count(tokens, eog_ids) -> int:
+    """Completion tokens as usage counts them: the end-of-generation token that ended the text is not
+    part of it (llama.cpp and llama-cpp-python do not count it either)."""
+    n = len(tokens)
+    return n - 1 if n and int(tokens[-1]) in eog_ids else n
+
+
+# ---- logprobs ----
+
+def _finite(x: float) -> float:
+    x = float(x)
+    return x if math.isfinite(x) else MIN_LOGPROB
+
+
+def _token_str(tokenizer, tid: int) -> tuple[str, list[int]]:
+    data = tokenizer.token_to_bytes(int(tid))
+    return data.decode("utf-8", errors="replace"), list(data)
+
+
+def _top(entry: dict, n_top: int) -> list:
+    return sorted(entry.items(), key=lambda kv: (-kv[1], kv[0]))[:n_top]
+
+
+def chat_logprobs(tokenizer, tokens, logprobs, n_top: int) -> dict:
+    """Chat shape: {"content": [{token, logprob, bytes, top_logprobs: [...]}], "refusal": None}, one
+    entry per generated token (logprobs: the engine's per-token {token_id: log-probability})."""
+    content = []
+    for tid, entry in zip(tokens, logprobs or []):
+        text, data = _token_str(tokenizer, tid)
+        top = []
+        for i, lp in _top(entry, n_top):
+            t, b = _token_str(tokenizer, i)
+            top.append({"token": t, "logprob": _finite(lp), "bytes": b})
+        content.append({"token": text, "logprob": _finite(entry[tid]), "bytes": data, "top_logprobs": top})
+    return {"content": content, "refusal": None}
+
+
+def completion_logprobs(tokenizer, tokens, logprobs, n_top: int, offset: int = 0) -> dict:
+    """Legacy-completions shape: parallel lists of token texts, their log-probabilities, the top
+    alternatives ({text: log-probability}) and each token's character offset in the text."""
+    out = {"tokens": [], "text_offset": [], "token_logprobs": [], "top_logprobs": []}
+    pos = offset
+    for tid, entry in zip(tokens, logprobs or []):
+        text, _ = _token_str(tokenizer, tid)
+        out["tokens"].append(text)
+        out["token_logprobs"].append(_finite(entry[tid]))
+        out["top_logprobs"].append({_token_str(tokenizer, i)[0]: _finite(lp) for i, lp in _top(entry, n_top)})
+        out["text_offset"].append(pos)
+        pos += len(text)
+    return out
+
+
+# ---- text completions ----
+
+def completion_choice(text: str, index: int = 0, finish_reason: str | None = None, logprobs=None) -> dict:
+    return {"text": text, "index": index, "logprobs": logprobs, "finish_reason": finish_reason}
+
+
+def completion_response(response_id: str, model: str, choices: list[dict], usage_: dict,
+                        created: int | None = None) -> dict:
+    return {"id": response_id, "object": "text_completion", "created": now() if created is None else created,
+            "model": model, "choices": choices, "usage": usage_}
+
+
+def completion_chunk(response_id: str, model: str, created: int, choice: dict) -> dict:
+    return {"id": response_id, "object": "text_completion", "created": created, "model": model,
+            "choices": [choice]}
+
+
+# ---- chat ----
+
+@dataclass
+class ChatPlan:
+    """What a chat request turns into: the prompt text, the grammar that forces a call (tool_choice
+    "required" or a named function; else None), and how to read the output back."""
+    prompt: str
+    style: ToolStyle
+    mode: str                 # "none" | "auto" | "required"
+    grammar: object = None
+
+    def parse(self, text: str) -> tuple[str | None, list[ToolCall]]:
+        """(content, calls) of the finished output. With tool_choice "none" the text is all content."""
+        if self.mode == "none":
+            return text, []
+        return parse_tool_calls(text, self.style)
+
+    def streamer(self) -> "ChatDeltas":
+        return ChatDeltas(self)
+
+
+class ChatDeltas:
+    """Streamed chat output as delta dicts ({"content": ...} or {"tool_calls": [...]}) from text pieces."""
+
+    def __init__(self, plan: ChatPlan):
+        self._tools = None if plan.mode == "none" else ToolCallStreamer(plan.style)
+        self.n_calls = 0
+
+    def feed(self, piece: str) -> list[dict]:
+        if self._tools is None:
+            return [{"content": piece}] if piece else []
+        out = self._tools.feed(piece)
+        self.n_calls = len(self._tools.calls)
+        return out
+
+    def finish(self) -> list[dict]:
+        if self._tools is None:
+            return []
+        out = self._tools.finish()
+        self.n_calls = len(self._tools.calls)
+        return out
+
+
+def chat_plan(tokenizer, messages, tools=None, tool_choice=None, *, chat_template: str | None = None,
+              parallel_tool_calls: bool = False, style: str | None = None) -> ChatPlan:
+    """Render a chat request's messages (and tools) with the model's chat template (or
+    `chat_template`: a template text or the name of one of the file's named templates).
+
+    The tool-call format comes from the template (see oxillama.tools.detect_style) unless `style`
+    names one. tool_choice "auto" offers the tools and parses the output; "required" or
+    {"type": "function", "function": {"name": ...}} also constrains the output with a grammar built
+    from the tools' parameter schemas (one call, or several with parallel_tool_calls=True); "none"
+    neither offers nor parses."""
+    tools = check_tools(tools)
+    source = _template_source(tokenizer, chat_template)
+    tool_style = get_style(style or detect_style(source))
+    mode, allowed = resolve_tool_choice(tools, tool_choice)
+    msgs = prepare_messages(messages, tools, tool_style, source, offer_tools=mode != "none")
+    offered = tools if mode != "none" and tools else None
+    prompt = tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tools=offered,
+                                           chat_template=chat_template)
+    grammar = tool_call_grammar(allowed, tool_style, parallel=parallel_tool_calls) if mode == "required" else None
+    return ChatPlan(prompt, tool_style, mode, grammar)
+
+
+def _template_source(tokenizer, chat_template: str | None) -> str | None:
+    if chat_template is None:
+        try:
+            return tokenizer._default_template_source()
+        except Exception:       # no template at all: apply_chat_template will say so
+            return None
+    named = getattr(tokenizer._vocab, "chat_templates", {}) or {}
+    return named.get(chat_template, chat_template)
+
+
+def chat_finish_reason(engine_reason: str | None, calls) -> str | None:
+    """OpenAI's finish_reason: "tool_calls" when the message holds calls."""
+    return "tool_calls" if calls else engine_reason
+
+
+def chat_message(content: str | None, calls=()) -> dict:
+    msg = {"role": "assistant", "content": content}
+    if calls:
+        msg["tool_calls"] = [c.to_openai() for c in calls]
+    return msg
+
+
+def chat_choice(index: int, content: str | None, calls, finish_reason: str | None, logprobs=None) -> dict:
+    return {"index": index, "message": chat_message(content, calls), "logprobs": logprobs,
+            "finish_reason": chat_finish_reason(finish_reason, calls)}
+
+
+def chat_response(response_id: str, model: str, choices: list[dict], usage_: dict,
+                  created: int | None = None) -> dict:
+    return {"id": response_id, "object": "chat.completion", "created": now() if created is None else created,
+            "model": model, "choices": choices, "usage": usage_}
+
+
+def chat_chunk(response_id: str, model: str, created: int, delta: dict, index: int = 0,
+               finish_reason: str | None = None, logprobs=None) -> dict:
+    return {"id": response_id, "object": "chat.completion.chunk", "created": created, "model": model,
+            "choices": [{"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}]}
+
+
+# ---- embeddings ----
+
+def embedding_response(model: str, vectors: list, prompt_tokens: int) -> dict:
+    """vectors: per input, a list of floats (pooled) or a list of lists (one per token)."""
+    return {"object": "list", "model": model,
+            "data": [{"object": "embedding", "embedding": v, "index": i} for i, v in enumerate(vectors)],
+            "usage": {"prompt_tokens": int(prompt_tokens), "total_tokens": int(prompt_tokens)}}
