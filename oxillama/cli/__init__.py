@@ -9,7 +9,7 @@ import sys
 
 from oxillama.errors import OxillamaError
 
-SUBCOMMANDS = ("run", "chat", "pull", "inspect", "selftest", "convert_lora")
+SUBCOMMANDS = ("run", "chat", "pull", "inspect", "selftest", "convert_lora", "serve")
 _VERBOSE_HELP = "log more (-vv for debug); also shows pip's output when a model is downloaded"
 
 

@@ -1,0 +1,61 @@
+"""`oxillama serve -m MODEL`: an OpenAI-compatible HTTP server with continuous batching."""
+from __future__ import annotations
+
+from oxillama import hub
+from oxillama.errors import InvalidArgumentError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API",
+                       description="Serve MODEL over HTTP: /v1/chat/completions, /v1/completions, /v1/embeddings, "
+                                   "/v1/models, /tokenize, /detokenize, /health, /metrics. Requests are batched "
+                                   "together (continuous batching); SIGINT/SIGTERM let running requests finish. "
+                                   'Needs the server extra: pip install "oxillama[server]".')
+    p.add_argument("-m", "--model", default=None,
+                   help=f"a GGUF path or a known model name ({', '.join(hub.KNOWN_MODELS)}); "
+                        f"default {hub.DEFAULT_MODEL}")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--parallel", "-np", type=int, default=8, metavar="N",
+                   help="sequences generated together in one batch (default 8)")
+    p.add_argument("--n-ctx", "-c", type=int, default=0, metavar="N",
+                   help="context size of each sequence (0: the model's, capped)")
+    p.add_argument("--threads", "-t", type=int, default=None, metavar="N")
+    p.add_argument("--api-key", default=None, metavar="KEY",
+                   help="require 'Authorization: Bearer KEY' (not on /health and /metrics)")
+    p.add_argument("--alias", default=None, metavar="NAME", help="the model id clients see")
+    p.add_argument("--max-queue", type=int, default=None, metavar="N",
+                   help="answer 429 when N requests already wait (default: no limit)")
+    p.add_argument("--max-batch-tokens", type=int, default=512, metavar="N",
+                   help="tokens run in one batched forward (prompt chunks + decodes)")
+    p.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
+                   help="on SIGINT/SIGTERM, seconds running requests get to finish (default 30)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    for name in ("parallel", "max_batch_tokens"):
+        if getattr(args, name) < 1:
+            raise InvalidArgumentError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.max_queue is not None and args.max_queue < 0:
+        raise InvalidArgumentError(f"--max-queue must be >= 0, got {args.max_queue}")
+    if not 0 <= args.port <= 65535:
+        raise InvalidArgumentError(f"--port must be in 0..65535, got {args.port}")
+    try:
+        from oxillama.server import ServerConfig, serve
+    except ModuleNotFoundError as e:
+        raise InvalidArgumentError(f'`oxillama serve` needs the server extra ({e.name} is missing): '
+                                   'pip install "oxillama[server]"') from None
+    model = str(hub.resolve_model(args.model))      # fetch a known model before the port opens
+    config = ServerConfig(model=model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.n_ctx,
+                          threads=args.threads, api_key=args.api_key, alias=args.alias or _default_alias(args.model),
+                          max_queue=args.max_queue, max_batch_tokens=args.max_batch_tokens,
+                          drain_timeout=args.drain_timeout)
+    return serve(config)
+
+
+def _default_alias(model: str | None) -> str | None:
+    """A known model's name is what clients see (not its cache file's name)."""
+    if model is None:
+        return hub.DEFAULT_MODEL
+    return model if model in hub.KNOWN_MODELS else None

@@ -1,0 +1,128 @@
+"""The FastAPI app and the process around it.
+
+Startup binds the port at once and loads the model on a worker thread (/health answers 503 until the
+scheduler runs). Every generation goes through one `Scheduler` whose thread runs the forwards; the event
+loop only submits, awaits and streams. SIGINT/SIGTERM drain: no new connections, running requests get
+`drain_timeout` seconds to finish (then are cancelled), the scheduler stops, and the process exits 0.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import threading
+
+import uvicorn
+from fastapi import FastAPI
+
+from oxillama.server import errors
+from oxillama.server.state import ServerConfig, ServerState
+
+log = logging.getLogger("oxillama")
+
+
+def load(state: ServerState) -> None:
+    """Load the engine and start the scheduler (blocking; runs on a worker thread at startup)."""
+    from oxillama.runtime import InferenceEngine
+    from oxillama.runtime.scheduler import Scheduler
+
+    c = state.config
+    engine = InferenceEngine.from_gguf(c.model, n_ctx=c.n_ctx, n_threads=c.threads)
+    try:
+        scheduler = Scheduler(engine, n_seq_max=c.parallel, max_batch_tokens=c.max_batch_tokens,
+                              max_queue=c.max_queue, n_ctx=c.n_ctx or None)
+        state.metrics.attach(scheduler)
+        scheduler.start()
+    except BaseException:
+        engine.close()
+        raise
+    state.engine = engine
+    state.scheduler = scheduler
+    log.info("serving %s as %r: %d parallel sequences, n_ctx %d", c.model, state.model_name, c.parallel,
+             engine.n_ctx)
+
+
+def unload(state: ServerState) -> None:
+    scheduler, engine = state.scheduler, state.engine
+    state.scheduler = None
+    if scheduler is not None:
+        scheduler.stop()
+    if engine is not None:
+        engine.close()
+        state.engine = None
+
+
+def create_app(config: ServerConfig, *, on_load_error=None) -> FastAPI:
+    """The app for one model. on_load_error(exc) is called if loading fails (the CLI stops the process)."""
+    state = ServerState(config)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        async def load_in_background():
+            try:
+                await asyncio.to_thread(load, state)
+            except Exception as e:
+                state.load_error = f"{type(e).__name__}: {e}"
+                log.error("could not load %s: %s", config.model, state.load_error)
+                if on_load_error is not None:
+                    on_load_error(e)
+
+        loader = asyncio.ensure_future(load_in_background())
+        try:
+            yield
+        finally:
+            if not loader.done():
+                await loader
+            await asyncio.to_thread(unload, state)
+
+    from oxillama.server.routes import chat, completions, embeddings, models, tokenize
+
+    app = FastAPI(title="oxillama", version=_version(), lifespan=lifespan)
+    app.state.server = state
+    errors.install(app)
+    for module in (models, tokenize, embeddings, completions, chat):
+        if hasattr(module, "public"):
+            app.include_router(module.public)
+        app.include_router(module.router)
+    return app
+
+
+def _version() -> str:
+    from oxillama import __version__
+    return __version__
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's Server, except that after a drain caused by SIGINT/SIGTERM the process exits 0: uvicorn
+    would raise the signal again once shut down, which turns SIGTERM into death by signal."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def serve(config: ServerConfig) -> int:
+    """Run the server until SIGINT/SIGTERM; 0 after a clean drain, 1 if the model failed to load."""
+    failed = threading.Event()
+    server: DrainingServer | None = None
+
+    def on_load_error(exc):
+        failed.set()
+        if server is not None:
+            server.should_exit = True
+
+    app = create_app(config, on_load_error=on_load_error)
+    uv_config = uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
+                               timeout_graceful_shutdown=config.drain_timeout + 5, access_log=False)
+    server = DrainingServer(uv_config)
+    server.run()
+    return 1 if failed.is_set() else 0

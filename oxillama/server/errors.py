@@ -1,0 +1,93 @@
+"""OpenAI error objects for every failure: {"error": {"message", "type", "param", "code"}}, with code
+the HTTP status (as vLLM and llama.cpp's server send it). Registered once as exception handlers, so
+endpoints raise and never build error bodies; a bad input is never a 500, and no body carries a
+traceback."""
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from oxillama import errors as ox
+from oxillama.server.protocol.common import ErrorInfo, ErrorResponse
+
+log = logging.getLogger("oxillama")
+
+
+class APIError(Exception):
+    """An error the server answers with a given status and OpenAI error type."""
+
+    def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.param = status, message, type, param
+
+
+def error_body(status: int, message: str, type: str, param: str | None = None) -> dict:
+    return ErrorResponse(error=ErrorInfo(message=message, type=type, param=param, code=status)).model_dump()
+
+
+def error_response(status: int, message: str, type: str, param: str | None = None, headers=None) -> JSONResponse:
+    return JSONResponse(error_body(status, message, type, param), status_code=status, headers=headers)
+
+
+def classify(exc: BaseException) -> tuple[int, str]:
+    """(HTTP status, OpenAI error type) for an exception from the engine or the scheduler."""
+    if isinstance(exc, (ox.ContextOverflowError, ox.KVPoolExhaustedError)):
+        # (the pool error escapes submit() only for a request larger than the whole KV pool)
+        return 400, "exceed_context_size_error"
+    if isinstance(exc, ox.QueueFullError):
+        return 429, "rate_limit_error"
+    if isinstance(exc, ox.SchedulerStoppedError):
+        return 503, "server_error"
+    if isinstance(exc, (ox.InvalidArgumentError, ox.GrammarError, ox.TokenizerError, ValueError)):
+        return 400, "invalid_request_error"
+    return 500, "server_error"
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
+    parts = []
+    param = None
+    for err in exc.errors():
+        loc = [str(x) for x in err.get("loc", ()) if x != "body"]
+        where = ".".join(loc) if err.get("type") != "json_invalid" else ""
+        if param is None and where:
+            param = where
+        if err.get("type") == "json_invalid":
+            parts.append(f"the body is not valid JSON: {err.get('msg')}")
+        elif not where:
+            parts.append("the body must be a JSON object (sent with Content-Type: application/json)")
+        else:
+            parts.append(f"{where or 'body'}: {err.get('msg')}")
+    return "; ".join(parts[:5]) or "invalid request body", param
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(APIError)
+    async def _api_error(request: Request, exc: APIError):
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return error_response(exc.status, exc.message, exc.type, exc.param, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError):
+        message, param = _validation_message(exc)
+        return error_response(400, message, "invalid_request_error", param)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        return error_response(exc.status_code, str(exc.detail), kind, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(ox.OxillamaError)
+    async def _oxillama(request: Request, exc: ox.OxillamaError):
+        status, kind = classify(exc)
+        if status >= 500:
+            log.error("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+        return error_response(status, str(exc), kind)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception):
+        log.exception("%s %s failed", request.method, request.url.path)
+        return error_response(500, f"internal error ({type(exc).__name__}); see the server log", "server_error")

@@ -1,0 +1,53 @@
+"""What one server process holds: its settings, the engine and scheduler once loaded, its metrics."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from oxillama.server.errors import APIError
+
+
+@dataclass
+class ServerConfig:
+    model: str                       # a GGUF path or a known model name (oxillama.hub)
+    host: str = "127.0.0.1"
+    port: int = 8000
+    parallel: int = 8                # sequences batched together (Scheduler n_seq_max)
+    n_ctx: int = 0                   # per-sequence context; 0: the engine's default
+    threads: int | None = None
+    api_key: str | None = None
+    alias: str | None = None         # the model id clients see; default: the file's stem
+    max_queue: int | None = None     # waiting requests beyond which submissions get 429
+    max_batch_tokens: int = 512
+    drain_timeout: float = 30.0      # on SIGINT/SIGTERM: seconds running requests get to finish
+
+    def model_name(self) -> str:
+        if self.alias:
+            return self.alias
+        from pathlib import Path
+        return Path(str(self.model)).stem if str(self.model).endswith(".gguf") else str(self.model)
+
+
+class ServerState:
+    """Filled by the app's lifespan: `engine` and `scheduler` are None until the model is loaded
+    (/health answers 503 until then, and so does every endpoint that needs the model)."""
+
+    def __init__(self, config: ServerConfig):
+        from oxillama.server.metrics import ServerMetrics
+        self.config = config
+        self.model_name = config.model_name()
+        self.metrics = ServerMetrics(self.model_name)
+        self.engine = None
+        self.scheduler = None
+        self.load_error: str | None = None
+        self.embed_lock = threading.Lock()   # embeddings run one at a time, off the event loop
+
+    @property
+    def ready(self) -> bool:
+        return self.scheduler is not None
+
+    def require_ready(self) -> None:
+        if self.load_error is not None:
+            raise APIError(503, f"the model failed to load: {self.load_error}", "server_error")
+        if not self.ready:
+            raise APIError(503, "the model is loading", "server_error")
