@@ -419,16 +419,28 @@ static void activate(const oxl_kernel_table *kt, int act, const float *g, const 
     }
 }
 
-/* y (w's rows) += the row's adapters on (layer il, slot): scale * B (A x), x (w's cols); adapters in order */
-static void lora_row(const oxl_kernel_table *kt, const oxl_batch_seq *sq, int il, int slot, const oxl_weight *w,
-                     const float *x, float *y) {
-    for (int a = 0; a < sq->n_loras; a++) {
-        const oxl_lora *lo = &sq->loras[a];
-        const oxl_lora_weight *lw = &lo->w[il * OXL_LORA_SLOTS + slot];
-        if (!lw->a || lo->scale == 0.0f) continue;
-        float t[lw->rank];   /* A x: rank <= OXL_LORA_MAX_RANK (check_batch) */
-        for (int k = 0; k < lw->rank; k++) t[k] = kt->ops.dot_f32(lw->a + (int64_t)k * w->cols, x, (int)w->cols);
-        for (int k = 0; k < lw->rank; k++) kt->ops.axpy(y, lo->scale * t[k], lw->bt + (int64_t)k * w->rows, (int)w->rows);
+/* Y (n rows, ldy) += each row's adapters on (layer il, slot): scale * B (A x), x rows ldx apart; adapters in
+ * order. Every thread takes a share of the outputs (16-aligned, so an element's axpy lane does not depend on
+ * the split) and computes the rank-r A x of each row itself: one decoding sequence uses every thread. */
+static void lora_share(const oxl_kernel_table *kt, const oxl_batch_seq *seqs, const int *row_seq, int n, int il,
+                       int slot, const oxl_weight *w, const float *x, int64_t ldx, float *Y, int64_t ldy, int ith,
+                       int nth) {
+    int64_t o0, o1;
+    oxl_split_range(w->rows, nth, ith, 16, &o0, &o1);
+    if (o0 >= o1) return;
+    for (int i = 0; i < n; i++) {
+        const oxl_batch_seq *sq = &seqs[row_seq[i]];
+        for (int a = 0; a < sq->n_loras; a++) {
+            const oxl_lora *lo = &sq->loras[a];
+            const oxl_lora_weight *lw = &lo->w[il * OXL_LORA_SLOTS + slot];
+            if (!lw->a || lo->scale == 0.0f) continue;
+            float t[lw->rank];   /* A x: rank <= OXL_LORA_MAX_RANK (check_batch) */
+            for (int k = 0; k < lw->rank; k++)
+                t[k] = kt->ops.dot_f32(lw->a + (int64_t)k * w->cols, x + (int64_t)i * ldx, (int)w->cols);
+            for (int k = 0; k < lw->rank; k++)
+                kt->ops.axpy(Y + (int64_t)i * ldy + o0, lo->scale * t[k], lw->bt + (int64_t)k * w->rows + o0,
+                             (int)(o1 - o0));
+        }
     }
 }
 
@@ -499,6 +511,8 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
             if (seqs[s].all_logits || i == seqs[s].n_tokens - 1) out_rows[o++] = r;
         }
     const int64_t istride = item_floats(m);   /* floats of one (row, KV head [, chunk]) partial */
+    int any_lora = 0;
+    for (int s = 0; s < n_seqs; s++) any_lora |= seqs[s].n_loras > 0;
 
     /* one work counter per product: at most 7 per layer (q, k, v, o, gate, up, down) and the output */
     const int n_counters = m->n_layer * 7 + 1;
@@ -574,19 +588,18 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
                 matmul_share(kt, &L->wv, act_for(&acts, kt, &L->wv, xn), n, v, ldv, &counters[call++], nth);
             }
             OXL_BARRIER();
+            if (any_lora) {   /* the fused QKV where a layer has one */
+                lora_share(kt, seqs, row_seq, n, il, OXL_LORA_Q, &L->wq, xn, n_embd, q, ldq, ith, nth);
+                if (!fused_qkv) {
+                    lora_share(kt, seqs, row_seq, n, il, OXL_LORA_K, &L->wk, xn, n_embd, k, ldk, ith, nth);
+                    lora_share(kt, seqs, row_seq, n, il, OXL_LORA_V, &L->wv, xn, n_embd, v, ldv, ith, nth);
+                }
+                OXL_BARRIER();
+            }
 
             /* biases, per-head q/k norms, RoPE, then K and V into the cache; split by row */
             for (int64_t i = t0; i < t1; i++) {
                 float *qi = q + i * ldq, *ki = k + i * ldk, *vi = v + i * ldv;
-                const oxl_batch_seq *sq = &seqs[row_seq[i]];
-                if (sq->n_loras) {
-                    const float *xi = xn + i * n_embd;
-                    lora_row(kt, sq, il, OXL_LORA_Q, &L->wq, xi, qi);   /* the fused QKV row where there is one */
-                    if (!fused_qkv) {
-                        lora_row(kt, sq, il, OXL_LORA_K, &L->wk, xi, ki);
-                        lora_row(kt, sq, il, OXL_LORA_V, &L->wv, xi, vi);
-                    }
-                }
                 add_bias(qi, L->bq, 1, q_dim, 0, 0, 1);
                 add_bias(ki, L->bk, 1, kv_dim, 0, 0, 1);
                 add_bias(vi, L->bv, 1, kv_dim, 0, 0, 1);
@@ -666,13 +679,16 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
             /* output projection: tmp (n, n_embd) */
             matmul_share(kt, &L->wo, act_for(&acts, kt, &L->wo, attn), n, tmp, n_embd, &counters[call++], nth);
             OXL_BARRIER();
+            if (any_lora) {
+                lora_share(kt, seqs, row_seq, n, il, OXL_LORA_O, &L->wo, attn, q_dim, tmp, n_embd, ith, nth);
+                OXL_BARRIER();
+            }
 
             /* residual; FFN input norm */
             const oxl_weight *ffn_ws[2] = {&L->w_gate, &L->w_up};
             act_set_init(&acts, kt, base, &S, ffn_ws, 2);
             for (int64_t i = t0; i < t1; i++) {
                 float *ti = tmp + i * n_embd, *xi = x + i * n_embd;
-                if (seqs[row_seq[i]].n_loras) lora_row(kt, &seqs[row_seq[i]], il, OXL_LORA_O, &L->wo, attn + i * q_dim, ti);
                 add_bias(ti, L->bo, 1, n_embd, 0, 0, 1);
                 if (L->post_attn_norm) norm_row(kt, m, ti, L->post_attn_norm, NULL, ti, n_embd);
                 if (L->parallel_residual) {
@@ -693,17 +709,18 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
             if (L->w_gate.data) matmul_share(kt, &L->w_gate, act_for(&acts, kt, &L->w_gate, xn), n, gate, n_ff, &counters[call++], nth);
             matmul_share(kt, &L->w_up, act_for(&acts, kt, &L->w_up, xn), n, up, ldu, &counters[call++], nth);
             OXL_BARRIER();
+            if (any_lora) {   /* all of a fused gate|up */
+                lora_share(kt, seqs, row_seq, n, il, OXL_LORA_UP, &L->w_up, xn, n_embd, up, ldu, ith, nth);
+                if (L->w_gate.data)
+                    lora_share(kt, seqs, row_seq, n, il, OXL_LORA_GATE, &L->w_gate, xn, n_embd, gate, n_ff, ith, nth);
+                OXL_BARRIER();
+            }
 
             /* h = act(gate) * up, quantized for the down projection; h lives in gate */
             const oxl_weight *down_ws[1] = {&L->w_down};
             act_set_init(&acts, kt, base, &S, down_ws, 1);
             for (int64_t i = t0; i < t1; i++) {
                 float *ui = up + i * ldu, *gi;
-                if (seqs[row_seq[i]].n_loras) {
-                    const oxl_batch_seq *sq = &seqs[row_seq[i]];
-                    lora_row(kt, sq, il, OXL_LORA_UP, &L->w_up, xn + i * n_embd, ui);   /* all of a fused gate|up */
-                    if (L->w_gate.data) lora_row(kt, sq, il, OXL_LORA_GATE, &L->w_gate, xn + i * n_embd, gate + i * n_ff);
-                }
                 if (L->fused_gate_up) {
                     gi = ui;          /* [gate | up] */
                     ui = ui + n_ff;
@@ -721,10 +738,13 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
 
             matmul_share(kt, &L->w_down, act_for(&acts, kt, &L->w_down, gate), n, tmp, n_embd, &counters[call++], nth);
             OXL_BARRIER();
+            if (any_lora) {
+                lora_share(kt, seqs, row_seq, n, il, OXL_LORA_DOWN, &L->w_down, gate, n_ff, tmp, n_embd, ith, nth);
+                OXL_BARRIER();
+            }
 
             for (int64_t i = t0; i < t1; i++) {
                 float *ti = tmp + i * n_embd;
-                if (seqs[row_seq[i]].n_loras) lora_row(kt, &seqs[row_seq[i]], il, OXL_LORA_DOWN, &L->w_down, gate + i * n_ff, ti);
                 add_bias(ti, L->b_down, 1, n_embd, 0, 0, 1);
                 if (L->post_ffn_norm) norm_row(kt, m, ti, L->post_ffn_norm, NULL, ti, n_embd);
                 kt->ops.add(x + i * n_embd, ti, n_embd);

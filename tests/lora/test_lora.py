@@ -235,3 +235,16 @@ def test_scheduler_requests_with_different_adapters_equal_their_solo_generate():
                        for s in settings]
             got = [h.result(timeout=60) for h in handles]
         assert [c.tokens for c in got] == [c.tokens for c in solo]
+
+
+def test_adapted_logits_do_not_depend_on_the_thread_count():
+    """Each thread takes a share of an adapter's outputs: the floats must not depend on the split."""
+    with InferenceEngine.from_gguf(DATA / "llama.gguf", n_ctx=64, n_threads=2) as two, \
+            InferenceEngine.from_gguf(DATA / "llama.gguf", n_ctx=64, n_threads=1) as one:
+        a = LoraAdapter(random_lora(two, 8, seed=14), arch="llama")
+        two.add_lora(a)
+        one.add_lora(a)
+        np.testing.assert_array_equal(logits(two), logits(one))
+        two.reset()
+        stepped = np.stack([two.forward([t]) for t in TOKENS])
+        np.testing.assert_array_equal(stepped, logits(one))
