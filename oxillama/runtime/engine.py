@@ -454,7 +454,7 @@ class InferenceEngine:
         constrains the output. Generation ends at an end-of-generation token, a stop string, a
         stopping criterion, the end of the grammar, or max_tokens.
         """
-        from oxillama.sampling import StoppingCriteriaList, StopStrings, resolve_generate_kwargs
+        from oxillama.sampling import StopStrings
         from oxillama.sampling.validation import check_generate_kwargs
 
         if "lora" in kwargs:   # adapters for this call only: [(LoraAdapter, scale), ...]
@@ -473,24 +473,8 @@ class InferenceEngine:
                                            speculative, speculative_k, kwargs)
         t_call = time.perf_counter()
         continuing = prompt is None
-        config, other = resolve_generate_kwargs(**kwargs)
-        max_tokens = other.pop("max_tokens", 256)
-        stops = other.pop("stop", [])
-        n_logprobs = other.pop("logprobs", None)
-        processors = other.pop("logits_processor", None)
-        criteria = other.pop("stopping_criteria", None)
-        if other:
-            raise InvalidArgumentError(f"unknown generate() argument(s): {', '.join(sorted(other))}")
-        if n_logprobs is not None and (isinstance(n_logprobs, bool) or not isinstance(n_logprobs, int)
-                                       or n_logprobs < 0):
-            raise InvalidArgumentError(f"logprobs must be an int >= 0, got {n_logprobs!r}")
-        criteria = StoppingCriteriaList(criteria if isinstance(criteria, (list, tuple)) else
-                                        [criteria] if criteria is not None else [])
-        if grammar is not None and response_format is not None:
-            raise InvalidArgumentError("give grammar or response_format, not both")
-        if response_format is not None:
-            from oxillama.grammar import grammar_from_response_format
-            grammar = grammar_from_response_format(response_format)
+        config, max_tokens, stops, n_logprobs, processors, criteria, grammar = request_options(
+            kwargs, grammar, response_format)
 
         if continuing:
             if not self.tokens:
@@ -779,6 +763,31 @@ class InferenceEngine:
         for _ in recorded():
             pass
         return self.last_completion
+
+
+def request_options(kwargs: dict, grammar, response_format):
+    """generate()'s keywords resolved (the Scheduler's too): (SamplerConfig, max_tokens, stop strings,
+    logprobs N or None, logits processors, StoppingCriteriaList, Grammar or None)."""
+    from oxillama.sampling import StoppingCriteriaList, resolve_generate_kwargs
+    config, other = resolve_generate_kwargs(**kwargs)
+    max_tokens = other.pop("max_tokens", 256)
+    stops = other.pop("stop", [])
+    n_logprobs = other.pop("logprobs", None)
+    processors = other.pop("logits_processor", None)
+    criteria = other.pop("stopping_criteria", None)
+    if other:
+        raise InvalidArgumentError(f"unknown generate() argument(s): {', '.join(sorted(other))}")
+    if n_logprobs is not None and (isinstance(n_logprobs, bool) or not isinstance(n_logprobs, int)
+                                   or n_logprobs < 0):
+        raise InvalidArgumentError(f"logprobs must be an int >= 0, got {n_logprobs!r}")
+    criteria = StoppingCriteriaList(criteria if isinstance(criteria, (list, tuple)) else
+                                    [criteria] if criteria is not None else [])
+    if grammar is not None and response_format is not None:
+        raise InvalidArgumentError("give grammar or response_format, not both")
+    if response_format is not None:
+        from oxillama.grammar import grammar_from_response_format
+        grammar = grammar_from_response_format(response_format)
+    return config, max_tokens, stops, n_logprobs, processors, criteria, grammar
 
 
 def _common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:

@@ -304,7 +304,8 @@ class Scheduler:
 
     def _prepare(self, prompt, kwargs: dict) -> _Request:
         """Validate a request as engine.generate() does and build its sampler, grammar and stop state."""
-        from oxillama.sampling import StoppingCriteriaList, StopStrings, resolve_generate_kwargs
+        from oxillama.runtime.engine import request_options
+        from oxillama.sampling import StopStrings
         engine = self.engine
         kwargs = dict(kwargs)
         for name in ("stream", "callback"):
@@ -325,24 +326,8 @@ class Scheduler:
             adapter.bind(engine)
         if not isinstance(ignore_eos, bool):
             raise InvalidArgumentError(f"ignore_eos must be a bool, got {ignore_eos!r}")
-        config, other = resolve_generate_kwargs(**kwargs)
-        max_tokens = other.pop("max_tokens", 256)
-        stops = other.pop("stop", [])
-        n_logprobs = other.pop("logprobs", None)
-        processors = other.pop("logits_processor", None)
-        criteria = other.pop("stopping_criteria", None)
-        if other:
-            raise InvalidArgumentError(f"unknown generate() argument(s): {', '.join(sorted(other))}")
-        if n_logprobs is not None and (isinstance(n_logprobs, bool) or not isinstance(n_logprobs, int)
-                                       or n_logprobs < 0):
-            raise InvalidArgumentError(f"logprobs must be an int >= 0, got {n_logprobs!r}")
-        criteria = StoppingCriteriaList(criteria if isinstance(criteria, (list, tuple)) else
-                                        [criteria] if criteria is not None else [])
-        if grammar is not None and response_format is not None:
-            raise InvalidArgumentError("give grammar or response_format, not both")
-        if response_format is not None:
-            from oxillama.grammar import grammar_from_response_format
-            grammar = grammar_from_response_format(response_format)
+        config, max_tokens, stops, n_logprobs, processors, criteria, grammar = request_options(
+            kwargs, grammar, response_format)
         if prompt is None:
             raise InvalidArgumentError("the scheduler needs a prompt (it does not continue a session)")
         ids = engine._encode_prompt(prompt)

@@ -289,9 +289,9 @@ def test_pool_too_small_for_a_request_and_full_queue(tiny):
     with Scheduler(tiny, n_seq_max=1, n_pages=2, max_queue=1) as sched:
         with pytest.raises(KVPoolExhaustedError):    # 10 + 2 pages + 1 positions need 3 pages
             sched.submit(prompt, max_tokens=2 * _core.KV_PAGE + 1)
-        first = sched.submit(prompt, max_tokens=6, stopping_criteria=hold)
+        first = sched.submit(prompt, max_tokens=6, stopping_criteria=hold, ignore_eos=True)
         assert entered.wait(TIMEOUT)
-        second = sched.submit(prompt, max_tokens=4)       # waits: the queue is now full
+        second = sched.submit(prompt, max_tokens=4, ignore_eos=True)   # waits: the queue is now full
         with pytest.raises(QueueFullError):
             sched.submit(prompt, max_tokens=4)
         gate.set()
