@@ -63,7 +63,6 @@ def test_decode_8_vs_1(benchmark, engine):
     benchmark.extra_info["tokens_per_s_1"] = med[1]
     benchmark.extra_info["tokens_per_s_8"] = med[8]
     benchmark.extra_info["ratio_8_vs_1"] = med[8] / med[1]
-    benchmark.extra_info["position_invariant_pool"] = bool(getattr(sched.pool, "position_invariant", False))
 
 
 def test_step_overhead_8_sequences(benchmark, engine):

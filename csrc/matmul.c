@@ -25,8 +25,8 @@ void oxl_quantize_act(const oxl_kernel_table *k, int type, const float *x, int64
  * Gemma 3 against the tile (262,144 x 640 Q8_0 output: 13.2 -> 22.5 GB/s on 2 threads), and +13-23%
  * against the tile walking its rows two at a time. Each row also asks for the bytes
  * GEMV_PREFETCH_BYTES ahead (measured equal to none with per-row reads; worth 1.7x for the tile).
- * vec_dot sums a row in another order than the tile, so a token's logits differ in the last bits
- * between a batch and a single-token forward; the engine runs a prompt's last token alone for that. */
+ * The multi-row gemm gives every element exactly the float vec_dot gives (kernels.h), so a token's
+ * logits do not depend on how many rows share the product. */
 #define GEMV_PREFETCH_BYTES 2048
 
 /* ask for the cache lines of [p, min(p + len, end)) */

@@ -256,48 +256,42 @@ class SequencePool:
         return results
 
     def _run(self, batch, out: np.ndarray) -> None:
-        """Forwards of at most n_batch tokens each; a sequence longer than that is cut into chunks, of which
-        only the last gives logits unless all are wanted (the logits do not depend on the cut)."""
-        calls, current, size = [], [], 0
-        row = 0
+        """Forwards of at most n_batch tokens each (one, when the step fits): a sequence longer than that is
+        cut into chunks, of which only the last gives logits unless all are wanted (the logits do not depend
+        on the cut)."""
+        pieces, row = [], 0   # (chunk, pos0, sequence, all_logits, first row in out or None: not wanted)
         for s, arr, all_logits in batch:
-            pos = len(s.tokens)
             for start in range(0, arr.size, self.n_batch):
                 chunk = arr[start:start + self.n_batch]
-                last = start + chunk.size == arr.size
-                if size + chunk.size > self.n_batch:
-                    calls.append(current)
-                    current, size = [], 0
-                rows = chunk.size if all_logits else (1 if last else 0)
-                current.append((chunk, pos + start, s, all_logits, rows, row))
-                size += chunk.size
-                row += rows
-        calls.append(current)
+                wanted = all_logits or start + chunk.size == arr.size
+                pieces.append((chunk, len(s.tokens) + start, s, all_logits, row if wanted else None))
+                row += chunk.size if all_logits else int(wanted)
+        call, size = [], 0
+        for piece in pieces:
+            if size + piece[0].size > self.n_batch:
+                self._forward(call, out)
+                call, size = [], 0
+            call.append(piece)
+            size += piece[0].size
+        self._forward(call, out)
+
+    def _forward(self, call, out: np.ndarray) -> None:
+        """One C forward of the pieces; their logits rows (the last row of a piece without all_logits) go to
+        out, directly when every piece is wanted (then their rows are consecutive there)."""
         from oxillama.lora import bound
-        for call in calls:
-            tokens, pos0, tables, flags, loras = [], [], [], [], []
-            r0 = call[0][5]
-            n_rows = 0
-            for chunk, p0, seq, all_logits, rows, _ in call:
-                tokens.append(chunk)
-                pos0.append(p0)
-                tables.append(seq.pages)
-                loras.append(bound(self.engine, seq.loras) if seq.loras else None)
-                # a chunk without logits still runs: the C call takes the last row's logits, which go to a
-                # row that the next chunk of the same sequence overwrites
-                flags.append(all_logits)
-                n_rows += chunk.size if all_logits else 1
-            if n_rows > out.shape[0] - r0 or any(rows == 0 for *_, rows, _ in call):
-                tmp = np.empty((n_rows, self.n_vocab), dtype=np.float32)
-                self._ctx.run_batch(tokens, pos0, tables, flags, tmp.reshape(-1), loras)
-                r = 0
-                for chunk, _, _, all_logits, rows, at in call:
-                    k = chunk.size if all_logits else 1
-                    if rows:
-                        out[at:at + rows] = tmp[r:r + rows]
-                    r += k
-            else:
-                self._ctx.run_batch(tokens, pos0, tables, flags, out[r0:r0 + n_rows].reshape(-1), loras)
+        n_rows = sum(chunk.size if all_logits else 1 for chunk, _, _, all_logits, _ in call)
+        direct = all(at is not None for *_, at in call)
+        dest = out[call[0][4]:call[0][4] + n_rows] if direct else np.empty((n_rows, self.n_vocab), np.float32)
+        self._ctx.run_batch([c[0] for c in call], [c[1] for c in call], [c[2].pages for c in call],
+                            [c[3] for c in call], dest.reshape(-1),
+                            [bound(self.engine, c[2].loras) if c[2].loras else None for c in call])
+        if not direct:
+            r = 0
+            for chunk, _, _, all_logits, at in call:
+                k = chunk.size if all_logits else 1
+                if at is not None:
+                    out[at:at + k] = dest[r:r + k]
+                r += k
 
     def __repr__(self):
         return (f"SequencePool(n_seq_max={self.n_seq_max}, n_ctx={self.n_ctx}, n_pages={self.n_pages}, "

@@ -153,3 +153,14 @@ def test_bad_input(tiny):
         pool.n_past(b)
     c = pool.add()                                           # the freed slot is reused
     assert pool.n_past(c) == 0
+
+
+@pytest.mark.parametrize("n_batch", [16, 37])
+def test_steps_larger_than_n_batch_run_in_pieces_with_the_same_logits(tiny, n_batch):
+    a, b = _ids(tiny, 60, 21), _ids(tiny, 30, 22)
+    for flags in ((True, True), (False, True), (True, False), (False, False)):
+        pool = SequencePool(tiny, n_seq_max=2, n_batch=n_batch)
+        sa, sb = pool.add(), pool.add()
+        la, lb = pool.step([(sa, a, flags[0]), (sb, b, flags[1])])
+        np.testing.assert_array_equal(la, _solo(tiny, a, all_logits=flags[0])[0])
+        np.testing.assert_array_equal(lb, _solo(tiny, b, all_logits=flags[1])[0])

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 
 from oxillama.errors import OxillamaError
+from oxillama.server.protocol.common import UsageInfo
 
 log = logging.getLogger("oxillama")
 
@@ -116,3 +117,11 @@ def prompt_usage(handles: list, n: int) -> tuple[int, int]:
         prompt += int(s.get("n_prompt_tokens") or 0)
         cached += int(s.get("n_cached_prompt_tokens") or 0)
     return prompt, cached
+
+
+def usage_info(handles: list, n: int, completions) -> UsageInfo:
+    """The response's exact usage: each prompt once, every completion's generated tokens."""
+    prompt, cached = prompt_usage(handles, n)
+    generated = sum(len(c.tokens) for c in completions)
+    return UsageInfo(prompt_tokens=prompt, completion_tokens=generated, total_tokens=prompt + generated,
+                     prompt_tokens_details={"cached_tokens": cached})

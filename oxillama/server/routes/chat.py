@@ -12,10 +12,9 @@ from oxillama.server.auth import require_api_key
 from oxillama.server.protocol.chat import (AssistantMessage, ChatCompletionChoice, ChatCompletionChunk,
                                            ChatCompletionRequest, ChatCompletionResponse,
                                            ChatCompletionStreamChoice, DeltaMessage)
-from oxillama.server.protocol.common import UsageInfo
 from oxillama.server.routes import ready_state
-from oxillama.server.routes._generation import (error_event, merged_stream, prompt_usage, results_or_cancel,
-                                                submit_all)
+from oxillama.server.routes._generation import (error_event, merged_stream, results_or_cancel, submit_all,
+                                                usage_info)
 from oxillama.server.state import ServerState
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -26,13 +25,6 @@ def chat_prompt(state: ServerState, req: ChatCompletionRequest) -> str:
     messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()}
                 for m in req.messages]
     return state.engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
-
-
-def _usage(handles, n, completions) -> UsageInfo:
-    prompt, cached = prompt_usage(handles, n)
-    generated = sum(len(c.tokens) for c in completions)
-    return UsageInfo(prompt_tokens=prompt, completion_tokens=generated, total_tokens=prompt + generated,
-                     prompt_tokens_details={"cached_tokens": cached})
 
 
 @router.post("/v1/chat/completions")
@@ -55,7 +47,7 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
                                         finish_reason=c.finish_reason, logprobs=logprobs_of(c))
                    for i, c in enumerate(completions)]
         return ChatCompletionResponse(id=request_id, model=state.model_name, choices=choices,
-                                      usage=_usage(handles, req.n, completions))
+                                      usage=usage_info(handles, req.n, completions))
 
     created = int(time.time())
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
@@ -79,7 +71,7 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
                     yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(), logprobs=logprobs_of(final),
                                                             finish_reason=final.finish_reason)])
             if include_usage:
-                yield chunk([], usage=_usage(handles, req.n, completions))
+                yield chunk([], usage=usage_info(handles, req.n, completions))
             yield ServerSentEvent(data="[DONE]")
         except Exception as e:     # after the headers: the error becomes the stream's last event
             yield error_event(e)

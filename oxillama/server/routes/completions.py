@@ -9,11 +9,10 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from oxillama.server import convert
 from oxillama.server.auth import require_api_key
 from oxillama.server.errors import APIError
-from oxillama.server.protocol.common import UsageInfo
 from oxillama.server.protocol.completions import CompletionChoice, CompletionRequest, CompletionResponse
 from oxillama.server.routes import ready_state
-from oxillama.server.routes._generation import (error_event, merged_stream, prompt_usage, results_or_cancel,
-                                                submit_all)
+from oxillama.server.routes._generation import (error_event, merged_stream, results_or_cancel, submit_all,
+                                                usage_info)
 from oxillama.server.state import ServerState
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -32,13 +31,6 @@ def _prompts(req: CompletionRequest) -> list:
     if len(p) > MAX_PROMPTS:
         raise APIError(400, f"at most {MAX_PROMPTS} prompts per request, got {len(p)}", param="prompt")
     return list(p)
-
-
-def _usage(handles, n, completions) -> UsageInfo:
-    prompt, cached = prompt_usage(handles, n)
-    generated = sum(len(c.tokens) for c in completions)
-    return UsageInfo(prompt_tokens=prompt, completion_tokens=generated, total_tokens=prompt + generated,
-                     prompt_tokens_details={"cached_tokens": cached})
 
 
 @router.post("/v1/completions")
@@ -67,7 +59,7 @@ async def completions(req: CompletionRequest, request: Request, state: ServerSta
             choices.append(CompletionChoice(index=i, text=echo + str(c), finish_reason=c.finish_reason,
                                             logprobs=logprobs_of(c, len(echo))))
         return CompletionResponse(id=request_id, model=state.model_name, choices=choices,
-                                  usage=_usage(handles, req.n, results))
+                                  usage=usage_info(handles, req.n, results))
 
     created = int(time.time())
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
@@ -91,7 +83,7 @@ async def completions(req: CompletionRequest, request: Request, state: ServerSta
                     yield chunk([CompletionChoice(index=i, text="", finish_reason=final.finish_reason,
                                                   logprobs=logprobs_of(final, len(echoes[i // req.n])))])
             if include_usage:
-                yield chunk([], usage=_usage(handles, req.n, results))
+                yield chunk([], usage=usage_info(handles, req.n, results))
             yield ServerSentEvent(data="[DONE]")
         except Exception as e:     # after the headers: the error becomes the stream's last event
             yield error_event(e)
