@@ -4,10 +4,10 @@ thin, and the same conversion can serve any OpenAI-shaped front end."""
 from __future__ import annotations
 
 import math
-import uuid
 
+from oxillama.compat import openai_shapes as shapes
 from oxillama.errors import InvalidArgumentError
-from oxillama.server.protocol.chat import ChatCompletionRequest, ChoiceLogprobs, TokenLogprob, TopLogprob
+from oxillama.server.protocol.chat import ChatCompletionRequest, ChoiceLogprobs
 from oxillama.server.protocol.common import SamplingFields
 from oxillama.server.protocol.completions import CompletionLogprobs, CompletionRequest
 
@@ -16,8 +16,7 @@ _PASSTHROUGH = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "pre
                 "frequency_penalty")
 
 
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex}"
+new_id = shapes.new_id
 
 
 def generate_kwargs(req: SamplingFields, n_vocab: int, eog_ids=()) -> dict:
@@ -90,40 +89,14 @@ def logit_bias(bias: dict[str, float], n_vocab: int) -> dict[int, float]:
     return out
 
 
-def _token_str(tokenizer, tid: int) -> tuple[str, list[int]]:
-    data = tokenizer.token_to_bytes(tid)
-    return data.decode("utf-8", errors="replace"), list(data)
-
-
-def _finite(x: float) -> float:
-    return x if math.isfinite(x) else -9999.0      # JSON has no -inf; OpenAI reports -9999.0
-
-
 def chat_logprobs(tokenizer, tokens: list[int], logprobs: list[dict[int, float]], n_top: int) -> ChoiceLogprobs:
-    """OpenAI chat shape: per generated token its text, bytes, log-probability and top alternatives."""
-    content = []
-    for tid, entry in zip(tokens, logprobs):
-        text, data = _token_str(tokenizer, tid)
-        top = sorted(entry.items(), key=lambda kv: (-kv[1], kv[0]))[:n_top]
-        content.append(TokenLogprob(
-            token=text, bytes=data, logprob=_finite(entry[tid]),
-            top_logprobs=[TopLogprob(token=t, bytes=b, logprob=_finite(lp))
-                          for t, b, lp in ((*_token_str(tokenizer, i), lp) for i, lp in top)]))
-    return ChoiceLogprobs(content=content)
+    """OpenAI chat shape: per generated token its text, bytes, log-probability and top alternatives
+    (the dict `oxillama.Llama` returns, as the response model)."""
+    return ChoiceLogprobs.model_validate(shapes.chat_logprobs(tokenizer, tokens, logprobs, n_top))
 
 
 def completion_logprobs(tokenizer, tokens: list[int], logprobs: list[dict[int, float]], n_top: int,
                         offset: int = 0) -> CompletionLogprobs:
     """OpenAI legacy-completions shape: parallel lists of tokens, their log-probabilities, the top
     alternatives and each token's character offset in the text."""
-    out = CompletionLogprobs()
-    pos = offset
-    for tid, entry in zip(tokens, logprobs):
-        text, _ = _token_str(tokenizer, tid)
-        out.tokens.append(text)
-        out.token_logprobs.append(_finite(entry[tid]))
-        top = sorted(entry.items(), key=lambda kv: (-kv[1], kv[0]))[:n_top]
-        out.top_logprobs.append({_token_str(tokenizer, i)[0]: _finite(lp) for i, lp in top})
-        out.text_offset.append(pos)
-        pos += len(text)
-    return out
+    return CompletionLogprobs.model_validate(shapes.completion_logprobs(tokenizer, tokens, logprobs, n_top, offset))

@@ -73,6 +73,14 @@ def check_tools(tools) -> list[dict]:
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
             raise InvalidArgumentError(f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ..., "
                                        "'parameters': {...}}}}")
+        params = fn.get("parameters")
+        # OpenAI: the arguments are a JSON object, so the schema describes one
+        if params is not None and (not isinstance(params, dict) or params.get("type", "object") != "object"):
+            raise InvalidArgumentError(f"tools[{i}] ({fn['name']!r}): parameters must be a JSON schema of an "
+                                       f"object (type 'object'), got {params!r}")
+        names = [t["function"]["name"] for t in tools[:i]]
+        if fn["name"] in names:
+            raise InvalidArgumentError(f"tools[{i}]: the function name {fn['name']!r} is given twice")
     return tools
 
 

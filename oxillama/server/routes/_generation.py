@@ -119,9 +119,11 @@ def prompt_usage(handles: list, n: int) -> tuple[int, int]:
     return prompt, cached
 
 
-def usage_info(handles: list, n: int, completions) -> UsageInfo:
-    """The response's exact usage: each prompt once, every completion's generated tokens."""
+def usage_info(handles: list, n: int, completions, eog_ids) -> UsageInfo:
+    """The response's exact usage: each prompt once, every completion's generated tokens (without the
+    end-of-generation token that ended one, as llama.cpp and `oxillama.Llama` count)."""
+    from oxillama.compat.openai_shapes import generated_token_count
     prompt, cached = prompt_usage(handles, n)
-    generated = sum(len(c.tokens) for c in completions)
+    generated = sum(generated_token_count(c.tokens, eog_ids) for c in completions)
     return UsageInfo(prompt_tokens=prompt, completion_tokens=generated, total_tokens=prompt + generated,
                      prompt_tokens_details={"cached_tokens": cached})

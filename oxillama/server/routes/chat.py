@@ -1,5 +1,7 @@
-"""POST /v1/chat/completions: the messages rendered with the model's chat template, then n
-submissions to the scheduler; streamed as Server-Sent Events when asked."""
+"""POST /v1/chat/completions: the messages (and tools) rendered with the model's chat template, then n
+submissions to the scheduler; streamed as Server-Sent Events when asked. The conversion (tool_choice,
+the forcing grammar, reading tool calls back, streamed tool-call deltas) is `oxillama.compat.
+openai_shapes`, the same code `oxillama.Llama.create_chat_completion` runs."""
 from __future__ import annotations
 
 import time
@@ -7,11 +9,13 @@ import time
 from fastapi import APIRouter, Depends, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from oxillama.compat import openai_shapes as shapes
+from oxillama.errors import InvalidArgumentError
 from oxillama.server import convert
 from oxillama.server.auth import require_api_key
 from oxillama.server.protocol.chat import (AssistantMessage, ChatCompletionChoice, ChatCompletionChunk,
                                            ChatCompletionRequest, ChatCompletionResponse,
-                                           ChatCompletionStreamChoice, DeltaMessage)
+                                           ChatCompletionStreamChoice, DeltaMessage, NamedToolChoice, ToolCall)
 from oxillama.server.routes import ready_state
 from oxillama.server.routes._generation import (error_event, merged_stream, results_or_cancel, submit_all,
                                                 usage_info)
@@ -20,21 +24,32 @@ from oxillama.server.state import ServerState
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
 
-def chat_prompt(state: ServerState, req: ChatCompletionRequest) -> str:
-    # OpenAI's newer "developer" role is what templates call "system"
-    messages = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()}
-                for m in req.messages]
-    return state.engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+def chat_plan(state: ServerState, req: ChatCompletionRequest) -> shapes.ChatPlan:
+    """The prompt, the grammar forcing a call (tool_choice "required" or named) and how to read calls."""
+    tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
+    choice = req.tool_choice.model_dump() if isinstance(req.tool_choice, NamedToolChoice) else req.tool_choice
+    return shapes.chat_plan(state.engine.tokenizer, [m.to_dict() for m in req.messages], tools, choice,
+                            parallel_tool_calls=req.parallel_tool_calls is True)
+
+
+def assistant_message(content: str | None, calls) -> AssistantMessage:
+    return AssistantMessage(content=content, tool_calls=[ToolCall.model_validate(c.to_openai()) for c in calls]
+                            or None)
 
 
 @router.post("/v1/chat/completions")
 async def chat_completions(req: ChatCompletionRequest, request: Request, state: ServerState = Depends(ready_state)):
-    kwargs = convert.generate_kwargs(req, state.engine.n_vocab, state.engine.tokenizer.eog_ids)
-    n_top = convert.requested_logprobs(req)
-    prompt = chat_prompt(state, req)
-    handles = submit_all(state.scheduler, [prompt], req.n, req.seed, kwargs)
-    request_id = convert.new_id("chatcmpl")
+    plan = chat_plan(state, req)
     tokenizer = state.engine.tokenizer
+    kwargs = convert.generate_kwargs(req, state.engine.n_vocab, tokenizer.eog_ids)
+    if plan.grammar is not None:
+        if "grammar" in kwargs:
+            raise InvalidArgumentError(f"tool_choice {req.tool_choice!r} constrains the output itself; it cannot "
+                                       "be combined with grammar or response_format")
+        kwargs["grammar"] = plan.grammar
+    n_top = convert.requested_logprobs(req)
+    handles = submit_all(state.scheduler, [plan.prompt], req.n, req.seed, kwargs)
+    request_id = convert.new_id("chatcmpl")
 
     def logprobs_of(c):
         return None if n_top is None else convert.chat_logprobs(tokenizer, c.tokens, c.logprobs or [], n_top)
@@ -43,11 +58,14 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
         completions = await results_or_cancel(request, handles)
         if completions is None:
             return None     # nobody is listening
-        choices = [ChatCompletionChoice(index=i, message=AssistantMessage(content=str(c)),
-                                        finish_reason=c.finish_reason, logprobs=logprobs_of(c))
-                   for i, c in enumerate(completions)]
+        choices = []
+        for i, c in enumerate(completions):
+            content, calls = plan.parse(str(c))
+            choices.append(ChatCompletionChoice(index=i, message=assistant_message(content, calls),
+                                                finish_reason=shapes.chat_finish_reason(c.finish_reason, calls),
+                                                logprobs=logprobs_of(c)))
         return ChatCompletionResponse(id=request_id, model=state.model_name, choices=choices,
-                                      usage=usage_info(handles, req.n, completions))
+                                      usage=usage_info(handles, req.n, completions, tokenizer.eog_ids))
 
     created = int(time.time())
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
@@ -57,21 +75,29 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
                                    usage=usage)
         return ServerSentEvent(data=body.model_dump_json())
 
+    def delta_chunk(i: int, delta: dict) -> ServerSentEvent:
+        return chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage.model_validate(delta))])
+
     async def events():
         try:
             for i in range(len(handles)):   # every choice opens with the role
                 yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(role="assistant", content=""))])
+            streamers = [plan.streamer() for _ in handles]
             completions = [None] * len(handles)
             async for i, piece, final in merged_stream(handles):
                 if final is None:
-                    yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(content=piece))])
-                else:
-                    completions[i] = final
-                    # logprobs of the whole choice ride on its last chunk (pieces are not tokens)
-                    yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(), logprobs=logprobs_of(final),
-                                                            finish_reason=final.finish_reason)])
+                    for delta in streamers[i].feed(piece):
+                        yield delta_chunk(i, delta)
+                    continue
+                completions[i] = final
+                for delta in streamers[i].finish():
+                    yield delta_chunk(i, delta)
+                # logprobs of the whole choice ride on its last chunk (pieces are not tokens)
+                finish = shapes.chat_finish_reason(final.finish_reason, range(streamers[i].n_calls))
+                yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(), logprobs=logprobs_of(final),
+                                                        finish_reason=finish)])
             if include_usage:
-                yield chunk([], usage=usage_info(handles, req.n, completions))
+                yield chunk([], usage=usage_info(handles, req.n, completions, tokenizer.eog_ids))
             yield ServerSentEvent(data="[DONE]")
         except Exception as e:     # after the headers: the error becomes the stream's last event
             yield error_event(e)

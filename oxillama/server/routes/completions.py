@@ -59,7 +59,7 @@ async def completions(req: CompletionRequest, request: Request, state: ServerSta
             choices.append(CompletionChoice(index=i, text=echo + str(c), finish_reason=c.finish_reason,
                                             logprobs=logprobs_of(c, len(echo))))
         return CompletionResponse(id=request_id, model=state.model_name, choices=choices,
-                                  usage=usage_info(handles, req.n, results))
+                                  usage=usage_info(handles, req.n, results, engine.tokenizer.eog_ids))
 
     created = int(time.time())
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
@@ -83,7 +83,7 @@ async def completions(req: CompletionRequest, request: Request, state: ServerSta
                     yield chunk([CompletionChoice(index=i, text="", finish_reason=final.finish_reason,
                                                   logprobs=logprobs_of(final, len(echoes[i // req.n])))])
             if include_usage:
-                yield chunk([], usage=usage_info(handles, req.n, results))
+                yield chunk([], usage=usage_info(handles, req.n, results, engine.tokenizer.eog_ids))
             yield ServerSentEvent(data="[DONE]")
         except Exception as e:     # after the headers: the error becomes the stream's last event
             yield error_event(e)
