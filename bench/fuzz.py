@@ -92,7 +92,12 @@ def fuzz_target(name: str, seconds: float, timeout: float, memory_mb: int, out: 
     def run(case):
         if time.monotonic() > stop_at:
             raise _Done()
+        nonlocal state
         kind, report = run_child(check, state, case, timeout, memory_mb)
+        if hasattr(state, "alive") and not state.alive():    # a server target whose process died
+            kind, report = CRASH, f"the server process died\n{report}"
+            state.close()
+            state = setup()
         counts[kind] = counts.get(kind, 0) + 1
         if kind != OK:
             save(out, name, kind, case, report, seen)
@@ -101,6 +106,9 @@ def fuzz_target(name: str, seconds: float, timeout: float, memory_mb: int, out: 
         run()
     except _Done:
         pass
+    finally:
+        if hasattr(state, "close"):
+            state.close()
     return counts
 
 

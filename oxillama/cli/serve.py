@@ -30,6 +30,17 @@ def add_parser(sub) -> None:
                    help="tokens run in one batched forward (prompt chunks + decodes)")
     p.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
                    help="on SIGINT/SIGTERM, seconds running requests get to finish (default 30)")
+    ray = p.add_argument_group("scale-out on Ray Serve (needs the ray extra: pip install \"oxillama[ray]\")")
+    ray.add_argument("--replicas", type=int, default=None, metavar="N",
+                     help="serve with N replicas behind Ray Serve's HTTP proxy, each its own engine")
+    ray.add_argument("--ray-address", default=None, metavar="ADDR",
+                     help="join this Ray cluster ('auto', 'ray://HOST:10001', 'HOST:6379'); default: start a "
+                          "local Ray instance")
+    ray.add_argument("--threads-per-replica", type=int, default=None, metavar="T",
+                     help="threads (and Ray CPUs) of each replica (default: --threads, else 1)")
+    ray.add_argument("--autoscale", default=None, metavar="MIN:MAX",
+                     help="let Ray scale between MIN and MAX replicas, aiming at --parallel ongoing requests "
+                          "per replica (instead of --replicas)")
     p.set_defaults(func=run)
 
 
@@ -46,16 +57,38 @@ def run(args) -> int:
     except ModuleNotFoundError as e:
         raise InvalidArgumentError(f'`oxillama serve` needs the server extra ({e.name} is missing): '
                                    'pip install "oxillama[server]"') from None
+    scale = _scale_out(args)
+    if scale is not None:
+        try:
+            from oxillama.server.ray_serve import serve_replicated
+        except ModuleNotFoundError as e:
+            raise InvalidArgumentError(f'`oxillama serve --replicas` needs the ray extra ({e.name} is missing): '
+                                       'pip install "oxillama[ray]"') from None
     model = str(hub.resolve_model(args.model))      # fetch a known model before the port opens
     config = ServerConfig(model=model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.n_ctx,
                           threads=args.threads, api_key=args.api_key, alias=args.alias or _default_alias(args.model),
                           max_queue=args.max_queue, max_batch_tokens=args.max_batch_tokens,
                           drain_timeout=args.drain_timeout)
+    if scale is not None:
+        return serve_replicated(config, scale)
     return serve(config)
 
 
-def _default_alias(model: str | None) -> str | None:
-    """A known model's name is what clients see (not its cache file's name)."""
-    if model is None:
-        return hub.DEFAULT_MODEL
-    return model if model in hub.KNOWN_MODELS else None
+def _scale_out(args):
+    """The Ray Serve settings when any scale-out flag is given (checked before anything loads), else None."""
+    from oxillama.server.state import ScaleOut, parse_autoscale
+    if args.replicas is None and args.autoscale is None:
+        for flag in ("ray_address", "threads_per_replica"):
+            if getattr(args, flag) is not None:
+                raise InvalidArgumentError(f"--{flag.replace('_', '-')} needs --replicas N or --autoscale MIN:MAX")
+        return None
+    if args.replicas is not None and args.autoscale is not None:
+        raise InvalidArgumentError("give --replicas or --autoscale, not both")
+    if args.replicas is not None and args.replicas < 1:
+        raise InvalidArgumentError(f"--replicas must be >= 1, got {args.replicas}")
+    threads = args.threads_per_replica if args.threads_per_replica is not None else (args.threads or 1)
+    if threads < 1:
+        raise InvalidArgumentError(f"--threads-per-replica must be >= 1, got {threads}")
+    autoscale = parse_autoscale(args.autoscale) if args.autoscale is not None else None
+    return ScaleOut(args.replicas or 1, args.ray_address, threads, autoscale)
+

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import socket
 import threading
 
 import uvicorn
@@ -53,8 +55,11 @@ def unload(state: ServerState) -> None:
         state.engine = None
 
 
-def create_app(config: ServerConfig, *, on_load_error=None) -> FastAPI:
-    """The app for one model. on_load_error(exc) is called if loading fails (the CLI stops the process)."""
+def create_app(config: ServerConfig, *, on_load_error=None, load_before_serving: bool = False) -> FastAPI:
+    """The app for one model. on_load_error(exc) is called if loading fails (the CLI stops the process).
+    The model loads in the background while the port already answers (/health: 503), or, with
+    load_before_serving (a Ray Serve replica, which takes traffic once its startup returns), before
+    the lifespan's startup completes."""
     state = ServerState(config)
 
     @contextlib.asynccontextmanager
@@ -69,6 +74,10 @@ def create_app(config: ServerConfig, *, on_load_error=None) -> FastAPI:
                     on_load_error(e)
 
         loader = asyncio.ensure_future(load_in_background())
+        if load_before_serving:
+            await loader
+            if state.load_error is not None:
+                raise RuntimeError(f"could not load {config.model}: {state.load_error}")
         try:
             yield
         finally:
@@ -80,12 +89,32 @@ def create_app(config: ServerConfig, *, on_load_error=None) -> FastAPI:
 
     app = FastAPI(title="oxillama", version=_version(), lifespan=lifespan)
     app.state.server = state
+    app.add_middleware(ReplicaHeader)
     errors.install(app)
     for module in (models, tokenize, embeddings, completions, chat):
         if hasattr(module, "public"):
             app.include_router(module.public)
         app.include_router(module.router)
     return app
+
+
+class ReplicaHeader:
+    """Every response names the process that served it: `X-Oxillama-Replica: <host>:<pid>` (with
+    several replicas behind Ray Serve, which one answered). Plain ASGI, so streams pass untouched."""
+
+    def __init__(self, app):
+        self.app = app
+        self.value = f"{socket.gethostname()}:{os.getpid()}".encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_with_header(message):
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), (b"x-oxillama-replica", self.value)]}
+            await send(message)
+        await self.app(scope, receive, send_with_header)
 
 
 def _version() -> str:

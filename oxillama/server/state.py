@@ -4,6 +4,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from oxillama.errors import InvalidArgumentError
 from oxillama.server.errors import APIError
 
 
@@ -26,6 +27,26 @@ class ServerConfig:
             return self.alias
         from pathlib import Path
         return Path(str(self.model)).stem if str(self.model).endswith(".gguf") else str(self.model)
+
+
+@dataclass
+class ScaleOut:
+    """`oxillama serve --replicas/--autoscale`: the Ray Serve deployment's shape (oxillama.server.ray_serve)."""
+    replicas: int = 1
+    ray_address: str | None = None                # None: start a local Ray instance
+    threads_per_replica: int = 1
+    autoscale: tuple[int, int] | None = None     # (min, max) replicas instead of a fixed count
+
+
+def parse_autoscale(text: str) -> tuple[int, int]:
+    """"MIN:MAX" -> (MIN, MAX), 0 <= MIN <= MAX, MAX >= 1."""
+    try:
+        lo, hi = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise InvalidArgumentError(f"--autoscale must be MIN:MAX (two integers), got {text!r}") from None
+    if not 0 <= lo <= hi or hi < 1:
+        raise InvalidArgumentError(f"--autoscale needs 0 <= MIN <= MAX and MAX >= 1, got {text!r}")
+    return lo, hi
 
 
 class ServerState:

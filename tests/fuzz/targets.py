@@ -398,3 +398,164 @@ TARGETS = {  # name -> (strategy, setup, check)
     "generate": (generate_calls(), generate_setup, generate_check),
     "tokenizer": (tokenizer_inputs, tokenizer_setup, tokenizer_check),
 }
+
+
+# ---- HTTP request bodies ---------------------------------------------------------------------------
+# The real server (a child process on a loopback port, the tiny llama model) gets bodies built from a
+# valid request per endpoint with fields replaced by odd JSON, removed or added, or raw bytes that are
+# not JSON at all. Every answer must be a 2xx with a well-formed body or a 4xx OpenAI error object:
+# never a 5xx, never a hang, and the server stays healthy.
+
+HTTP_TIMEOUT_S = 30.0
+
+
+def json_values():
+    """JSON values, odd ones first: huge and negative numbers, non-finite floats (Python's json writes
+    them as NaN/Infinity, which strict parsers refuse), long strings, nesting."""
+    leaves = (st.none() | st.booleans() | ints() | floats() | st.text(max_size=12) |
+              st.sampled_from(["", "x" * 5000, "\x00", "<|im_end|>", "</s>", "{{ 7*7 }}", "\ud7ff", "-1", "1e999"]))
+    return st.recursive(leaves, lambda inner: st.lists(inner, max_size=4) |
+                        st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=10)
+
+
+_MESSAGES = [{"role": "user", "content": "hi"}]
+_BASES = {
+    "/v1/chat/completions": {"model": "m", "messages": _MESSAGES, "max_tokens": 4},
+    "/v1/completions": {"model": "m", "prompt": "hello", "max_tokens": 4},
+    "/v1/embeddings": {"model": "m", "input": "hello"},
+    "/tokenize": {"content": "hello"},
+    "/detokenize": {"tokens": [1, 2, 3]},
+}
+_FIELDS = {
+    "/v1/chat/completions": ["messages", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p",
+                             "n", "stream", "stream_options", "stop", "seed", "logit_bias", "logprobs",
+                             "top_logprobs", "response_format", "tools", "tool_choice", "parallel_tool_calls",
+                             "grammar", "top_k", "min_p", "repeat_penalty", "ignore_eos", "presence_penalty",
+                             "frequency_penalty", "user"],
+    "/v1/completions": ["prompt", "model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options",
+                        "stop", "seed", "logit_bias", "logprobs", "echo", "suffix", "best_of", "grammar",
+                        "response_format", "top_k", "min_p", "ignore_eos"],
+    "/v1/embeddings": ["input", "model", "encoding_format", "dimensions", "user"],
+    "/tokenize": ["content", "add_special", "with_pieces"],
+    "/detokenize": ["tokens"],
+}
+# values that reach deeper than random JSON: plausible shapes with a wrong part
+_SHAPED = [
+    [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "x"}}]}],
+    [{"role": "assistant", "content": None, "tool_calls": [{"id": "1", "type": "function",
+                                                             "function": {"name": "f", "arguments": "{bad"}}]}],
+    [{"role": "tool", "content": "x"}], [{"role": "system"}], [{"role": "user", "content": "x" * 20000}],
+    {"type": "json_schema", "json_schema": {"schema": {"type": "object", "minItems": None}}},
+    {"type": "json_schema", "json_schema": {"schema": {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}}}},
+    {"type": "json_object", "schema": {"type": "array", "prefixItems": [{}] * 300}},
+    [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties":
+                                                                    {"a": {"type": "integer", "minimum": 1e308}}}}}],
+    {"type": "function", "function": {"name": "f"}}, "required", 'root ::= root', 'root ::= "a"*',
+    [[1, 2], [3]], [2**40], [-1], list(range(5000)), ["a"] * 300, {"1": 1e9}, {str(2**64): 1},
+]
+
+
+@st.composite
+def http_requests(draw):
+    path = draw(st.sampled_from(sorted(_BASES)))
+    headers = {"Content-Type": draw(st.sampled_from(["application/json"] * 4 + ["text/plain", "application/x-www-form-urlencoded", ""]))}
+    if draw(st.integers(0, 9)) == 0:    # not JSON
+        raw = draw(st.binary(max_size=64) | st.sampled_from([b"", b"{", b"[" * 5000, b'{"a": ' * 3000, b"null",
+                                                             b'{"messages": NaN}', b"\xff\xfe{}"]))
+        return path, headers, raw
+    body = dict(_BASES[path])
+    for _ in range(draw(st.integers(1, 3))):
+        field = draw(st.sampled_from(_FIELDS[path]) | st.text(max_size=6))
+        action = draw(st.integers(0, 4))
+        if action == 0:
+            body.pop(field, None)
+        elif action == 1:
+            body[field] = draw(st.sampled_from(_SHAPED))
+        else:
+            body[field] = draw(json_values())
+    if draw(st.integers(0, 19)) == 0:
+        body = draw(st.sampled_from([[body], "body", 5, None]))
+    return path, headers, json.dumps(body).encode()
+
+
+class HttpServer:
+    """`python -m oxillama serve` on the tiny model, for the HTTP fuzz target."""
+
+    def __init__(self):
+        import socket
+        import subprocess
+        import sys
+        import time
+
+        import httpx
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        self._log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([sys.executable, "-m", "oxillama", "serve", "-m", TINY, "--port", str(self.port),
+                                      "--parallel", "4", "--n-ctx", "64", "--threads", "1"],
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                if httpx.get(self.base_url + "/health", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        self.close()
+        raise RuntimeError("the fuzz server did not start")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except Exception:  # noqa: BLE001
+                self.proc.kill()
+                self.proc.wait()
+
+
+def http_setup():
+    return HttpServer()
+
+
+def _check_error_body(r):
+    body = r.json()
+    error = body["error"]
+    assert isinstance(error["message"], str) and error["message"] and isinstance(error["type"], str), body
+
+
+def http_check(server, case):
+    import httpx
+    path, headers, raw = case
+    with httpx.Client(base_url=server.base_url, timeout=HTTP_TIMEOUT_S) as client:
+        try:
+            with client.stream("POST", path, content=raw, headers=headers) as r:
+                data = r.read()
+        except httpx.TimeoutException:
+            raise AssertionError(f"no answer within {HTTP_TIMEOUT_S} s") from None
+        assert r.status_code < 500, (r.status_code, data[:500])
+        if r.status_code >= 400:
+            _check_error_body(r)
+        elif r.headers.get("content-type", "").startswith("text/event-stream"):
+            for line in data.decode().splitlines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    event = json.loads(line[6:])
+                    assert "error" not in event or event["error"]["code"] < 500, event
+        else:
+            assert isinstance(r.json(), dict)
+        health = client.get("/health")
+        assert health.status_code == 200, health.text
+
+
+TARGETS["http"] = (http_requests(), http_setup, http_check)

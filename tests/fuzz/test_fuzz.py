@@ -9,7 +9,8 @@ from .targets import TARGETS
 
 # relative budgets: a chat template or a schema is cheap, a model load or a generate call is not
 EXAMPLES = {"chat_template": 1.0, "gbnf": 1.0, "json_schema": 1.0, "model_file": 0.5, "snapshot": 0.5,
-            "generate": 1.0, "tokenizer": 1.0}
+            "generate": 1.0, "tokenizer": 1.0,
+            "http": 1.0}
 
 
 @pytest.fixture(scope="module")
