@@ -32,6 +32,7 @@ _LAZY = {
     "SequencePool": "oxillama.runtime.batch",
     "Llama": "oxillama.compat",
     "LlamaGrammar": "oxillama.compat",
+    "LoraAdapter": "oxillama.lora",
 }
 
 __all__ = ["OxillamaError", "system_info", "__version__", *_LAZY]

@@ -28,6 +28,9 @@ def add_parser(sub) -> None:
                    help="answer 429 when N requests already wait (default: no limit)")
     p.add_argument("--max-batch-tokens", type=int, default=512, metavar="N",
                    help="tokens run in one batched forward (prompt chunks + decodes)")
+    p.add_argument("--lora", action="append", default=[], metavar="NAME=PATH",
+                   help="serve a LoRA adapter (GGUF) under NAME (repeatable); a request picks it with "
+                        '"model": "<model>:NAME" or "lora": [{"name": NAME, "scale": S}]; none applies by default')
     p.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
                    help="on SIGINT/SIGTERM, seconds running requests get to finish (default 30)")
     ray = p.add_argument_group("scale-out on Ray Serve (needs the ray extra: pip install \"oxillama[ray]\")")
@@ -68,10 +71,26 @@ def run(args) -> int:
     config = ServerConfig(model=model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.n_ctx,
                           threads=args.threads, api_key=args.api_key, alias=args.alias or _default_alias(args.model),
                           max_queue=args.max_queue, max_batch_tokens=args.max_batch_tokens,
-                          drain_timeout=args.drain_timeout)
+                          drain_timeout=args.drain_timeout, loras=_lora_options(args.lora))
     if scale is not None:
         return serve_replicated(config, scale)
     return serve(config)
+
+
+def _lora_options(values: list[str]) -> tuple:
+    """--lora NAME=PATH ... -> ((name, absolute path), ...); names unique, files present."""
+    import os
+    out = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path or ":" in name:
+            raise InvalidArgumentError(f"--lora takes NAME=PATH (a name without ':'), got {value!r}")
+        if name in out:
+            raise InvalidArgumentError(f"--lora: the name {name!r} is given twice")
+        if not os.path.isfile(path):
+            raise InvalidArgumentError(f"--lora {value}: no such file {path!r}")
+        out[name] = os.path.abspath(path)
+    return tuple(out.items())
 
 
 def _scale_out(args):
@@ -92,3 +111,9 @@ def _scale_out(args):
     autoscale = parse_autoscale(args.autoscale) if args.autoscale is not None else None
     return ScaleOut(args.replicas or 1, args.ray_address, threads, autoscale)
 
+
+def _default_alias(model: str | None) -> str | None:
+    """A known model's name is what clients see (not its cache file's name)."""
+    if model is None:
+        return hub.DEFAULT_MODEL
+    return model if model in hub.KNOWN_MODELS else None

@@ -32,6 +32,7 @@ def load(state: ServerState) -> None:
     c = state.config
     engine = InferenceEngine.from_gguf(c.model, n_ctx=c.n_ctx, n_threads=c.threads)
     try:
+        state.loras = load_adapters(engine, c.loras)
         scheduler = Scheduler(engine, n_seq_max=c.parallel, max_batch_tokens=c.max_batch_tokens,
                               max_queue=c.max_queue, n_ctx=c.n_ctx or None)
         state.metrics.attach(scheduler)
@@ -43,6 +44,23 @@ def load(state: ServerState) -> None:
     state.scheduler = scheduler
     log.info("serving %s as %r: %d parallel sequences, n_ctx %d", c.model, state.model_name, c.parallel,
              engine.n_ctx)
+
+
+def load_adapters(engine, loras) -> dict:
+    """name -> LoraAdapter for `--lora NAME=PATH`, each checked against the model now (a bad file stops
+    the server at startup, not a request later)."""
+    from oxillama.errors import LoraError, OxillamaError
+    from oxillama.lora import LoraAdapter
+    adapters = {}
+    for name, path in loras:
+        try:
+            adapter = LoraAdapter.from_gguf(path)
+            adapter.bind(engine)
+        except (OxillamaError, OSError) as e:
+            raise LoraError(f"--lora {name}={path}: {e}") from None
+        adapters[name] = adapter
+        log.info("LoRA adapter %r: %s (rank %d)", name, path, adapter.rank)
+    return adapters
 
 
 def unload(state: ServerState) -> None:

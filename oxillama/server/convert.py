@@ -56,6 +56,36 @@ def generate_kwargs(req: SamplingFields, n_vocab: int, eog_ids=()) -> dict:
     return kw
 
 
+def request_loras(req: SamplingFields, state) -> list:
+    """[(LoraAdapter, scale)] a request asks for: the adapter its `model` names ("<base>:NAME", or
+    "NAME" alone when that is an adapter's name) at scale 1, then its `lora` list. Another `model`
+    is not checked (as llama.cpp's server: one model per process)."""
+    chosen = []
+    model = req.model or ""
+    base, sep, name = model.partition(":")
+    if sep and base == state.model_name:
+        chosen.append((name, state.adapter(name), 1.0))
+    elif model in state.loras:
+        chosen.append((model, state.loras[model], 1.0))
+    names = list(state.loras)
+    for i, item in enumerate(req.lora or ()):
+        if (item.name is None) == (item.id is None):
+            raise InvalidArgumentError(f"lora[{i}]: give the adapter's name or its id, one of them")
+        if item.id is not None:
+            if item.id >= len(names):
+                raise InvalidArgumentError(f"lora[{i}]: id {item.id} is not an adapter (the server has {len(names)})")
+            key = names[item.id]
+        else:
+            key = item.name
+        chosen.append((key, state.adapter(key), item.scale))
+    seen = set()
+    for key, _, _ in chosen:
+        if key in seen:
+            raise InvalidArgumentError(f"the LoRA adapter {key!r} is asked for twice")
+        seen.add(key)
+    return [(adapter, scale) for _, adapter, scale in chosen]
+
+
 def requested_logprobs(req: SamplingFields) -> int | None:
     """How many top log-probabilities per token the request asks for, or None for none."""
     if isinstance(req, ChatCompletionRequest):

@@ -21,6 +21,7 @@ class ServerConfig:
     max_queue: int | None = None     # waiting requests beyond which submissions get 429
     max_batch_tokens: int = 512
     drain_timeout: float = 30.0      # on SIGINT/SIGTERM: seconds running requests get to finish
+    loras: tuple = ()                # ((name, path), ...): LoRA adapters requests may pick
 
     def model_name(self) -> str:
         if self.alias:
@@ -60,12 +61,22 @@ class ServerState:
         self.metrics = ServerMetrics(self.model_name)
         self.engine = None
         self.scheduler = None
+        self.loras: dict = {}            # name -> LoraAdapter, validated against the model at load
         self.load_error: str | None = None
         self.embed_lock = threading.Lock()   # embeddings run one at a time, off the event loop
 
     @property
     def ready(self) -> bool:
         return self.scheduler is not None
+
+    def adapter(self, name: str):
+        """The LoRA adapter served as `name` (404 naming the ones there are)."""
+        try:
+            return self.loras[name]
+        except KeyError:
+            known = ", ".join(f"{self.model_name}:{n}" for n in self.loras) or "none (start with --lora NAME=PATH)"
+            raise APIError(404, f"no LoRA adapter named {name!r}; served: {known}", "not_found_error",
+                           "lora") from None
 
     def require_ready(self) -> None:
         if self.load_error is not None:

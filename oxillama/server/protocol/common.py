@@ -40,7 +40,17 @@ class ModelCard(OpenAIBaseModel):
     object: Literal["model"] = "model"
     created: int = Field(default_factory=lambda: int(time.time()))
     owned_by: str = "oxillama"
+    root: str | None = None           # a LoRA adapter's file (vLLM's fields)
+    parent: str | None = None         # a LoRA adapter's base model
     max_model_len: int | None = None
+
+
+class LoraChoice(OpenAIBaseModel):
+    """One adapter for a request: by the name it is served under (--lora NAME=PATH) or by its
+    position in the --lora list (llama.cpp's "id")."""
+    name: str | None = None
+    id: StrictInt | None = Field(None, ge=0)
+    scale: StrictFloat = Field(1.0, ge=-100.0, le=100.0)
 
 
 class ModelList(OpenAIBaseModel):
@@ -101,3 +111,4 @@ class SamplingFields(OpenAIBaseModel):
     repeat_penalty: StrictFloat | None = Field(None, gt=0.0)
     grammar: str | None = None
     ignore_eos: StrictBool = False
+    lora: list[LoraChoice] | None = Field(None, max_length=16)

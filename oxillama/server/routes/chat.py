@@ -42,6 +42,9 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
     plan = chat_plan(state, req)
     tokenizer = state.engine.tokenizer
     kwargs = convert.generate_kwargs(req, state.engine.n_vocab, tokenizer.eog_ids)
+    loras = convert.request_loras(req, state)
+    if loras:
+        kwargs["lora"] = loras
     if plan.grammar is not None:
         if "grammar" in kwargs:
             raise InvalidArgumentError(f"tool_choice {req.tool_choice!r} constrains the output itself; it cannot "

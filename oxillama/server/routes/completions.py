@@ -40,6 +40,9 @@ async def completions(req: CompletionRequest, request: Request, state: ServerSta
     engine = state.engine
     prompts = _prompts(req)
     kwargs = convert.generate_kwargs(req, engine.n_vocab, engine.tokenizer.eog_ids)
+    loras = convert.request_loras(req, state)
+    if loras:
+        kwargs["lora"] = loras
     handles = submit_all(state.scheduler, prompts, req.n, req.seed, kwargs)
     request_id = convert.new_id("cmpl")
     echoes = [(p if isinstance(p, str) else engine.detokenize(p)) if req.echo else "" for p in prompts]

@@ -31,4 +31,17 @@ async def metrics(request: Request):
 
 @router.get("/v1/models", response_model=ModelList)
 async def list_models(state: ServerState = Depends(ready_state)):
-    return ModelList(data=[ModelCard(id=state.model_name, max_model_len=state.engine.n_ctx)])
+    """The model, then one card per LoRA adapter ("<model>:<name>"; a request's `model` may name one)."""
+    paths = dict(state.config.loras)
+    cards = [ModelCard(id=state.model_name, max_model_len=state.engine.n_ctx)]
+    cards += [ModelCard(id=f"{state.model_name}:{name}", root=paths[name], parent=state.model_name,
+                        max_model_len=state.engine.n_ctx) for name in state.loras]
+    return ModelList(data=cards)
+
+
+@router.get("/lora-adapters")
+async def lora_adapters(state: ServerState = Depends(ready_state)):
+    """llama.cpp's listing: [{"id", "path", "scale"}] (plus "name"). Adapters apply per request, so
+    the scale here is 0: none is on unless a request asks for it."""
+    paths = dict(state.config.loras)
+    return [{"id": i, "name": name, "path": paths[name], "scale": 0.0} for i, name in enumerate(state.loras)]
