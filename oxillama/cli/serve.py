@@ -31,6 +31,8 @@ def add_parser(sub) -> None:
     p.add_argument("--lora", action="append", default=[], metavar="NAME=PATH",
                    help="serve a LoRA adapter (GGUF) under NAME (repeatable); a request picks it with "
                         '"model": "<model>:NAME" or "lora": [{"name": NAME, "scale": S}]; none applies by default')
+    p.add_argument("--max-body-mb", type=int, default=16, metavar="MB",
+                   help="refuse request bodies larger than this with 413 (default 16)")
     p.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
                    help="on SIGINT/SIGTERM, seconds running requests get to finish (default 30)")
     ray = p.add_argument_group("scale-out on Ray Serve (needs the ray extra: pip install \"oxillama[ray]\")")
@@ -53,6 +55,8 @@ def run(args) -> int:
             raise InvalidArgumentError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.max_queue is not None and args.max_queue < 0:
         raise InvalidArgumentError(f"--max-queue must be >= 0, got {args.max_queue}")
+    if args.max_body_mb < 1:
+        raise InvalidArgumentError(f"--max-body-mb must be >= 1, got {args.max_body_mb}")
     if not 0 <= args.port <= 65535:
         raise InvalidArgumentError(f"--port must be in 0..65535, got {args.port}")
     try:
@@ -71,7 +75,8 @@ def run(args) -> int:
     config = ServerConfig(model=model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.n_ctx,
                           threads=args.threads, api_key=args.api_key, alias=args.alias or _default_alias(args.model),
                           max_queue=args.max_queue, max_batch_tokens=args.max_batch_tokens,
-                          drain_timeout=args.drain_timeout, loras=_lora_options(args.lora))
+                          drain_timeout=args.drain_timeout, loras=_lora_options(args.lora),
+                          max_body_mb=args.max_body_mb)
     if scale is not None:
         return serve_replicated(config, scale)
     return serve(config)

@@ -107,6 +107,7 @@ def create_app(config: ServerConfig, *, on_load_error=None, load_before_serving:
 
     app = FastAPI(title="oxillama", version=_version(), lifespan=lifespan)
     app.state.server = state
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_mb << 20)
     app.add_middleware(ReplicaHeader)
     errors.install(app)
     for module in (models, tokenize, embeddings, completions, chat):
@@ -114,6 +115,50 @@ def create_app(config: ServerConfig, *, on_load_error=None, load_before_serving:
             app.include_router(module.public)
         app.include_router(module.router)
     return app
+
+
+class BodyLimit:
+    """Request bodies over `max_bytes` get a 413 error object before any handler runs, whether the
+    client declared the length or streams the body in chunks (read here up to the limit, then handed
+    on as it came)."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def _refuse(self, send, what: str) -> None:
+        from oxillama.server.errors import error_response
+        response = error_response(413, f"the request body is {what}; the limit is {self.max_bytes} bytes "
+                                       "(oxillama serve --max-body-mb)", "invalid_request_error")
+        await response({"type": "http"}, None, send)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or ()).get(b"content-length")
+        if length is not None:
+            try:
+                declared = int(length)
+            except ValueError:
+                declared = -1
+            if declared > self.max_bytes:
+                return await self._refuse(send, f"{declared} bytes")
+            return await self.app(scope, receive, send)
+        chunks, size = [], 0            # no declared length: read it here, bounded
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                chunks.append(message)
+                break
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                return await self._refuse(send, "larger than that")
+            chunks.append(message)
+            if not message.get("more_body", False):
+                break
+
+        async def replay():
+            return chunks.pop(0) if chunks else await receive()
+        await self.app(scope, replay, send)
 
 
 class ReplicaHeader:

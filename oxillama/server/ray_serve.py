@@ -33,10 +33,35 @@ class OxillamaReplica:
 
     def __init__(self, config: dict):
         self.config = ServerConfig(**config)
+        self.state = None
 
     def __serve_build_asgi_app__(self):
         from oxillama.server.app import create_app
-        return create_app(self.config, load_before_serving=True)
+        app = create_app(self.config, load_before_serving=True)
+        self.state = app.state.server
+        app.add_middleware(MultiplexedAdapters, replica=self)
+        return app
+
+    @serve.multiplexed(max_num_models_per_replica=64)
+    async def adapter(self, name: str):
+        """Ray's model multiplexing: a request sent with the header `serve_multiplexed_model_id: NAME`
+        goes to a replica that has served adapter NAME before (every replica loads every --lora adapter
+        at startup; this records which ones each replica is using, for Ray's router)."""
+        return self.state.loras[name]
+
+
+class MultiplexedAdapters:
+    """Marks the adapter a request's `serve_multiplexed_model_id` header names as used on this replica."""
+
+    def __init__(self, app, replica: OxillamaReplica):
+        self.app, self.replica = app, replica
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            name = serve.get_multiplexed_model_id()
+            if name and self.replica.state is not None and name in self.replica.state.loras:
+                await self.replica.adapter(name)
+        await self.app(scope, receive, send)
 
 
 def deployment_options(config: ServerConfig, scale: ScaleOut) -> dict:

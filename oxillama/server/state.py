@@ -22,6 +22,7 @@ class ServerConfig:
     max_batch_tokens: int = 512
     drain_timeout: float = 30.0      # on SIGINT/SIGTERM: seconds running requests get to finish
     loras: tuple = ()                # ((name, path), ...): LoRA adapters requests may pick
+    max_body_mb: int = 16            # larger request bodies get 413
 
     def model_name(self) -> str:
         if self.alias:

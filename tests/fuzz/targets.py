@@ -510,7 +510,8 @@ class HttpServer:
                 pass
             time.sleep(0.2)
         self.close()
-        raise RuntimeError("the fuzz server did not start")
+        self._log.seek(0)
+        raise RuntimeError("the fuzz server did not start:\n" + self._log.read().decode(errors="replace")[-3000:])
 
     def alive(self) -> bool:
         return self.proc.poll() is None

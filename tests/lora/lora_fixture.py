@@ -25,12 +25,12 @@ def formula_lora(gguf, rank=RANK):
     return out
 
 
-def write_formula_adapter(gguf, path, qtype="F16"):
+def write_formula_adapter(gguf, path, qtype="F16", alpha=ALPHA):
     w = GGUFWriter(path)
     w.add_metadata("general.architecture", gguf.architecture)
     w.add_metadata("general.type", "adapter")
     w.add_metadata("adapter.type", "lora")
-    w.add_metadata("adapter.lora.alpha", ALPHA)
+    w.add_metadata("adapter.lora.alpha", alpha)
     for base, (a, b) in formula_lora(gguf).items():
         w.add_tensor(base + ".lora_a", a, qtype)
         w.add_tensor(base + ".lora_b", b, qtype)

@@ -10,37 +10,25 @@ from pathlib import Path
 
 import pytest
 
-from oxillama.gguf import GGUFFile, GGUFWriter
+from oxillama.gguf import GGUFFile
 
 from .conftest import ServerProcess, start_server
 
 pytestmark = pytest.mark.slow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lora"))
-from lora_fixture import formula_lora  # noqa: E402
+from lora_fixture import write_formula_adapter  # noqa: E402
 
 PROMPT = "The three primary colours are"
 ALPHAS = {"style": 16.0, "loud": 40.0}
-
-
-def write_adapter(gguf, path, alpha):
-    w = GGUFWriter(path)
-    w.add_metadata("general.architecture", gguf.architecture)
-    w.add_metadata("general.type", "adapter")
-    w.add_metadata("adapter.type", "lora")
-    w.add_metadata("adapter.lora.alpha", alpha)
-    for base, (a, b) in formula_lora(gguf).items():
-        w.add_tensor(base + ".lora_a", a, "F16")
-        w.add_tensor(base + ".lora_b", b, "F16")
-    w.write()
-    return str(path)
 
 
 @pytest.fixture(scope="module")
 def adapters(smollm2_path, tmp_path_factory):
     folder = tmp_path_factory.mktemp("adapters")
     with GGUFFile(smollm2_path) as g:
-        return {name: write_adapter(g, folder / f"{name}.gguf", alpha) for name, alpha in ALPHAS.items()}
+        return {name: str(write_formula_adapter(g, folder / f"{name}.gguf", alpha=alpha))
+                for name, alpha in ALPHAS.items()}
 
 
 @pytest.fixture(scope="module")

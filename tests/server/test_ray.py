@@ -9,6 +9,7 @@ import signal
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -24,17 +25,28 @@ PROMPTS = ["What is the capital of France?", "Name a primary colour.", "Say hell
 
 
 @pytest.fixture(scope="module")
-def ray_server(smollm2_path):
+def adapter_path(smollm2_path, tmp_path_factory):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lora"))
+    from lora_fixture import write_formula_adapter
+
+    from oxillama.gguf import GGUFFile
+    with GGUFFile(smollm2_path) as g:
+        return str(write_formula_adapter(g, tmp_path_factory.mktemp("ray") / "style.gguf"))
+
+
+@pytest.fixture(scope="module")
+def ray_server(smollm2_path, adapter_path):
     server = start_server(smollm2_path, "--replicas", "2", "--threads-per-replica", "1", "--parallel", "4",
-                          "--n-ctx", "512", "--alias", "smol", "--drain-timeout", "5")
+                          "--n-ctx", "512", "--alias", "smol", "--drain-timeout", "5",
+                          "--lora", f"style={adapter_path}")
     yield server
     server.stop()
     assert server.proc.returncode == 0, server.log()[-3000:]
 
 
-def chat(server, prompt: str, max_tokens: int = 12, **kw):
+def chat(server, prompt: str, max_tokens: int = 12, model: str = "smol", **kw):
     raw = server.openai(**kw).chat.completions.with_raw_response.create(
-        model="smol", messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0)
+        model=model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0)
     return raw.headers.get("x-oxillama-replica"), raw.parse()
 
 
@@ -50,6 +62,18 @@ def test_concurrent_chats_use_both_replicas_and_equal_one_process(ray_server, sm
         alone = smollm2_server.openai().chat.completions.create(
             model="smol", messages=[{"role": "user", "content": prompt}], max_tokens=12, temperature=0)
         assert r.choices[0].message.content == alone.choices[0].message.content
+
+
+def test_adapter_requests_stay_on_the_replica_that_has_the_adapter(ray_server, smollm2_server):
+    """Ray's model multiplexing: with the header serve_multiplexed_model_id, requests for an adapter
+    go to the replica already using it; the text is the adapter's."""
+    headers = {"serve_multiplexed_model_id": "style"}
+    first, r = chat(ray_server, PROMPTS[0], model="smol:style", default_headers=headers)
+    time.sleep(3)       # the replica reports the adapter to Ray's router
+    later = [chat(ray_server, p, model="smol:style", default_headers=headers) for p in PROMPTS[1:5]]
+    assert {replica for replica, _ in later} == {first}
+    base = chat(ray_server, PROMPTS[0])[1]
+    assert r.choices[0].message.content != base.choices[0].message.content
 
 
 def test_errors_keep_their_shape_and_header(ray_server):
