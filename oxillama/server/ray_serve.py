@@ -84,6 +84,19 @@ def deployment_options(config: ServerConfig, scale: ScaleOut) -> dict:
     return options
 
 
+def wait_for_replicas(n: int, timeout: float = 600.0) -> None:
+    """Until n replicas run (the first to load already answers through the proxy)."""
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        app = serve.status().applications.get(APP_NAME)
+        states = app.deployments[APP_NAME].replica_states if app and APP_NAME in app.deployments else {}
+        if sum(count for state, count in states.items() if str(state).endswith("RUNNING")) >= n:
+            return
+        time.sleep(0.5)
+    log.warning("not all %d replicas were running after %.0f s", n, timeout)
+
+
 def serve_replicated(config: ServerConfig, scale: ScaleOut) -> int:
     """Deploy and serve until SIGINT/SIGTERM; 0 after a clean stop."""
     import ray
@@ -102,6 +115,7 @@ def serve_replicated(config: ServerConfig, scale: ScaleOut) -> int:
         replica_config = dataclasses.asdict(config) | {"threads": scale.threads_per_replica}
         app = serve.deployment(OxillamaReplica, **deployment_options(config, scale)).bind(replica_config)
         serve.run(app, name=APP_NAME, route_prefix="/", blocking=False)
+        wait_for_replicas(scale.autoscale[0] if scale.autoscale else scale.replicas)
         log.warning("serving %s on http://%s:%d with %s replica(s) of %d thread(s) (Ray Serve)", config.model,
                     config.host, config.port, f"{scale.autoscale[0]}..{scale.autoscale[1]}" if scale.autoscale
                     else scale.replicas, scale.threads_per_replica)

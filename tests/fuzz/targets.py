@@ -492,13 +492,15 @@ class HttpServer:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}"
+        import oxillama
         env = dict(os.environ, OMP_NUM_THREADS="1")
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        # the oxillama this process runs (an installed one, or a tree built in place), not the sources
+        root = os.path.dirname(os.path.dirname(os.path.abspath(oxillama.__file__)))
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         self._log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([sys.executable, "-m", "oxillama", "serve", "-m", TINY, "--port", str(self.port),
-                                      "--parallel", "4", "--n-ctx", "64", "--threads", "1"],
-                                     stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen([sys.executable, "-m", "oxillama", "serve", "-m", os.path.abspath(TINY),
+                                      "--port", str(self.port), "--parallel", "4", "--n-ctx", "64", "--threads", "1"],
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=tempfile.gettempdir())
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -36,9 +36,14 @@ def adapter_path(smollm2_path, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ray_server(smollm2_path, adapter_path):
-    server = start_server(smollm2_path, "--replicas", "2", "--threads-per-replica", "1", "--parallel", "4",
+    # --parallel 2: a replica takes at most 4 requests at once, so 8 at once need both replicas
+    server = start_server(smollm2_path, "--replicas", "2", "--threads-per-replica", "1", "--parallel", "2",
                           "--n-ctx", "512", "--alias", "smol", "--drain-timeout", "5",
                           "--lora", f"style={adapter_path}")
+    deadline = time.monotonic() + 300      # /health answers once one replica runs; the log says when all do
+    while "(Ray Serve)" not in server.log() and time.monotonic() < deadline and server.proc.poll() is None:
+        time.sleep(0.5)
+    assert "(Ray Serve)" in server.log(), server.log()[-3000:]
     yield server
     server.stop()
     assert server.proc.returncode == 0, server.log()[-3000:]
