@@ -62,8 +62,8 @@ def request_loras(req: SamplingFields, state) -> list:
     is not checked (as llama.cpp's server: one model per process)."""
     chosen = []
     model = req.model or ""
-    base, sep, name = model.partition(":")
-    if sep and base == state.model_name:
+    if model.startswith(state.model_name + ":"):        # the served name may itself hold a ':'
+        name = model[len(state.model_name) + 1:]
         chosen.append((name, state.adapter(name), 1.0))
     elif model in state.loras:
         chosen.append((model, state.loras[model], 1.0))
@@ -83,6 +83,8 @@ def request_loras(req: SamplingFields, state) -> list:
         if key in seen:
             raise InvalidArgumentError(f"the LoRA adapter {key!r} is asked for twice")
         seen.add(key)
+    for key, _, _ in chosen:
+        state.metrics.lora_requests.labels(state.model_name, key).inc()
     return [(adapter, scale) for _, adapter, scale in chosen]
 
 

@@ -5,6 +5,8 @@ Declared once here, per app (an own CollectorRegistry, so two apps in one proces
   its thread through `Scheduler.add_listener`; prometheus_client is thread-safe):
   oxillama:time_to_first_token_seconds, oxillama:inter_token_latency_seconds,
   oxillama:e2e_request_latency_seconds, oxillama:request_queue_time_seconds;
+- oxillama:lora_requests_total{lora_name}: requests that asked for each LoRA adapter (`--lora NAME=PATH`),
+  counted when the request's adapters are resolved (vLLM only has a gauge of running adapters);
 - counters and gauges, read from `Scheduler.metrics()` at scrape time (the scheduler counts; we only
   publish): oxillama:prompt_tokens_total, oxillama:generation_tokens_total,
   oxillama:request_success_total{finished_reason}, oxillama:prefix_cache_hits_total,
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 log = logging.getLogger("oxillama")
@@ -49,6 +51,9 @@ class ServerMetrics:
         self.request_queue_time = Histogram(
             PREFIX + "request_queue_time_seconds", "Time a request waited before its prompt was run.", labels,
             buckets=_LATENCY_BUCKETS, registry=self.registry).labels(model_name)
+        self.lora_requests = Counter(
+            PREFIX + "lora_requests", "Requests that asked for a LoRA adapter, by the adapter's served name.",
+            ["model_name", "lora_name"], registry=self.registry)
         self.registry.register(_SchedulerCollector(self))
 
     def attach(self, scheduler) -> None:

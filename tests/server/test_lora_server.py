@@ -120,3 +120,38 @@ def test_a_bad_adapter_file_stops_the_server_at_startup(smollm2_path, tiny_model
     finally:
         server.stop()
     assert "--lora bad=" in server.log()
+
+
+def lora_requests(server, name) -> float:
+    with server.client() as http:
+        lines = http.get("/metrics").text.splitlines()
+    for line in lines:
+        if line.startswith("oxillama:lora_requests_total{") and f'lora_name="{name}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_metrics_count_requests_per_adapter(server):
+    before = {name: lora_requests(server, name) for name in ALPHAS}
+    text(complete(server, model="smol:loud"))
+    text(complete(server, lora=[{"name": "loud", "scale": 0.5}, {"name": "style"}]))
+    text(complete(server))
+    assert lora_requests(server, "loud") == before["loud"] + 2
+    assert lora_requests(server, "style") == before["style"] + 1
+
+
+def test_a_served_name_with_a_colon_still_picks_adapters():
+    """`--alias org:model` (as ollama-style names are): "org:model:NAME" picks adapter NAME, and the
+    base name alone picks none (no socket: convert.request_loras on a state)."""
+    from oxillama.server import convert
+    from oxillama.server.errors import APIError
+    from oxillama.server.protocol.completions import CompletionRequest
+    from oxillama.server.state import ServerConfig, ServerState
+    state = ServerState(ServerConfig(model="base.gguf", alias="org:model"))
+    state.loras = {"style": "the adapter"}
+    def chosen(model):
+        return convert.request_loras(CompletionRequest(model=model, prompt="x"), state)
+    assert chosen("org:model:style") == [("the adapter", 1.0)]
+    assert chosen("org:model") == [] and chosen("style") == [("the adapter", 1.0)]
+    with pytest.raises(APIError, match="nope"):
+        chosen("org:model:nope")
