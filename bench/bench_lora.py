@@ -24,8 +24,9 @@ def random_adapter(engine, rank, seed=0):
         parts = name.split(".")
         if len(parts) == 4 and parts[0] == "blk" and parts[2] in PROJECTIONS:
             rows, cols = t.shape
-            tensors[name] = (rng.standard_normal((rank, cols)).astype(np.float32) * 0.01,
-                             rng.standard_normal((rows, rank)).astype(np.float32) * 0.01)
+            # float16 values, as adapter files hold them (an F32 file's adapter is kept, and read, as F32)
+            tensors[name] = ((rng.standard_normal((rank, cols)) * 0.01).astype(np.float16).astype(np.float32),
+                             (rng.standard_normal((rows, rank)) * 0.01).astype(np.float16).astype(np.float32))
     return LoraAdapter(tensors, arch=engine.config.arch)
 
 

@@ -419,29 +419,90 @@ static void activate(const oxl_kernel_table *kt, int act, const float *g, const 
     }
 }
 
-/* Y (n rows, ldy) += each row's adapters on (layer il, slot): scale * B (A x), x rows ldx apart; adapters in
- * order. Every thread takes a share of the outputs (16-aligned, so an element's axpy lane does not depend on
- * the split) and computes the rank-r A x of each row itself: one decoding sequence uses every thread. */
-static void lora_share(const oxl_kernel_table *kt, const oxl_batch_seq *seqs, const int *row_seq, int n, int il,
-                       int slot, const oxl_weight *w, const float *x, int64_t ldx, float *Y, int64_t ldy, int ith,
-                       int nth) {
+/* LoRA on (layer il, slot), in two phases that ride on the barriers the base product already has:
+ * lora_down, in the product's own phase (its input is ready), computes t = A x for every (row, adapter) of the
+ * step, the rank-r dot products split across threads in contiguous runs (each t[k] whole on one thread);
+ * lora_up, after the product's barrier, adds scale * B t to Y (n rows, ldy), every thread a 16-aligned share
+ * of the outputs, adapters in order. Neither split changes what an element sums or in which order, so the
+ * result does not depend on the thread count or on the other rows of the step. t holds each row's adapters'
+ * ranks one after another, rows in order (the same walk in both phases). */
+static int lora_active(const oxl_lora *lo, const oxl_lora_weight *lw) {
+    return lw->a && lo->scale != 0.0f;
+}
+
+/* t = row k of A . x, and y += s * (row k of B transposed)[b, b + n], in the adapter's storage type (F16
+ * only for values it holds exactly: half the bytes read per token). */
+static float lora_dot(const oxl_kernel_table *kt, const oxl_lora_weight *lw, int64_t k, const float *x, int n) {
+    if (lw->type == OXL_TYPE_F16) return kt->ops.dot_f16(x, (const oxl_half *)lw->a + k * n, n);
+    return kt->ops.dot_f32((const float *)lw->a + k * n, x, n);
+}
+
+static void lora_axpy(const oxl_kernel_table *kt, const oxl_lora_weight *lw, int64_t k, int64_t len, int64_t b,
+                      float *y, float s, int n) {
+    if (lw->type == OXL_TYPE_F16) kt->ops.axpy_f16(y, s, (const oxl_half *)lw->bt + k * len + b, n);
+    else kt->ops.axpy(y, s, (const float *)lw->bt + k * len + b, n);
+}
+
+static void lora_down(const oxl_kernel_table *kt, const oxl_batch_seq *seqs, const int *row_seq, int n, int il,
+                      int slot, const oxl_weight *w, const float *x, int64_t ldx, float *t, int ith, int nth) {
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const oxl_batch_seq *sq = &seqs[row_seq[i]];
+        for (int a = 0; a < sq->n_loras; a++) {
+            const oxl_lora_weight *lw = &sq->loras[a].w[il * OXL_LORA_SLOTS + slot];
+            if (lora_active(&sq->loras[a], lw)) total += lw->rank;
+        }
+    }
+    int64_t k0, k1;
+    oxl_split_range(total, nth, ith, 1, &k0, &k1);
+    int64_t off = 0;
+    for (int i = 0; i < n && off < k1; i++) {
+        const oxl_batch_seq *sq = &seqs[row_seq[i]];
+        for (int a = 0; a < sq->n_loras && off < k1; a++) {
+            const oxl_lora_weight *lw = &sq->loras[a].w[il * OXL_LORA_SLOTS + slot];
+            if (!lora_active(&sq->loras[a], lw)) continue;
+            const int64_t b = OXL_MAX(off, k0), e = OXL_MIN(off + lw->rank, k1);
+            for (int64_t j = b; j < e; j++)
+                t[j] = lora_dot(kt, lw, j - off, x + (int64_t)i * ldx, (int)w->cols);
+            off += lw->rank;
+        }
+    }
+}
+
+static void lora_up(const oxl_kernel_table *kt, const oxl_batch_seq *seqs, const int *row_seq, int n, int il,
+                    int slot, const oxl_weight *w, const float *t, float *Y, int64_t ldy, int ith, int nth) {
     int64_t o0, o1;
     oxl_split_range(w->rows, nth, ith, 16, &o0, &o1);
     if (o0 >= o1) return;
+    int64_t off = 0;
     for (int i = 0; i < n; i++) {
         const oxl_batch_seq *sq = &seqs[row_seq[i]];
         for (int a = 0; a < sq->n_loras; a++) {
             const oxl_lora *lo = &sq->loras[a];
             const oxl_lora_weight *lw = &lo->w[il * OXL_LORA_SLOTS + slot];
-            if (!lw->a || lo->scale == 0.0f) continue;
-            float t[lw->rank];   /* A x: rank <= OXL_LORA_MAX_RANK (check_batch) */
+            if (!lora_active(lo, lw)) continue;
             for (int k = 0; k < lw->rank; k++)
-                t[k] = kt->ops.dot_f32(lw->a + (int64_t)k * w->cols, x + (int64_t)i * ldx, (int)w->cols);
-            for (int k = 0; k < lw->rank; k++)
-                kt->ops.axpy(Y + (int64_t)i * ldy + o0, lo->scale * t[k], lw->bt + (int64_t)k * w->rows + o0,
-                             (int)(o1 - o0));
+                lora_axpy(kt, lw, k, w->rows, o0, Y + (int64_t)i * ldy + o0, lo->scale * t[off + k], (int)(o1 - o0));
+            off += lw->rank;
         }
     }
+}
+
+/* Floats of t one slot needs at most: every row's adapters' largest ranks. */
+static int64_t lora_t_floats(const oxl_model *m, const oxl_batch_seq *seqs, int n_seqs) {
+    int64_t total = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        const oxl_batch_seq *sq = &seqs[s];
+        int64_t per_row = 0;
+        for (int a = 0; a < sq->n_loras; a++) {
+            int r = 0;
+            for (int j = 0; j < m->n_layer * OXL_LORA_SLOTS; j++)
+                if (sq->loras[a].w[j].a) r = OXL_MAX(r, sq->loras[a].w[j].rank);
+            per_row += r;
+        }
+        total += per_row * sq->n_tokens;
+    }
+    return total;
 }
 
 /* ---- the forward ---- */
@@ -470,7 +531,8 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_bat
             if (!q->loras[a].w) return OXL_ERR_ARG;
             for (int j = 0; j < m->n_layer * OXL_LORA_SLOTS; j++) {
                 const oxl_lora_weight *lw = &q->loras[a].w[j];
-                if (lw->a && (!lw->bt || lw->rank <= 0 || lw->rank > OXL_LORA_MAX_RANK)) return OXL_ERR_ARG;
+                if (lw->a && (!lw->bt || lw->rank <= 0 || lw->rank > OXL_LORA_MAX_RANK ||
+                              (lw->type != OXL_TYPE_F32 && lw->type != OXL_TYPE_F16))) return OXL_ERR_ARG;
             }
         }
         rows += q->n_tokens;
@@ -513,6 +575,11 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
     const int64_t istride = item_floats(m);   /* floats of one (row, KV head [, chunk]) partial */
     int any_lora = 0;
     for (int s = 0; s < n_seqs; s++) any_lora |= seqs[s].n_loras > 0;
+    /* LoRA's A x of up to three products of one phase (q, k, v; gate, up), for every row's adapters */
+    const int64_t lt = any_lora ? lora_t_floats(m, seqs, n_seqs) : 0;
+    float *lora_t = NULL;
+    if (lt > 0 && !(lora_t = malloc((size_t)(3 * lt) * sizeof(float)))) return OXL_ERR_NOMEM;
+    float *const lt0 = lora_t, *const lt1 = lora_t ? lora_t + lt : NULL, *const lt2 = lora_t ? lora_t + 2 * lt : NULL;
 
     /* one work counter per product: at most 7 per layer (q, k, v, o, gate, up, down) and the output */
     const int n_counters = m->n_layer * 7 + 1;
@@ -587,12 +654,19 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
                 matmul_share(kt, &L->wk, act_for(&acts, kt, &L->wk, xn), n, k, ldk, &counters[call++], nth);
                 matmul_share(kt, &L->wv, act_for(&acts, kt, &L->wv, xn), n, v, ldv, &counters[call++], nth);
             }
-            OXL_BARRIER();
             if (any_lora) {   /* the fused QKV where a layer has one */
-                lora_share(kt, seqs, row_seq, n, il, OXL_LORA_Q, &L->wq, xn, n_embd, q, ldq, ith, nth);
+                lora_down(kt, seqs, row_seq, n, il, OXL_LORA_Q, &L->wq, xn, n_embd, lt0, ith, nth);
                 if (!fused_qkv) {
-                    lora_share(kt, seqs, row_seq, n, il, OXL_LORA_K, &L->wk, xn, n_embd, k, ldk, ith, nth);
-                    lora_share(kt, seqs, row_seq, n, il, OXL_LORA_V, &L->wv, xn, n_embd, v, ldv, ith, nth);
+                    lora_down(kt, seqs, row_seq, n, il, OXL_LORA_K, &L->wk, xn, n_embd, lt1, ith, nth);
+                    lora_down(kt, seqs, row_seq, n, il, OXL_LORA_V, &L->wv, xn, n_embd, lt2, ith, nth);
+                }
+            }
+            OXL_BARRIER();
+            if (any_lora) {
+                lora_up(kt, seqs, row_seq, n, il, OXL_LORA_Q, &L->wq, lt0, q, ldq, ith, nth);
+                if (!fused_qkv) {
+                    lora_up(kt, seqs, row_seq, n, il, OXL_LORA_K, &L->wk, lt1, k, ldk, ith, nth);
+                    lora_up(kt, seqs, row_seq, n, il, OXL_LORA_V, &L->wv, lt2, v, ldv, ith, nth);
                 }
                 OXL_BARRIER();
             }
@@ -678,9 +752,10 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
 
             /* output projection: tmp (n, n_embd) */
             matmul_share(kt, &L->wo, act_for(&acts, kt, &L->wo, attn), n, tmp, n_embd, &counters[call++], nth);
+            if (any_lora) lora_down(kt, seqs, row_seq, n, il, OXL_LORA_O, &L->wo, attn, q_dim, lt0, ith, nth);
             OXL_BARRIER();
             if (any_lora) {
-                lora_share(kt, seqs, row_seq, n, il, OXL_LORA_O, &L->wo, attn, q_dim, tmp, n_embd, ith, nth);
+                lora_up(kt, seqs, row_seq, n, il, OXL_LORA_O, &L->wo, lt0, tmp, n_embd, ith, nth);
                 OXL_BARRIER();
             }
 
@@ -708,11 +783,16 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
             const int64_t ldu = L->w_up.rows;
             if (L->w_gate.data) matmul_share(kt, &L->w_gate, act_for(&acts, kt, &L->w_gate, xn), n, gate, n_ff, &counters[call++], nth);
             matmul_share(kt, &L->w_up, act_for(&acts, kt, &L->w_up, xn), n, up, ldu, &counters[call++], nth);
-            OXL_BARRIER();
             if (any_lora) {   /* all of a fused gate|up */
-                lora_share(kt, seqs, row_seq, n, il, OXL_LORA_UP, &L->w_up, xn, n_embd, up, ldu, ith, nth);
+                lora_down(kt, seqs, row_seq, n, il, OXL_LORA_UP, &L->w_up, xn, n_embd, lt0, ith, nth);
                 if (L->w_gate.data)
-                    lora_share(kt, seqs, row_seq, n, il, OXL_LORA_GATE, &L->w_gate, xn, n_embd, gate, n_ff, ith, nth);
+                    lora_down(kt, seqs, row_seq, n, il, OXL_LORA_GATE, &L->w_gate, xn, n_embd, lt1, ith, nth);
+            }
+            OXL_BARRIER();
+            if (any_lora) {
+                lora_up(kt, seqs, row_seq, n, il, OXL_LORA_UP, &L->w_up, lt0, up, ldu, ith, nth);
+                if (L->w_gate.data)
+                    lora_up(kt, seqs, row_seq, n, il, OXL_LORA_GATE, &L->w_gate, lt1, gate, n_ff, ith, nth);
                 OXL_BARRIER();
             }
 
@@ -737,9 +817,10 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
             OXL_BARRIER();
 
             matmul_share(kt, &L->w_down, act_for(&acts, kt, &L->w_down, gate), n, tmp, n_embd, &counters[call++], nth);
+            if (any_lora) lora_down(kt, seqs, row_seq, n, il, OXL_LORA_DOWN, &L->w_down, gate, n_ff, lt0, ith, nth);
             OXL_BARRIER();
             if (any_lora) {
-                lora_share(kt, seqs, row_seq, n, il, OXL_LORA_DOWN, &L->w_down, gate, n_ff, tmp, n_embd, ith, nth);
+                lora_up(kt, seqs, row_seq, n, il, OXL_LORA_DOWN, &L->w_down, lt0, tmp, n_embd, ith, nth);
                 OXL_BARRIER();
             }
 
@@ -789,5 +870,6 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
             }
         }
     }
+    free(lora_t);
     return OXL_OK;
 }

@@ -93,9 +93,10 @@ enum { OXL_LORA_Q, OXL_LORA_K, OXL_LORA_V, OXL_LORA_O, OXL_LORA_GATE, OXL_LORA_U
 #define OXL_LORA_MAX_RANK 4096
 
 typedef struct {
-    const float *a;    /* (rank, cols of the projection) */
-    const float *bt;   /* (rank, rows of the projection): B transposed */
+    const void *a;     /* (rank, cols of the projection) */
+    const void *bt;    /* (rank, rows of the projection): B transposed */
     int rank;
+    int type;          /* of a and bt: OXL_TYPE_F32, or OXL_TYPE_F16 (half the bytes read per token) */
 } oxl_lora_weight;
 
 typedef struct {

@@ -49,6 +49,7 @@ cdef extern from "kernels.h" nogil:
     enum: OXL_TYPE_COUNT
     enum: OXL_TIER_COUNT
     enum: OXL_TYPE_F32
+    enum: OXL_TYPE_F16
 
     uint32_t oxl_cpu_detect()
     const char *oxl_cpu_feature_name(int bit)
@@ -137,9 +138,10 @@ cdef extern from "forward.h" nogil:
         void **v
 
     ctypedef struct oxl_lora_weight:
-        const float *a
-        const float *bt
+        const void *a
+        const void *bt
         int rank
+        int type
 
     ctypedef struct oxl_lora:
         const oxl_lora_weight *w
