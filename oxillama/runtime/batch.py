@@ -24,7 +24,7 @@ import numpy as np
 
 from oxillama import _core
 from oxillama.errors import BatchError, ContextOverflowError, InvalidArgumentError, KVPoolExhaustedError
-from oxillama.runtime.kv_cache import check_kv_memory, kv_storage
+from oxillama.runtime.kv_cache import check_kv_memory, kv_storage, kv_zeros
 
 log = logging.getLogger("oxillama.batch")
 
@@ -59,8 +59,8 @@ class SequencePool:
         dtype, width = kv_storage(engine.kv.kv_type, c.kv_dim // c.n_head_kv)
         shape = (c.n_layer, c.n_head_kv, self.n_pages * self.page_size, width)
         check_kv_memory(c.n_layer, self.n_pages * self.page_size, c.kv_dim, engine.kv.kv_type)
-        self.k = np.zeros(shape, dtype=dtype)      # untouched pages cost no memory until written
-        self.v = np.zeros(shape, dtype=dtype)
+        self.k = kv_zeros(shape, dtype)      # untouched pages cost no memory until written
+        self.v = kv_zeros(shape, dtype)
         self.buffers = _core.KVBuffers(self.k, self.v)
         self._ctx = _core.ForwardContext(engine.plan, self.buffers, self.n_batch, engine.n_threads, self.n_ctx)
         self._refs = np.zeros(self.n_pages, dtype=np.int32)
