@@ -489,7 +489,7 @@ static void compare_rows_tol(oxl_check_result *res, const float *got, const floa
 enum {
     OP_RMS_NORM, OP_LAYER_NORM, OP_SOFTMAX, OP_SILU_MUL, OP_GELU_MUL, OP_GELU_ERF_MUL, OP_ADD, OP_AXPY, OP_DOT_F32,
     OP_DOT_F16, OP_AXPY_F16, OP_FP32_TO_FP16, OP_ATTN_SCORES, OP_ATTN_VALUES, OP_ATTN_SCORES_GROUP,
-    OP_ATTN_VALUES_GROUP, OP_EXP_SHIFT_SUM, OP_COUNT
+    OP_ATTN_VALUES_GROUP, OP_EXP_SHIFT_SUM, OP_ATTN_SCORES_Q8_0, OP_ATTN_VALUES_Q8_0, OP_COUNT
 };
 
 static const struct { const char *name; size_t off; } g_ops[OP_COUNT] = {
@@ -500,6 +500,7 @@ static const struct { const char *name; size_t off; } g_ops[OP_COUNT] = {
     {"attn_scores_f16", OP_OFF(attn_scores_f16)}, {"attn_values_f16", OP_OFF(attn_values_f16)},
     {"attn_scores_f16_group", OP_OFF(attn_scores_f16_group)}, {"attn_values_f16_group", OP_OFF(attn_values_f16_group)},
     {"exp_shift_sum", OP_OFF(exp_shift_sum)},
+    {"attn_scores_q8_0_group", OP_OFF(attn_scores_q8_0_group)}, {"attn_values_q8_0_group", OP_OFF(attn_values_q8_0_group)},
 };
 
 #define OPS_MAX_N 4096
@@ -533,7 +534,52 @@ static void check_op(checker *c, int op) {
     oxl_half *h = malloc(sizeof(oxl_half) * OPS_MAX_N * 2), *h1 = h + OPS_MAX_N;
     double *tol = malloc(sizeof(double) * OPS_MAX_N);
 
-    if (op == OP_ATTN_SCORES || op == OP_ATTN_VALUES || op == OP_ATTN_SCORES_GROUP || op == OP_ATTN_VALUES_GROUP) {
+    if (op == OP_ATTN_SCORES_Q8_0 || op == OP_ATTN_VALUES_Q8_0) {
+        /* a Q8_0 KV cache: rows of head_dim / 32 blocks, row_bytes apart; shapes whose head size and stride
+         * are multiples of 32. Tolerances from the dequantized rows, as for F16. */
+        const int nshape = (int)(sizeof(g_attn_shapes) / sizeof(g_attn_shapes[0]));
+        for (int si = 0; si < nshape; si++) {
+            const int n = g_attn_shapes[si][0], hd = g_attn_shapes[si][1], stride = g_attn_shapes[si][2];
+            const int G = g_attn_shapes[si][3];
+            if (hd % 32 || stride % 32) continue;
+            const int64_t row_bytes = oxl_row_size(OXL_TYPE_Q8_0, stride);
+            const float scale = 0.125f;
+            char *KV = malloc((size_t)(n * row_bytes));
+            float *deq = malloc(sizeof(float) * n * stride), *row = malloc(sizeof(float) * stride);
+            float *q = malloc(sizeof(float) * G * (hd > n ? hd : n)), *o0 = malloc(sizeof(float) * G * (hd + n));
+            float *o1 = malloc(sizeof(float) * G * (hd + n));
+            double *t = malloc(sizeof(double) * G * (hd + n));
+            for (int tt = 0; tt < n; tt++) {
+                for (int i = 0; i < stride; i++) row[i] = normal(r);
+                c->ref->type[OXL_TYPE_Q8_0].from_float_ref(row, KV + tt * row_bytes, stride);
+                c->ref->type[OXL_TYPE_Q8_0].to_float(KV + tt * row_bytes, deq + (int64_t)tt * stride, stride);
+            }
+            if (op == OP_ATTN_SCORES_Q8_0) {
+                for (int i = 0; i < G * hd; i++) q[i] = normal(r);
+                ro->attn_scores_q8_0_group(q, G, KV, row_bytes, n, hd, scale, o0);
+                ko->attn_scores_q8_0_group(q, G, KV, row_bytes, n, hd, scale, o1);
+                for (int g = 0; g < G; g++)
+                    for (int tt = 0; tt < n; tt++) {
+                        double m = 0;
+                        for (int i = 0; i < hd; i++) m += fabs((double)q[g * hd + i] * deq[(int64_t)tt * stride + i]);
+                        t[g * n + tt] = OPS_DOT_RTOL * scale * m;
+                    }
+                compare_rows_tol(&res, o1, o0, t, G * n, "rows n", n);
+            } else {
+                for (int i = 0; i < G * n; i++) q[i] = uniform(r);
+                ro->attn_values_q8_0_group(q, G, KV, row_bytes, n, hd, o0);
+                ko->attn_values_q8_0_group(q, G, KV, row_bytes, n, hd, o1);
+                for (int g = 0; g < G; g++)
+                    for (int i = 0; i < hd; i++) {
+                        double m = 0;
+                        for (int tt = 0; tt < n; tt++) m += fabs((double)q[g * n + tt] * deq[(int64_t)tt * stride + i]);
+                        t[g * hd + i] = OPS_DOT_RTOL * m;
+                    }
+                compare_rows_tol(&res, o1, o0, t, G * hd, "rows n", n);
+            }
+            free(KV); free(deq); free(row); free(q); free(o0); free(o1); free(t);
+        }
+    } else if (op == OP_ATTN_SCORES || op == OP_ATTN_VALUES || op == OP_ATTN_SCORES_GROUP || op == OP_ATTN_VALUES_GROUP) {
         const int nshape = (int)(sizeof(g_attn_shapes) / sizeof(g_attn_shapes[0]));
         for (int si = 0; si < nshape; si++) {
             const int n = g_attn_shapes[si][0], hd = g_attn_shapes[si][1], stride = g_attn_shapes[si][2];
