@@ -50,9 +50,11 @@ def run_child(check, state, case, timeout: float, memory_mb: int) -> tuple[str, 
             msg, code = MEMORY + "\n" + traceback.format_exc(), 3
         except BaseException:   # noqa: BLE001 -- anything else is what the fuzzer looks for
             msg, code = BARE + "\n" + traceback.format_exc(), 2
-        os.write(w, msg.encode("utf-8", "replace")[:65536])
-        os.close(w)
-        os._exit(code)
+        try:    # never return into the parent's copy of hypothesis, whatever happens here
+            os.write(w, msg.encode("utf-8", "replace")[:65536])
+            os.close(w)
+        finally:
+            os._exit(code)
     os.close(w)
     deadline = time.monotonic() + timeout
     status = None
