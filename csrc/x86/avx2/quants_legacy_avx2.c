@@ -195,13 +195,16 @@ OXL_INLINE void rows_group(int kind, const int R, const int C, const char *w, si
                 qx0 = tile_decode(kind, w + r * w_row + i * bx, &dx0, &mx0);
                 qx1 = tile_decode(kind, w + r * w_row + (i + 1) * bx, &dx1, &mx1);
             }
-            const __m256 dxv0 = _mm256_set1_ps(dx0), dxv1 = _mm256_set1_ps(dx1);
+            /* dx * dy rounded once, as vec_dot's scalar product: the group's 4 products in one multiply,
+             * each then broadcast from memory (a load, not a vector-pipe op) */
+            float c[2][ROW_GROUP] __attribute__((aligned(16)));
+            _mm_store_ps(c[0], _mm_mul_ps(_mm_set1_ps(dx0), _mm_load_ps(dy0)));
+            _mm_store_ps(c[1], _mm_mul_ps(_mm_set1_ps(dx1), _mm_load_ps(dy1)));
             for (int j = 0; j < C; j++) {
-                /* dx * dy rounded once, as vec_dot's scalar product */
-                even[r][j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv0, _mm256_broadcast_ss(dy0 + j)),
+                even[r][j] = _mm256_fmadd_ps(_mm256_broadcast_ss(&c[0][j]),
                                              tile_dot(kind, qx0, _mm256_load_si256(qy0 + j), G->yo + k * ROW_GROUP + j),
                                              even[r][j]);
-                odd[r][j] = _mm256_fmadd_ps(_mm256_mul_ps(dxv1, _mm256_broadcast_ss(dy1 + j)),
+                odd[r][j] = _mm256_fmadd_ps(_mm256_broadcast_ss(&c[1][j]),
                                             tile_dot(kind, qx1, _mm256_load_si256(qy1 + j),
                                                      G->yo + (k + 1) * ROW_GROUP + j), odd[r][j]);
             }
