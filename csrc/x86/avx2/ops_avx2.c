@@ -409,53 +409,114 @@ static inline __m256 load_i8x8(const int8_t *p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
 }
 
-/* Q8_0 cache: each row's blocks are converted once (scaled by d) for the G heads; G <= GROUP_MAX per pass */
-static void attn_scores_q8_0_group_avx2(const float *q, int G, const void *K, int64_t row_bytes, int n, int hd,
-                                        float scale, float *scores) {
-    for (int h0 = 0; h0 < G; h0 += GROUP_MAX) {
-        const int g = OXL_MIN(GROUP_MAX, G - h0);
-        const float *qg = q + (int64_t)h0 * hd;
-        for (int t = 0; t < n; t++) {
-            const block_q8_0 *b = (const block_q8_0 *)((const char *)K + t * row_bytes);
-            __m256 acc[GROUP_MAX];
-            for (int h = 0; h < GROUP_MAX; h++) acc[h] = _mm256_setzero_ps();
-            for (int i = 0; i < hd / QK8_0; i++) {
-                const __m256 d = _mm256_set1_ps(_cvtsh_ss(b[i].d));
+/* 8 int8 of a Q8_0 row times its block's scale d: the row's values as floats */
+static inline __m256 load_q8x8(const int8_t *p, __m256 d) { return _mm256_mul_ps(d, load_i8x8(p)); }
+
+/* Q8_0 cache, G (1..3) heads x 4 rows per pass: each row's values are converted (and scaled) once for
+ * the G heads, and each head's 4 row sums are reduced together (hsum_f32_8x4: the same adds as one
+ * row's hsum_f32_8, so every score is the float the one-row loop below gives; reducing rows one by one
+ * cost as much as their products at head_dim 64). */
+OXL_INLINE void scores_q8_0_rows4(const float *q, const int G, const void *K, int64_t row_bytes, int n, int hd,
+                                  float scale, float *scores) {
+    const __m128 sc = _mm_set1_ps(scale);
+    const int nb = hd / QK8_0;
+    int t = 0;
+    for (; t + 4 <= n; t += 4) {
+        __m256 a[3][4];
+        for (int h = 0; h < 3; h++)
+            for (int r = 0; r < 4; r++) a[h][r] = _mm256_setzero_ps();
+        for (int i = 0; i < nb; i++) {
+            for (int r = 0; r < 4; r++) {
+                const block_q8_0 *b = (const block_q8_0 *)((const char *)K + (t + r) * row_bytes) + i;
+                const __m256 d = _mm256_set1_ps(_cvtsh_ss(b->d));
                 for (int j = 0; j < 4; j++) {
-                    const __m256 x = _mm256_mul_ps(d, load_i8x8(b[i].qs + 8 * j));
-                    for (int h = 0; h < g; h++)
-                        acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (int64_t)h * hd + i * QK8_0 + 8 * j), x, acc[h]);
+                    const __m256 x = load_q8x8(b->qs + 8 * j, d);
+                    for (int h = 0; h < G; h++)
+                        a[h][r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (int64_t)h * hd + i * QK8_0 + 8 * j), x, a[h][r]);
                 }
             }
-            for (int h = 0; h < g; h++) scores[(int64_t)(h0 + h) * n + t] = scale * hsum_f32_8(acc[h]);
+        }
+        for (int h = 0; h < G; h++)
+            _mm_storeu_ps(scores + (int64_t)h * n + t,
+                          _mm_mul_ps(sc, hsum_f32_8x4(a[h][0], a[h][1], a[h][2], a[h][3])));
+    }
+    for (; t < n; t++) {
+        const block_q8_0 *b = (const block_q8_0 *)((const char *)K + t * row_bytes);
+        __m256 acc[3];
+        for (int h = 0; h < 3; h++) acc[h] = _mm256_setzero_ps();
+        for (int i = 0; i < nb; i++) {
+            const __m256 d = _mm256_set1_ps(_cvtsh_ss(b[i].d));
+            for (int j = 0; j < 4; j++) {
+                const __m256 x = load_q8x8(b[i].qs + 8 * j, d);
+                for (int h = 0; h < G; h++)
+                    acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (int64_t)h * hd + i * QK8_0 + 8 * j), x, acc[h]);
+            }
+        }
+        for (int h = 0; h < G; h++) scores[(int64_t)h * n + t] = scale * hsum_f32_8(acc[h]);
+    }
+}
+
+/* Q8_0 cache: GQA heads in passes of up to 3 */
+static void attn_scores_q8_0_group_avx2(const float *q, int G, const void *K, int64_t row_bytes, int n, int hd,
+                                        float scale, float *scores) {
+    for (int h0 = 0; h0 < G; h0 += 3) {
+        const int g = OXL_MIN(3, G - h0);
+        const float *qg = q + (int64_t)h0 * hd;
+        float *sg = scores + (int64_t)h0 * n;
+        switch (g) {   /* a constant G per case: the loops over heads unroll */
+        case 1: scores_q8_0_rows4(qg, 1, K, row_bytes, n, hd, scale, sg); break;
+        case 2: scores_q8_0_rows4(qg, 2, K, row_bytes, n, hd, scale, sg); break;
+        default: scores_q8_0_rows4(qg, 3, K, row_bytes, n, hd, scale, sg); break;
         }
     }
 }
 
-/* out (G x hd): 16 dims of every head (2 registers each) per pass over the rows */
-static void attn_values_q8_0_group_avx2(const float *p, int G, const void *V, int64_t row_bytes, int n, int hd,
-                                        float *out) {
-    for (int h0 = 0; h0 < G; h0 += GROUP_MAX) {
-        const int g = OXL_MIN(GROUP_MAX, G - h0);
-        const float *pg = p + (int64_t)h0 * n;
-        float *og = out + (int64_t)h0 * hd;
-        for (int i0 = 0; i0 < hd; i0 += 16) {
-            __m256 a[GROUP_MAX][2];
-            for (int h = 0; h < GROUP_MAX; h++) a[h][0] = a[h][1] = _mm256_setzero_ps();
-            for (int t = 0; t < n; t++) {
-                const block_q8_0 *b = (const block_q8_0 *)((const char *)V + t * row_bytes) + i0 / QK8_0;
+/* Rows per pass of the Q8_0 values kernel: the weights times each row's block scale are formed for this
+ * many rows at a time (on the stack) */
+#define Q8_VALUES_ROWS 64
+
+/* out (G x hd), G <= 3: one 32-value block of every head (4 registers each) per pass over the rows. The
+ * products p[h][t] * d[t] (the weight times the row's block scale, the same float multiply as before) are
+ * formed once per block for all rows, so the inner loop is a broadcast and 4 FMAs per head, as for f16 */
+OXL_INLINE void values_q8_0_wide(const float *p, const int G, const void *V, int64_t row_bytes, int n, int hd,
+                                 float *out) {
+    float pd[3][Q8_VALUES_ROWS];
+    for (int i0 = 0; i0 < hd; i0 += QK8_0) {
+        __m256 a[3][4];
+        for (int h = 0; h < 3; h++)
+            for (int j = 0; j < 4; j++) a[h][j] = _mm256_setzero_ps();
+        for (int t0 = 0; t0 < n; t0 += Q8_VALUES_ROWS) {
+            const int m = OXL_MIN(Q8_VALUES_ROWS, n - t0);
+            for (int t = 0; t < m; t++) {
+                const block_q8_0 *b = (const block_q8_0 *)((const char *)V + (t0 + t) * row_bytes) + i0 / QK8_0;
                 const float d = _cvtsh_ss(b->d);
-                const __m256 x0 = load_i8x8(b->qs + i0 % QK8_0), x1 = load_i8x8(b->qs + i0 % QK8_0 + 8);
-                for (int h = 0; h < g; h++) {
-                    const __m256 c = _mm256_set1_ps(pg[(int64_t)h * n + t] * d);
-                    a[h][0] = _mm256_fmadd_ps(c, x0, a[h][0]);
-                    a[h][1] = _mm256_fmadd_ps(c, x1, a[h][1]);
+                for (int h = 0; h < G; h++) pd[h][t] = p[(int64_t)h * n + t0 + t] * d;
+            }
+            for (int t = 0; t < m; t++) {
+                const block_q8_0 *b = (const block_q8_0 *)((const char *)V + (t0 + t) * row_bytes) + i0 / QK8_0;
+                __m256 x[4];
+                for (int j = 0; j < 4; j++) x[j] = load_i8x8(b->qs + 8 * j);
+                for (int h = 0; h < G; h++) {
+                    const __m256 c = _mm256_broadcast_ss(&pd[h][t]);
+                    for (int j = 0; j < 4; j++) a[h][j] = _mm256_fmadd_ps(c, x[j], a[h][j]);
                 }
             }
-            for (int h = 0; h < g; h++) {
-                _mm256_storeu_ps(og + (int64_t)h * hd + i0, a[h][0]);
-                _mm256_storeu_ps(og + (int64_t)h * hd + i0 + 8, a[h][1]);
-            }
+        }
+        for (int h = 0; h < G; h++)
+            for (int j = 0; j < 4; j++) _mm256_storeu_ps(out + (int64_t)h * hd + i0 + 8 * j, a[h][j]);
+    }
+}
+
+static void attn_values_q8_0_group_avx2(const float *p, int G, const void *V, int64_t row_bytes, int n, int hd,
+                                        float *out) {
+    for (int h0 = 0; h0 < G; h0 += 3) {
+        const int g = OXL_MIN(3, G - h0);
+        const float *pg = p + (int64_t)h0 * n;
+        float *og = out + (int64_t)h0 * hd;
+        switch (g) {
+        case 1: values_q8_0_wide(pg, 1, V, row_bytes, n, hd, og); break;
+        case 2: values_q8_0_wide(pg, 2, V, row_bytes, n, hd, og); break;
+        default: values_q8_0_wide(pg, 3, V, row_bytes, n, hd, og); break;
         }
     }
 }

@@ -61,20 +61,6 @@ OXL_INLINE float finish(__m256 even, __m256 odd, __m256 tail, int has_tail, floa
     return (has_tail ? h + hsum_f32_8(tail) : h) + summs;
 }
 
-/* hsum8 of 2 x 4 vectors at once: lane 0 of the result is hsum8(a[0]) etc.; the same adds as hsum_f32_8
- * ((lo + hi), then (l0 + l2) + (l1 + l3)) in the same pairings */
-OXL_INLINE __m128 hsum_f32_8x4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
-    __m256 x01 = _mm256_add_ps(_mm256_permute2f128_ps(a0, a1, 0x20), _mm256_permute2f128_ps(a0, a1, 0x31));
-    __m256 x23 = _mm256_add_ps(_mm256_permute2f128_ps(a2, a3, 0x20), _mm256_permute2f128_ps(a2, a3, 0x31));
-    x01 = _mm256_add_ps(x01, _mm256_permute_ps(x01, 0x4E));
-    x23 = _mm256_add_ps(x23, _mm256_permute_ps(x23, 0x4E));
-    x01 = _mm256_add_ps(x01, _mm256_permute_ps(x01, 0xB1));
-    x23 = _mm256_add_ps(x23, _mm256_permute_ps(x23, 0xB1));
-    /* outputs 0..3 are lanes 0 and 4 of x01 and of x23 */
-    const __m256 u = _mm256_unpacklo_ps(x01, x23);   /* lanes 0, 1: outputs 0, 2; lanes 4, 5: outputs 1, 3 */
-    return _mm_unpacklo_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
-}
-
 /* finish() for C <= 4 outputs of one weight row, summs in the lanes of sm */
 OXL_INLINE void finish4(const int C, const __m256 *even, const __m256 *odd, const __m256 *tail, int has_tail, __m128 sm,
                         float *out) {
