@@ -64,6 +64,11 @@ class RequestHandle:
         self._sched = sched
         self._cond = threading.Condition()
         self._pieces: list[str] = []
+        self._marks: list[int] = []    # tokens generated when each piece was pushed
+        # the request's generated ids and their logprob entries (None: not asked), appended to by the
+        # scheduler thread: entry k is final once a mark > k was pushed
+        self.tokens: list[int] = []
+        self.token_logprobs: list[dict[int, float]] | None = None
         self._done = False
         self._completion = None
         self._error: BaseException | None = None
@@ -114,6 +119,15 @@ class RequestHandle:
 
     async def astream(self) -> AsyncIterator[str]:
         """The pieces on an asyncio loop, without blocking it."""
+        async for piece, _ in self.astream_marked():
+            yield piece
+
+    async def astream_marked(self) -> AsyncIterator[tuple[str, int]]:
+        """(piece, n) on an asyncio loop: n is how many tokens had been generated when the piece was
+        produced, so handle.tokens[:n] (and handle.token_logprobs[:n]) are the tokens behind the text so
+        far. A token whose text is held back (an unfinished UTF-8 character, a possible stop string)
+        counts in the piece that finally carries it; tokens that never show text (the end-of-generation
+        token, a matched stop string) are only in handle.tokens once the request is done."""
         loop = asyncio.get_running_loop()
         key = (loop, asyncio.Event())
         with self._cond:
@@ -122,13 +136,13 @@ class RequestHandle:
             i = 0
             while True:
                 with self._cond:
-                    new, done = self._pieces[i:], self._done
+                    new, marks, done = self._pieces[i:], self._marks[i:], self._done
                     if not new and not done:
                         key[1].clear()      # under the lock: a piece pushed after this sets it again
                 if new:
                     i += len(new)
-                    for piece in new:
-                        yield piece
+                    for piece, mark in zip(new, marks):
+                        yield piece, mark
                 elif done:
                     if self._error is not None:
                         raise self._error
@@ -149,10 +163,12 @@ class RequestHandle:
 
     # ---- called by the scheduler thread ----
 
-    def _push(self, piece: str | None = None, *, completion=None, error: BaseException | None = None) -> None:
+    def _push(self, piece: str | None = None, *, mark: int = 0, completion=None,
+              error: BaseException | None = None) -> None:
         with self._cond:
             if piece:
                 self._pieces.append(piece)
+                self._marks.append(mark)
             if completion is not None or error is not None:
                 self._completion, self._error, self._done = completion, error, True
             self._cond.notify_all()
@@ -350,6 +366,7 @@ class Scheduler:
         handle.stats["n_prompt_tokens"] = len(ids)
         req = _Request(handle, ids, sampler, matcher, max_tokens, stop_state, n_logprobs, criteria, ignore_eos,
                        engine.tokenizer.detokenizer(), time.perf_counter())
+        handle.tokens, handle.token_logprobs = req.generated, req.logprobs    # shared, appended to in order
         req.loras = loras
         req.lora_key = tuple((a.sha256, sc) for a, sc in loras if sc != 0.0)
         return req
@@ -612,7 +629,7 @@ class Scheduler:
     def _emit(self, r: _Request, text: str) -> None:
         if text:
             r.text.append(text)
-            r.handle._push(text)
+            r.handle._push(text, mark=len(r.generated))
 
     def _finish(self, r: _Request, reason: str | None, error: BaseException | None = None, *,
                 flush: bool = True) -> None:

@@ -202,6 +202,43 @@ def test_completion_logprobs(server):
     assert lp.text_offset == sorted(lp.text_offset)
 
 
+def test_streamed_chat_logprobs_come_with_their_chunks(server):
+    """Each streamed chunk carries the logprobs of the tokens behind its text (as OpenAI streams them),
+    not all of them at the end; joined, they are the non-streamed response's."""
+    kw = dict(model="smol", messages=QUESTION, max_tokens=12, temperature=0, logprobs=True, top_logprobs=2)
+    whole = server.openai().chat.completions.create(**kw).choices[0].logprobs.content
+    entries, text, with_logprobs = [], "", 0
+    for ch in server.openai().chat.completions.create(stream=True, **kw):
+        if not ch.choices:
+            continue
+        c = ch.choices[0]
+        if c.logprobs and c.logprobs.content:
+            with_logprobs += 1
+            entries += c.logprobs.content
+        text += c.delta.content or ""
+        # the text so far is what the tokens so far spell (some of theirs may still be held back)
+        assert b"".join(bytes(e.bytes) for e in entries).startswith(text.encode())
+    assert with_logprobs >= 2
+    assert [(e.token, e.logprob, [t.token for t in e.top_logprobs]) for e in entries] == \
+        [(e.token, e.logprob, [t.token for t in e.top_logprobs]) for e in whole]
+
+
+def test_streamed_completion_logprobs_come_with_their_chunks(server):
+    kw = dict(model="smol", prompt="Hello, my name is", max_tokens=10, temperature=0, logprobs=2, echo=True)
+    whole = server.openai().completions.create(**kw).choices[0].logprobs
+    got = {"tokens": [], "token_logprobs": [], "text_offset": []}
+    with_logprobs = 0
+    for ch in server.openai().completions.create(stream=True, **kw):
+        lp = ch.choices[0].logprobs if ch.choices else None
+        if lp and lp.tokens:
+            with_logprobs += 1
+            for key in got:
+                got[key] += getattr(lp, key)
+    assert with_logprobs >= 2
+    assert got == {key: getattr(whole, key) for key in got}
+    assert got["text_offset"][0] == len("Hello, my name is")     # offsets run on from the echoed prompt
+
+
 PERSON = {"type": "object", "properties": {"name": {"type": "string", "enum": ["Alice", "Bob"]},
                                            "age": {"type": "integer", "minimum": 0, "maximum": 120}},
           "required": ["name", "age"], "additionalProperties": False}

@@ -17,8 +17,8 @@ from oxillama.server.protocol.chat import (AssistantMessage, ChatCompletionChoic
                                            ChatCompletionRequest, ChatCompletionResponse,
                                            ChatCompletionStreamChoice, DeltaMessage, NamedToolChoice, ToolCall)
 from oxillama.server.routes import ready_state
-from oxillama.server.routes._generation import (error_event, merged_stream, results_or_cancel, submit_all,
-                                                usage_info)
+from oxillama.server.routes._generation import (StreamedLogprobs, error_event, merged_stream, results_or_cancel,
+                                                submit_all, usage_info)
 from oxillama.server.state import ServerState
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -78,27 +78,31 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
                                    usage=usage)
         return ServerSentEvent(data=body.model_dump_json())
 
-    def delta_chunk(i: int, delta: dict) -> ServerSentEvent:
-        return chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage.model_validate(delta))])
+    def delta_chunk(i: int, delta: dict, logprobs=None) -> ServerSentEvent:
+        return chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage.model_validate(delta), logprobs=logprobs)])
+
+    def chunk_logprobs(tokens, entries):
+        return convert.chat_logprobs(tokenizer, tokens, entries, n_top)
 
     async def events():
         try:
             for i in range(len(handles)):   # every choice opens with the role
                 yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(role="assistant", content=""))])
             streamers = [plan.streamer() for _ in handles]
+            # each delta carries the logprobs of the tokens behind it; tokens whose text is held back (a
+            # tool call being parsed, a possible stop string) go with the next delta or the last chunk
+            lps = [StreamedLogprobs(h, chunk_logprobs) if n_top is not None else None for h in handles]
             completions = [None] * len(handles)
-            async for i, piece, final in merged_stream(handles):
+            async for i, piece, mark, final in merged_stream(handles):
+                deltas = streamers[i].feed(piece) if final is None else streamers[i].finish()
+                for delta in deltas:
+                    yield delta_chunk(i, delta, lps[i] and lps[i].take(mark))
                 if final is None:
-                    for delta in streamers[i].feed(piece):
-                        yield delta_chunk(i, delta)
                     continue
                 completions[i] = final
-                for delta in streamers[i].finish():
-                    yield delta_chunk(i, delta)
-                # logprobs of the whole choice ride on its last chunk (pieces are not tokens)
                 finish = shapes.chat_finish_reason(final.finish_reason, range(streamers[i].n_calls))
-                yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(), logprobs=logprobs_of(final),
-                                                        finish_reason=finish)])
+                yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(),
+                                                        logprobs=lps[i] and lps[i].take(mark), finish_reason=finish)])
             if include_usage:
                 yield chunk([], usage=usage_info(handles, req.n, completions, tokenizer.eog_ids))
             yield ServerSentEvent(data="[DONE]")

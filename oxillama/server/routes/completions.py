@@ -11,8 +11,8 @@ from oxillama.server.auth import require_api_key
 from oxillama.server.errors import APIError
 from oxillama.server.protocol.completions import CompletionChoice, CompletionRequest, CompletionResponse
 from oxillama.server.routes import ready_state
-from oxillama.server.routes._generation import (error_event, merged_stream, results_or_cancel, submit_all,
-                                                usage_info)
+from oxillama.server.routes._generation import (StreamedLogprobs, error_event, merged_stream, results_or_cancel,
+                                                submit_all, usage_info)
 from oxillama.server.state import ServerState
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -72,19 +72,32 @@ async def completions(req: CompletionRequest, request: Request, state: ServerSta
                                   usage=usage)
         return ServerSentEvent(data=body.model_dump_json())
 
+    def streamed_logprobs(i: int):
+        """choice i's logprobs chunk by chunk, text offsets running on from its echo"""
+        offset = len(echoes[i // req.n])
+
+        def convert_slice(tokens, entries):
+            nonlocal offset
+            out = convert.completion_logprobs(engine.tokenizer, tokens, entries, req.logprobs, offset)
+            offset += sum(len(t) for t in out.tokens)
+            return out
+        return StreamedLogprobs(handles[i], convert_slice)
+
     async def events():
         try:
             if req.echo:
                 for i in range(len(handles)):
                     yield chunk([CompletionChoice(index=i, text=echoes[i // req.n])])
             results = [None] * len(handles)
-            async for i, piece, final in merged_stream(handles):
+            # each text chunk carries the logprobs of the tokens behind it (the last one those left)
+            lps = [streamed_logprobs(i) if req.logprobs is not None else None for i in range(len(handles))]
+            async for i, piece, mark, final in merged_stream(handles):
                 if final is None:
-                    yield chunk([CompletionChoice(index=i, text=piece)])
+                    yield chunk([CompletionChoice(index=i, text=piece, logprobs=lps[i] and lps[i].take(mark))])
                 else:
                     results[i] = final
                     yield chunk([CompletionChoice(index=i, text="", finish_reason=final.finish_reason,
-                                                  logprobs=logprobs_of(final, len(echoes[i // req.n])))])
+                                                  logprobs=lps[i] and lps[i].take(mark))])
             if include_usage:
                 yield chunk([], usage=usage_info(handles, req.n, results, engine.tokenizer.eog_ids))
             yield ServerSentEvent(data="[DONE]")
