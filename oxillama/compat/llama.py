@@ -287,7 +287,7 @@ class Llama:
                           logit_bias: dict | None = None):
         """A text completion dict ({"id", "object": "text_completion", "created", "model", "choices":
         [{"text", "index", "logprobs", "finish_reason"}], "usage"}), or with stream=True an iterator
-        of chunk dicts, the last with finish_reason (logprobs ride on the last chunk)."""
+        of chunk dicts, the last with finish_reason (each with the logprobs of its tokens)."""
         if suffix is not None:
             raise InvalidArgumentError("suffix (fill-in-the-middle) is not supported")
         kw = self._generate_kwargs(
@@ -315,15 +315,19 @@ class Llama:
             choice = shapes.completion_choice(prefix + str(c), 0, c.finish_reason, logprobs_of(c))
             return shapes.completion_response(response_id, name, [choice], shapes.usage(n_prompt, n_gen), created)
         _, pieces = self._run(prompt, True, max_tokens, kw)
+        # each chunk carries the logprobs of the tokens behind its text (the last one those left)
+        lps = None if logprobs is None else shapes.StreamedLogprobs(
+            lambda: self._engine._streamed, shapes.completion_logprobs_from(tok, int(logprobs), len(prefix)))
 
         def chunks() -> Iterator[dict]:
             if prefix:
                 yield shapes.completion_chunk(response_id, name, created, shapes.completion_choice(prefix))
             for piece in pieces:
-                yield shapes.completion_chunk(response_id, name, created, shapes.completion_choice(piece))
+                yield shapes.completion_chunk(response_id, name, created,
+                                              shapes.completion_choice(piece, 0, None, lps and lps.take()))
             c = self._engine.last_completion
             yield shapes.completion_chunk(response_id, name, created,
-                                          shapes.completion_choice("", 0, c.finish_reason, logprobs_of(c)))
+                                          shapes.completion_choice("", 0, c.finish_reason, lps and lps.take()))
         return chunks()
 
     def __call__(self, prompt: str | list[int], *args, **kwargs):
@@ -385,18 +389,23 @@ class Llama:
             choice = shapes.chat_choice(0, content, calls, c.finish_reason, logprobs_of(c))
             return shapes.chat_response(response_id, name, [choice], shapes.usage(n_prompt, n_gen), created)
         _, pieces = self._run(plan.prompt, True, max_tokens, kw)
+        # each delta carries the logprobs of the tokens behind it; tokens whose text is held back (a tool
+        # call being parsed, a possible stop string) go with the next delta or the last chunk
+        lps = None if n_top is None else shapes.StreamedLogprobs(
+            lambda: self._engine._streamed, lambda t, e: shapes.chat_logprobs(tok, t, e, n_top))
 
         def chunks() -> Iterator[dict]:
             yield shapes.chat_chunk(response_id, name, created, {"role": "assistant"})
             deltas = plan.streamer()
             for piece in pieces:
                 for delta in deltas.feed(piece):
-                    yield shapes.chat_chunk(response_id, name, created, delta)
+                    yield shapes.chat_chunk(response_id, name, created, delta, logprobs=lps and lps.take())
             for delta in deltas.finish():
-                yield shapes.chat_chunk(response_id, name, created, delta)
+                yield shapes.chat_chunk(response_id, name, created, delta, logprobs=lps and lps.take())
             c = self._engine.last_completion
             finish = shapes.chat_finish_reason(c.finish_reason, range(deltas.n_calls))
-            yield shapes.chat_chunk(response_id, name, created, {}, finish_reason=finish, logprobs=logprobs_of(c))
+            yield shapes.chat_chunk(response_id, name, created, {}, finish_reason=finish,
+                                    logprobs=lps and lps.take())
         return chunks()
 
     # ---- embeddings ----

@@ -99,6 +99,37 @@ def completion_logprobs(tokenizer, tokens, logprobs, n_top: int, offset: int = 0
     return out
 
 
+class StreamedLogprobs:
+    """Logprobs of one streamed choice, sent with the chunks as its tokens are produced (as OpenAI streams
+    them): take(n) converts the entries of the tokens not sent yet among the first n. `source` has
+    .tokens and .token_logprobs, lists the generation appends to (a scheduler RequestHandle), or is a
+    function giving that object when asked (an engine's streaming call, known once it starts); joined,
+    the chunks' entries are the non-streamed response's."""
+
+    def __init__(self, source, convert):
+        self.source, self.convert, self.sent = source, convert, 0
+
+    def take(self, n: int | None = None):
+        """convert(tokens, entries) of tokens [sent, n) (n None: all so far), or None when there are none."""
+        src = self.source() if callable(self.source) else self.source
+        tokens, lps = src.tokens, src.token_logprobs
+        n = len(tokens) if n is None else n
+        if lps is None or n <= self.sent:
+            return None
+        lo, self.sent = self.sent, n
+        return self.convert(tokens[lo:n], lps[lo:n])
+
+
+def completion_logprobs_from(tokenizer, n_top: int, offset: int):
+    """completion_logprobs for consecutive slices of one choice's tokens: text offsets run on from offset"""
+    def convert(tokens, entries):
+        nonlocal offset
+        out = completion_logprobs(tokenizer, tokens, entries, n_top, offset)
+        offset += sum(len(t) for t in out["tokens"])
+        return out
+    return convert
+
+
 # ---- text completions ----
 
 def completion_choice(text: str, index: int = 0, finish_reason: str | None = None, logprobs=None) -> dict:

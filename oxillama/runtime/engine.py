@@ -10,6 +10,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -81,6 +82,9 @@ class InferenceEngine:
         self._matcher = None                  # grammar state of the session, if constrained
         self._masked = None                   # logits copy for grammar masking, made on first need
         self.last_completion = None
+        # a streaming generate()'s tokens so far and their logprob entries (None unless asked), appended
+        # in order as it runs: what a caller of the stream needs to send each piece's logprobs with it
+        self._streamed = _StreamProgress([], None)
         self.load_ms: float | None = None     # set by from_gguf()
         self._tokenizer = tokenizer
         # session reuse: generate() keeps the cached prefix a new prompt shares with the session
@@ -506,6 +510,7 @@ class InferenceEngine:
             raise ContextOverflowError(f"{len(self.tokens)} tokens + max_tokens={max_tokens} exceed "
                                        f"n_ctx={self.n_ctx}")
         self.last_completion = None
+        self._streamed = _StreamProgress([], None)
         prompt_n = 0 if continuing else len(ids) - self.last_prefix_reused
         prompt_ms = 0.0 if continuing else (time.perf_counter() - t_call) * 1e3
         pieces = self._generate_iter(max_tokens, StopStrings(stops), criteria, n_logprobs, callback,
@@ -601,6 +606,7 @@ class InferenceEngine:
         generated: list[int] = []
         emitted: list[str] = []
         logprobs: list[dict[int, float]] | None = [] if n_logprobs is not None else None
+        self._streamed = _StreamProgress(generated, logprobs)
         finish = "length"
         t_first = None
         busy = 0.0                              # time spent here, not in a streaming caller
@@ -758,6 +764,7 @@ class InferenceEngine:
                     "".join(emitted), tokens=generated, finish_reason="stop" if len(generated) < max_tokens
                     else finish, usage=Usage(n_context, len(generated)))
         self.last_completion = None
+        self._streamed = _StreamProgress(generated, None)
         if stream:
             return recorded()
         for _ in recorded():
@@ -800,6 +807,12 @@ def _check_fingerprint(theirs: dict, ours: dict) -> None:
     if theirs != ours:
         raise SnapshotError(f"snapshot was taken on another model file (size {theirs['size']} vs {ours['size']}, "
                             f"or different contents)")
+
+
+@dataclass
+class _StreamProgress:
+    tokens: list
+    token_logprobs: list | None
 
 
 def _emit(piece: str, callback) -> Iterator[str]:

@@ -95,6 +95,24 @@ def test_chat_logprobs(llm):
         llm.create_chat_completion([{"role": "user", "content": "x"}], max_tokens=1, top_logprobs=2)
 
 
+def test_streamed_logprobs_come_with_their_chunks(llm):
+    """Each streamed chunk carries the logprobs of its tokens (as llama-cpp-python streams them); joined,
+    they are the non-streamed response's, text offsets included."""
+    messages = [{"role": "user", "content": "Name a colour."}]
+    kw = dict(max_tokens=10, logprobs=True, top_logprobs=2, **GREEDY)
+    whole = llm.create_chat_completion(messages, **kw)["choices"][0]["logprobs"]["content"]
+    parts = [c["choices"][0]["logprobs"] for c in llm.create_chat_completion(messages, stream=True, **kw)]
+    parts = [p["content"] for p in parts if p and p["content"]]
+    assert len(parts) >= 2 and [e for p in parts for e in p] == whole
+    kw = dict(max_tokens=10, logprobs=2, echo=True, **GREEDY)
+    whole = llm("1, 2, 3,", **kw)["choices"][0]["logprobs"]
+    parts = [c["choices"][0]["logprobs"] for c in llm("1, 2, 3,", stream=True, **kw)]
+    parts = [p for p in parts if p and p["tokens"]]
+    assert len(parts) >= 2
+    for key in ("tokens", "token_logprobs", "top_logprobs", "text_offset"):
+        assert [x for p in parts for x in p[key]] == whole[key]
+
+
 def test_chat_response_format_and_grammar(llm):
     schema = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 20}}, "required": ["answer"]}
     r = llm.create_chat_completion([{"role": "user", "content": "Capital of Italy? Answer in JSON."}],

@@ -130,19 +130,3 @@ def usage_info(handles: list, n: int, completions, eog_ids) -> UsageInfo:
     return UsageInfo(prompt_tokens=prompt, completion_tokens=generated, total_tokens=prompt + generated,
                      prompt_tokens_details={"cached_tokens": cached})
 
-
-class StreamedLogprobs:
-    """Logprobs of one streamed choice, sent with the chunks as its tokens are produced: take(n) gives
-    the entries of the tokens not sent yet among the first n (OpenAI sends each chunk's tokens' logprobs
-    with it), so the chunks' entries join to the non-streamed response's."""
-
-    def __init__(self, handle, convert_fn):
-        self.handle, self.convert_fn, self.sent = handle, convert_fn, 0
-
-    def take(self, n: int):
-        """convert_fn(tokens, entries) of tokens [sent, n), or None when there are none."""
-        lps = self.handle.token_logprobs
-        if lps is None or n <= self.sent:
-            return None
-        lo, self.sent = self.sent, n
-        return self.convert_fn(self.handle.tokens[lo:n], lps[lo:n])

@@ -17,8 +17,8 @@ from oxillama.server.protocol.chat import (AssistantMessage, ChatCompletionChoic
                                            ChatCompletionRequest, ChatCompletionResponse,
                                            ChatCompletionStreamChoice, DeltaMessage, NamedToolChoice, ToolCall)
 from oxillama.server.routes import ready_state
-from oxillama.server.routes._generation import (StreamedLogprobs, error_event, merged_stream, results_or_cancel,
-                                                submit_all, usage_info)
+from oxillama.server.routes._generation import (error_event, merged_stream, results_or_cancel, submit_all,
+                                                usage_info)
 from oxillama.server.state import ServerState
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -91,7 +91,7 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
             streamers = [plan.streamer() for _ in handles]
             # each delta carries the logprobs of the tokens behind it; tokens whose text is held back (a
             # tool call being parsed, a possible stop string) go with the next delta or the last chunk
-            lps = [StreamedLogprobs(h, chunk_logprobs) if n_top is not None else None for h in handles]
+            lps = [shapes.StreamedLogprobs(h, chunk_logprobs) if n_top is not None else None for h in handles]
             completions = [None] * len(handles)
             async for i, piece, mark, final in merged_stream(handles):
                 deltas = streamers[i].feed(piece) if final is None else streamers[i].finish()

@@ -6,13 +6,15 @@ import time
 from fastapi import APIRouter, Depends, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from oxillama.compat import openai_shapes as shapes
 from oxillama.server import convert
 from oxillama.server.auth import require_api_key
 from oxillama.server.errors import APIError
-from oxillama.server.protocol.completions import CompletionChoice, CompletionRequest, CompletionResponse
+from oxillama.server.protocol.completions import (CompletionChoice, CompletionLogprobs, CompletionRequest,
+                                                  CompletionResponse)
 from oxillama.server.routes import ready_state
-from oxillama.server.routes._generation import (StreamedLogprobs, error_event, merged_stream, results_or_cancel,
-                                                submit_all, usage_info)
+from oxillama.server.routes._generation import (error_event, merged_stream, results_or_cancel, submit_all,
+                                                usage_info)
 from oxillama.server.state import ServerState
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -74,14 +76,8 @@ async def completions(req: CompletionRequest, request: Request, state: ServerSta
 
     def streamed_logprobs(i: int):
         """choice i's logprobs chunk by chunk, text offsets running on from its echo"""
-        offset = len(echoes[i // req.n])
-
-        def convert_slice(tokens, entries):
-            nonlocal offset
-            out = convert.completion_logprobs(engine.tokenizer, tokens, entries, req.logprobs, offset)
-            offset += sum(len(t) for t in out.tokens)
-            return out
-        return StreamedLogprobs(handles[i], convert_slice)
+        to_dicts = shapes.completion_logprobs_from(engine.tokenizer, req.logprobs, len(echoes[i // req.n]))
+        return shapes.StreamedLogprobs(handles[i], lambda t, e: CompletionLogprobs.model_validate(to_dicts(t, e)))
 
     async def events():
         try:
