@@ -82,16 +82,18 @@ def test_step_overhead_8_sequences(benchmark, engine):
 
 
 @pytest.mark.parametrize("model", MODELS)
-@pytest.mark.parametrize("max_batch_tokens", [64, 256])
-def test_fairness_long_prefill_among_decodes(benchmark, model, max_batch_tokens):
+@pytest.mark.parametrize("max_batch_tokens,max_decode_slowdown", [(64, None), (256, None), (256, 2.5)])
+def test_fairness_long_prefill_among_decodes(benchmark, model, max_batch_tokens, max_decode_slowdown):
     """4 decoding requests, then a 2,000-token prompt arrives: the decodes' p95 inter-token latency
-    while it is prefilled, over their unloaded median (issue 15 asks < 3x). extra_info["p95_over_median"]."""
+    while it is prefilled, over their unloaded median (issue 15 asks < 3x), and the long prompt's time to
+    first token (what the decodes' smoothness costs it). extra_info["p95_over_median"]."""
     with InferenceEngine.from_gguf(hub.pull(model, progress=False), n_ctx=2100) as engine:
         long_prompt = [(1000 + 7919 * j) % min(engine.n_vocab, 30000) + 100 for j in range(2000)]
         out = {}
 
         def run():
-            with Scheduler(engine, n_seq_max=5, max_batch_tokens=max_batch_tokens) as sched:
+            with Scheduler(engine, n_seq_max=5, max_batch_tokens=max_batch_tokens,
+                           max_decode_slowdown=max_decode_slowdown) as sched:
                 decodes = [sched.submit(_prompt(engine, i), max_tokens=2000, temperature=0, ignore_eos=True)
                            for i in range(4)]
                 while min(h.stats["n_generated_tokens"] for h in decodes) < 12:

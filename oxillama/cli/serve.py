@@ -28,6 +28,9 @@ def add_parser(sub) -> None:
                    help="answer 429 when N requests already wait (default: no limit)")
     p.add_argument("--max-batch-tokens", type=int, default=512, metavar="N",
                    help="tokens run in one batched forward (prompt chunks + decodes)")
+    p.add_argument("--max-decode-slowdown", type=float, default=None, metavar="X",
+                   help="while requests stream, cut prompt chunks so a step takes at most X times a "
+                        "decode-only step (smooth streams; long prompts then wait longer for their first token)")
     p.add_argument("--lora", action="append", default=[], metavar="NAME=PATH",
                    help="serve a LoRA adapter (GGUF) under NAME (repeatable); a request picks it with "
                         '"model": "<model>:NAME" or "lora": [{"name": NAME, "scale": S}]; none applies by default')
@@ -55,6 +58,8 @@ def run(args) -> int:
             raise InvalidArgumentError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.max_queue is not None and args.max_queue < 0:
         raise InvalidArgumentError(f"--max-queue must be >= 0, got {args.max_queue}")
+    if args.max_decode_slowdown is not None and not 1.0 < args.max_decode_slowdown < float("inf"):
+        raise InvalidArgumentError(f"--max-decode-slowdown must be > 1, got {args.max_decode_slowdown}")
     if args.max_body_mb < 1:
         raise InvalidArgumentError(f"--max-body-mb must be >= 1, got {args.max_body_mb}")
     if not 0 <= args.port <= 65535:
@@ -75,6 +80,7 @@ def run(args) -> int:
     config = ServerConfig(model=model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.n_ctx,
                           threads=args.threads, api_key=args.api_key, alias=args.alias or _default_alias(args.model),
                           max_queue=args.max_queue, max_batch_tokens=args.max_batch_tokens,
+                          max_decode_slowdown=args.max_decode_slowdown,
                           drain_timeout=args.drain_timeout, loras=_lora_options(args.lora),
                           max_body_mb=args.max_body_mb)
     if scale is not None:

@@ -12,7 +12,10 @@ A background thread owns the SequencePool and runs steps. Each step, as vLLM's s
 1. every running sequence in decode gets its one token (its last sampled token is run);
 2. prefill chunks of the requests still prefilling, then of waiting ones (admitted in order, up to
    n_seq_max live sequences), fill the rest of max_batch_tokens: a long prompt is prefilled over
-   several steps and the decodes keep going meanwhile;
+   several steps and the decodes keep going meanwhile. With max_decode_slowdown, while requests decode
+   the prefill part is also cut to what keeps the step within that many times a decode-only step (both
+   costs measured as it runs): a long prompt arriving does not stall the streams already running, at
+   the price of its own time to first token (on a CPU a few prompt tokens cost as much as a decode step);
 3. when the pool has too few free pages for the step, the newest running request is preempted: its
    pages are freed and it waits at the head of the queue to be recomputed from its prompt and the
    tokens it has generated (its sampler, grammar and text state are kept, so its output is unchanged);
@@ -45,8 +48,8 @@ from oxillama.runtime.batch import SequencePool
 
 log = logging.getLogger("oxillama.scheduler")
 
-# a prefill chunk smaller than this runs the kernels' small-row path, whose sums are ordered
-# differently (csrc/matmul.c): below it, chunking would change the logits of a non-invariant pool
+# weight of the newest step in the running estimates of step costs (max_decode_slowdown)
+COST_EMA = 0.3
 
 WAITING, PREFILL, DECODE, FINISHED = "waiting", "prefill", "decode", "finished"
 
@@ -216,16 +219,23 @@ class Scheduler:
     """Continuous batching over one engine (see the module docstring).
 
     n_seq_max: sequences run at once. max_batch_tokens: tokens per step (decodes first, then prefill
-    chunks). max_queue: waiting requests before submit() raises QueueFullError (None: unbounded).
+    chunks). max_decode_slowdown: while requests decode, a step with prefill takes at most about this
+    many times a decode-only step (None, the default: only max_batch_tokens limits the prefill).
+    max_queue: waiting requests before submit() raises QueueFullError (None: unbounded).
     n_ctx: per-sequence context (default engine.n_ctx). n_pages: KV pages of the pool (default: room
     for n_seq_max full contexts). pool: a SequencePool to use instead of a new one.
     """
 
-    def __init__(self, engine, *, n_seq_max: int = 8, max_batch_tokens: int = 512, max_queue: int | None = None,
-                 n_ctx: int | None = None, n_pages: int | None = None, pool: SequencePool | None = None):
+    def __init__(self, engine, *, n_seq_max: int = 8, max_batch_tokens: int = 512,
+                 max_decode_slowdown: float | None = None, max_queue: int | None = None, n_ctx: int | None = None,
+                 n_pages: int | None = None, pool: SequencePool | None = None):
         for name, v in (("n_seq_max", n_seq_max), ("max_batch_tokens", max_batch_tokens)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidArgumentError(f"{name} must be an int >= 1, got {v!r}")
+        if max_decode_slowdown is not None and (isinstance(max_decode_slowdown, bool)
+                                                or not isinstance(max_decode_slowdown, (int, float))
+                                                or not 1.0 < max_decode_slowdown < float("inf")):
+            raise InvalidArgumentError(f"max_decode_slowdown must be a number > 1 or None, got {max_decode_slowdown!r}")
         if max_queue is not None and (isinstance(max_queue, bool) or not isinstance(max_queue, int)
                                       or max_queue < 0):
             raise InvalidArgumentError(f"max_queue must be an int >= 0 or None, got {max_queue!r}")
@@ -234,6 +244,13 @@ class Scheduler:
         self.n_seq_max = self.pool.n_seq_max
         self.n_ctx = self.pool.n_ctx
         self.max_batch_tokens, self.max_queue = max_batch_tokens, max_queue
+        self.max_decode_slowdown = None if max_decode_slowdown is None else float(max_decode_slowdown)
+        # running estimates (seconds) of a decode-only step's forward and of one prefill token's share of
+        # a step, for max_decode_slowdown; None until a step has shown them
+        self._cost_decode: float | None = None
+        self._cost_token: float | None = None
+        self._step_shape = (0, 0)     # (decodes, prefill tokens) of the step being run
+        self._admit_next = True       # False for one step after the pool ran out of pages mid-plan
         self._lock = threading.Condition()
         self._incoming: deque[_Request] = deque()    # submitted, not yet seen by the thread
         self._waiting: deque[_Request] = deque()     # the thread's queue (preempted ones at the head)
@@ -445,6 +462,9 @@ class Scheduler:
         except KVPoolExhaustedError:        # the page estimate was short: make room and plan again
             log.debug("pool exhausted by a planned step: preempting")
             self._preempt(self._running[-1])
+            # the running ones go on alone for a step: re-admitting the preempted request at once (it
+            # forks the same shared pages) would plan the same step again, for ever
+            self._admit_next = False
             return
         except OxillamaError as e:
             log.error("a step of %d sequences failed: %s", len(items), e)
@@ -452,6 +472,7 @@ class Scheduler:
                 self._finish(req, None, e)
             return
         t2 = time.perf_counter()
+        self._record_cost(t2 - t1)
         for (seq, toks, _), req, logits in zip(items, reqs, outs):
             req.n_cached += len(toks)
             if req.n_cached == len(req.known):
@@ -472,7 +493,8 @@ class Scheduler:
         """The step's items: decodes first, then prefill chunks within the token budget and free pages.
         Preempts the newest running requests when the decodes need more pages than are free."""
         while True:
-            decodes = [r for r in self._running if r.n_cached >= len(r.known)]
+            # decoding: all but the token sampled last step are cached
+            decodes = [r for r in self._running if r.state == DECODE and r.n_cached == len(r.known) - 1]
             need = sum(self.pool.pages_needed(r.seq, 1) for r in decodes)
             if need <= self.pool.free_pages or not self._running:
                 break
@@ -483,6 +505,8 @@ class Scheduler:
             items.append((r.seq, r.known[r.n_cached:r.n_cached + 1], False))
             reqs.append(r)
         budget -= len(items)
+        if items:
+            budget = min(budget, self._prefill_cap())
         free = self.pool.free_pages - need
         for r in self._running:           # requests already prefilling, oldest first
             if budget <= 0:
@@ -495,7 +519,8 @@ class Scheduler:
                 items.append((r.seq, r.known[r.n_cached:r.n_cached + take], False))
                 reqs.append(r)
                 budget -= take
-        while self._waiting and budget > 0 and len(self._running) < self.n_seq_max:
+        admit, self._admit_next = self._admit_next or not self._running, True
+        while admit and self._waiting and budget > 0 and len(self._running) < self.n_seq_max:
             r = self._waiting[0]
             if r.handle._cancelled:
                 break               # finished at the next step
@@ -514,7 +539,32 @@ class Scheduler:
             # nothing fits: the running sequences hold all pages (prefills that cannot both finish);
             # the newest gives its pages back so the older ones go on
             self._preempt(self._running[-1])
+        n_dec = len(decodes[:self.max_batch_tokens])
+        self._step_shape = (n_dec, sum(len(t) for _, t, _ in items) - n_dec)
         return items, reqs
+
+    def _prefill_cap(self) -> int:
+        """Prefill tokens that keep a step with decodes within max_decode_slowdown times a decode-only step
+        (at least 1, so a prompt always moves on; unlimited until both costs have been seen)."""
+        if self.max_decode_slowdown is None or self._cost_decode is None or self._cost_token is None:
+            return self.max_batch_tokens
+        room = (self.max_decode_slowdown - 1.0) * self._cost_decode
+        return max(1, int(room / max(self._cost_token, 1e-9)))
+
+    def _record_cost(self, seconds: float) -> None:
+        """Fold a step's forward time into the running cost estimates."""
+        n_dec, n_pre = self._step_shape
+        if n_pre == 0:
+            if n_dec:
+                self._cost_decode = _ema(self._cost_decode, seconds)
+            return
+        if n_dec == 0:          # prefill alone: its tokens carry the whole step (weights read included)
+            share = seconds / n_pre
+        elif self._cost_decode is not None:
+            share = max(seconds - self._cost_decode, 0.0) / n_pre
+        else:
+            return
+        self._cost_token = _ema(self._cost_token, share)
 
     def _chunk(self, r: _Request, budget: int, free_pages: int) -> int:
         """Tokens of r to run this step within budget tokens and free_pages pages (0: none now)."""
@@ -671,6 +721,10 @@ class Scheduler:
                 fn(r.handle)
             except Exception:
                 log.exception("a scheduler listener raised")
+
+
+def _ema(old: float | None, new: float) -> float:
+    return new if old is None else (1.0 - COST_EMA) * old + COST_EMA * new
 
 
 def _common_prefix(a: list[int], b: list[int], limit: int) -> int:

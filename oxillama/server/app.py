@@ -34,7 +34,8 @@ def load(state: ServerState) -> None:
     try:
         state.loras = load_adapters(engine, c.loras)
         scheduler = Scheduler(engine, n_seq_max=c.parallel, max_batch_tokens=c.max_batch_tokens,
-                              max_queue=c.max_queue, n_ctx=c.n_ctx or None)
+                              max_decode_slowdown=c.max_decode_slowdown, max_queue=c.max_queue,
+                              n_ctx=c.n_ctx or None)
         state.metrics.attach(scheduler)
         scheduler.start()
     except BaseException:

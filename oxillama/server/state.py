@@ -20,6 +20,7 @@ class ServerConfig:
     alias: str | None = None         # the model id clients see; default: the file's stem
     max_queue: int | None = None     # waiting requests beyond which submissions get 429
     max_batch_tokens: int = 512
+    max_decode_slowdown: float | None = None   # Scheduler's: cap prefill while requests decode
     drain_timeout: float = 30.0      # on SIGINT/SIGTERM: seconds running requests get to finish
     loras: tuple = ()                # ((name, path), ...): LoRA adapters requests may pick
     max_body_mb: int = 16            # larger request bodies get 413

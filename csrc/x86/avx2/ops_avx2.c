@@ -412,21 +412,21 @@ static inline __m256 load_i8x8(const int8_t *p) {
 /* 8 int8 of a Q8_0 row times its block's scale d: the row's values as floats */
 static inline __m256 load_q8x8(const int8_t *p, __m256 d) { return _mm256_mul_ps(d, load_i8x8(p)); }
 
-/* Q8_0 cache, G (1..3) heads x 4 rows per pass: each row's values are converted (and scaled) once for
- * the G heads, and each head's 4 row sums are reduced together (hsum_f32_8x4: the same adds as one
- * row's hsum_f32_8, so every score is the float the one-row loop below gives; reducing rows one by one
- * cost as much as their products at head_dim 64). */
-OXL_INLINE void scores_q8_0_rows4(const float *q, const int G, const void *K, int64_t row_bytes, int n, int hd,
-                                  float scale, float *scores) {
+/* Q8_0 cache, G heads x R rows per pass (G <= 3 with R = 4, or G = 4 with R = 2: at most 12
+ * accumulators): each row's values are converted (and scaled) once for the G heads, and the row sums are
+ * reduced 4 at a time (hsum_f32_8x4: the same adds as one row's hsum_f32_8, so every score is the float
+ * the one-row loop below gives; reducing rows one by one cost as much as their products at head_dim 64). */
+OXL_INLINE void scores_q8_0_rows(const float *q, const int G, const int R, const void *K, int64_t row_bytes, int n,
+                                 int hd, float scale, float *scores) {
     const __m128 sc = _mm_set1_ps(scale);
     const int nb = hd / QK8_0;
     int t = 0;
-    for (; t + 4 <= n; t += 4) {
-        __m256 a[3][4];
-        for (int h = 0; h < 3; h++)
-            for (int r = 0; r < 4; r++) a[h][r] = _mm256_setzero_ps();
+    for (; t + R <= n; t += R) {
+        __m256 a[4][4];
+        for (int h = 0; h < G; h++)
+            for (int r = 0; r < R; r++) a[h][r] = _mm256_setzero_ps();
         for (int i = 0; i < nb; i++) {
-            for (int r = 0; r < 4; r++) {
+            for (int r = 0; r < R; r++) {
                 const block_q8_0 *b = (const block_q8_0 *)((const char *)K + (t + r) * row_bytes) + i;
                 const __m256 d = _mm256_set1_ps(_cvtsh_ss(b->d));
                 for (int j = 0; j < 4; j++) {
@@ -436,14 +436,22 @@ OXL_INLINE void scores_q8_0_rows4(const float *q, const int G, const void *K, in
                 }
             }
         }
-        for (int h = 0; h < G; h++)
-            _mm_storeu_ps(scores + (int64_t)h * n + t,
-                          _mm_mul_ps(sc, hsum_f32_8x4(a[h][0], a[h][1], a[h][2], a[h][3])));
+        if (R == 4) {   /* each head's 4 rows */
+            for (int h = 0; h < G; h++)
+                _mm_storeu_ps(scores + (int64_t)h * n + t,
+                              _mm_mul_ps(sc, hsum_f32_8x4(a[h][0], a[h][1], a[h][2], a[h][3])));
+        } else {        /* G == 4: each row's 4 heads */
+            for (int r = 0; r < R; r++) {
+                float o[4];
+                _mm_storeu_ps(o, _mm_mul_ps(sc, hsum_f32_8x4(a[0][r], a[1][r], a[2][r], a[3][r])));
+                for (int h = 0; h < 4; h++) scores[(int64_t)h * n + t + r] = o[h];
+            }
+        }
     }
     for (; t < n; t++) {
         const block_q8_0 *b = (const block_q8_0 *)((const char *)K + t * row_bytes);
-        __m256 acc[3];
-        for (int h = 0; h < 3; h++) acc[h] = _mm256_setzero_ps();
+        __m256 acc[4];
+        for (int h = 0; h < G; h++) acc[h] = _mm256_setzero_ps();
         for (int i = 0; i < nb; i++) {
             const __m256 d = _mm256_set1_ps(_cvtsh_ss(b[i].d));
             for (int j = 0; j < 4; j++) {
@@ -456,17 +464,20 @@ OXL_INLINE void scores_q8_0_rows4(const float *q, const int G, const void *K, in
     }
 }
 
-/* Q8_0 cache: GQA heads in passes of up to 3 */
+/* heads in a pass of a GQA group: 4 while 4 or more are left, else what is left */
+static inline int q8_pass_heads(int left) { return left >= 4 ? 4 : left; }
+
 static void attn_scores_q8_0_group_avx2(const float *q, int G, const void *K, int64_t row_bytes, int n, int hd,
                                         float scale, float *scores) {
-    for (int h0 = 0; h0 < G; h0 += 3) {
-        const int g = OXL_MIN(3, G - h0);
+    for (int h0 = 0, g; h0 < G; h0 += g) {
+        g = q8_pass_heads(G - h0);
         const float *qg = q + (int64_t)h0 * hd;
         float *sg = scores + (int64_t)h0 * n;
-        switch (g) {   /* a constant G per case: the loops over heads unroll */
-        case 1: scores_q8_0_rows4(qg, 1, K, row_bytes, n, hd, scale, sg); break;
-        case 2: scores_q8_0_rows4(qg, 2, K, row_bytes, n, hd, scale, sg); break;
-        default: scores_q8_0_rows4(qg, 3, K, row_bytes, n, hd, scale, sg); break;
+        switch (g) {   /* constant G and R per case: the loops unroll */
+        case 1: scores_q8_0_rows(qg, 1, 4, K, row_bytes, n, hd, scale, sg); break;
+        case 2: scores_q8_0_rows(qg, 2, 4, K, row_bytes, n, hd, scale, sg); break;
+        case 3: scores_q8_0_rows(qg, 3, 4, K, row_bytes, n, hd, scale, sg); break;
+        default: scores_q8_0_rows(qg, 4, 2, K, row_bytes, n, hd, scale, sg); break;
         }
     }
 }
@@ -475,16 +486,17 @@ static void attn_scores_q8_0_group_avx2(const float *q, int G, const void *K, in
  * many rows at a time (on the stack) */
 #define Q8_VALUES_ROWS 64
 
-/* out (G x hd), G <= 3: one 32-value block of every head (4 registers each) per pass over the rows. The
- * products p[h][t] * d[t] (the weight times the row's block scale, the same float multiply as before) are
- * formed once per block for all rows, so the inner loop is a broadcast and 4 FMAs per head, as for f16 */
-OXL_INLINE void values_q8_0_wide(const float *p, const int G, const void *V, int64_t row_bytes, int n, int hd,
-                                 float *out) {
-    float pd[3][Q8_VALUES_ROWS];
-    for (int i0 = 0; i0 < hd; i0 += QK8_0) {
-        __m256 a[3][4];
-        for (int h = 0; h < 3; h++)
-            for (int j = 0; j < 4; j++) a[h][j] = _mm256_setzero_ps();
+/* out (G x hd): 8 * NV values of every head (NV registers each; G <= 3 with NV = 4, G = 4 with NV = 2) per
+ * pass over the rows. The products p[h][t] * d[t] (the weight times the row's block scale, the same
+ * float multiply as before) are formed once per pass for all rows, so the inner loop is a broadcast and NV
+ * FMAs per head, as for f16; each output sums its rows in order, as before */
+OXL_INLINE void values_q8_0_pass(const float *p, const int G, const int NV, const void *V, int64_t row_bytes, int n,
+                                 int hd, float *out) {
+    float pd[4][Q8_VALUES_ROWS];
+    for (int i0 = 0; i0 < hd; i0 += 8 * NV) {
+        __m256 a[4][4];
+        for (int h = 0; h < G; h++)
+            for (int j = 0; j < NV; j++) a[h][j] = _mm256_setzero_ps();
         for (int t0 = 0; t0 < n; t0 += Q8_VALUES_ROWS) {
             const int m = OXL_MIN(Q8_VALUES_ROWS, n - t0);
             for (int t = 0; t < m; t++) {
@@ -495,28 +507,29 @@ OXL_INLINE void values_q8_0_wide(const float *p, const int G, const void *V, int
             for (int t = 0; t < m; t++) {
                 const block_q8_0 *b = (const block_q8_0 *)((const char *)V + (t0 + t) * row_bytes) + i0 / QK8_0;
                 __m256 x[4];
-                for (int j = 0; j < 4; j++) x[j] = load_i8x8(b->qs + 8 * j);
+                for (int j = 0; j < NV; j++) x[j] = load_i8x8(b->qs + i0 % QK8_0 + 8 * j);
                 for (int h = 0; h < G; h++) {
                     const __m256 c = _mm256_broadcast_ss(&pd[h][t]);
-                    for (int j = 0; j < 4; j++) a[h][j] = _mm256_fmadd_ps(c, x[j], a[h][j]);
+                    for (int j = 0; j < NV; j++) a[h][j] = _mm256_fmadd_ps(c, x[j], a[h][j]);
                 }
             }
         }
         for (int h = 0; h < G; h++)
-            for (int j = 0; j < 4; j++) _mm256_storeu_ps(out + (int64_t)h * hd + i0 + 8 * j, a[h][j]);
+            for (int j = 0; j < NV; j++) _mm256_storeu_ps(out + (int64_t)h * hd + i0 + 8 * j, a[h][j]);
     }
 }
 
 static void attn_values_q8_0_group_avx2(const float *p, int G, const void *V, int64_t row_bytes, int n, int hd,
                                         float *out) {
-    for (int h0 = 0; h0 < G; h0 += 3) {
-        const int g = OXL_MIN(3, G - h0);
+    for (int h0 = 0, g; h0 < G; h0 += g) {
+        g = q8_pass_heads(G - h0);
         const float *pg = p + (int64_t)h0 * n;
         float *og = out + (int64_t)h0 * hd;
         switch (g) {
-        case 1: values_q8_0_wide(pg, 1, V, row_bytes, n, hd, og); break;
-        case 2: values_q8_0_wide(pg, 2, V, row_bytes, n, hd, og); break;
-        default: values_q8_0_wide(pg, 3, V, row_bytes, n, hd, og); break;
+        case 1: values_q8_0_pass(pg, 1, 4, V, row_bytes, n, hd, og); break;
+        case 2: values_q8_0_pass(pg, 2, 4, V, row_bytes, n, hd, og); break;
+        case 3: values_q8_0_pass(pg, 3, 4, V, row_bytes, n, hd, og); break;
+        default: values_q8_0_pass(pg, 4, 2, V, row_bytes, n, hd, og); break;
         }
     }
 }
