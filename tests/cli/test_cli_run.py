@@ -150,3 +150,10 @@ def test_pull_list_shows_paths_and_base_models(smollm2_path, gemma3_path, capsys
     gemma = out[out.index("gemma3-270m"):]
     assert "base model" in gemma.splitlines()[0]
     assert "base model" not in out[:out.index("gemma3-270m")]
+
+
+@pytest.mark.parametrize("value", ["1", "0.5", "inf", "nan"])
+def test_serve_refuses_a_decode_slowdown_of_one_or_less(value, capsys):
+    """checked before the model is looked up or a port opened"""
+    assert main(["serve", "-m", "no-such-model", "--max-decode-slowdown", value]) == 1
+    assert "--max-decode-slowdown must be > 1" in capsys.readouterr().err
