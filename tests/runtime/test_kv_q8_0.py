@@ -15,7 +15,9 @@ CHUNK = 64
 MAX_MEAN_KL = {"smollm2": 0.01, "gemma3": 0.0125}
 # The issue asks 0.97 over all positions; measured 0.94-0.96 on this README (it moves with the kernels' rounding),
 # every disagreement at a near-tie of the f16 run (top-2 margin < 0.62 nats). So: all positions >= 0.90 (a
-# broken cache is far below), and where f16's top two are CLEAR_MARGIN apart, every top-1 the same
+# broken cache is far below), and where f16's top two are CLEAR_MARGIN apart, every top-1 the same.
+# llama.cpp's own Q8_0 cache is as far from its f16 one on the same 512 tokens (2026-11-24, llama-cpp-python,
+# flash attention): mean KL 0.0048 / 0.0107, top-1 0.971 / 0.945 (SmolLM2 / Gemma 3): the format's error.
 MIN_TOP1_AGREEMENT = 0.90
 CLEAR_MARGIN = 1.0
 
