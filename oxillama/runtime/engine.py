@@ -510,7 +510,6 @@ class InferenceEngine:
             raise ContextOverflowError(f"{len(self.tokens)} tokens + max_tokens={max_tokens} exceed "
                                        f"n_ctx={self.n_ctx}")
         self.last_completion = None
-        self._streamed = _StreamProgress([], None)
         prompt_n = 0 if continuing else len(ids) - self.last_prefix_reused
         prompt_ms = 0.0 if continuing else (time.perf_counter() - t_call) * 1e3
         pieces = self._generate_iter(max_tokens, StopStrings(stops), criteria, n_logprobs, callback,

@@ -504,8 +504,9 @@ class Scheduler:
         for r in decodes[:budget]:
             items.append((r.seq, r.known[r.n_cached:r.n_cached + 1], False))
             reqs.append(r)
-        budget -= len(items)
-        if items:
+        n_dec = len(items)
+        budget -= n_dec
+        if n_dec:
             budget = min(budget, self._prefill_cap())
         free = self.pool.free_pages - need
         for r in self._running:           # requests already prefilling, oldest first
@@ -539,7 +540,6 @@ class Scheduler:
             # nothing fits: the running sequences hold all pages (prefills that cannot both finish);
             # the newest gives its pages back so the older ones go on
             self._preempt(self._running[-1])
-        n_dec = len(decodes[:self.max_batch_tokens])
         self._step_shape = (n_dec, sum(len(t) for _, t, _ in items) - n_dec)
         return items, reqs
 

@@ -412,30 +412,36 @@ static inline __m256 load_i8x8(const int8_t *p) {
 /* 8 int8 of a Q8_0 row times its block's scale d: the row's values as floats */
 static inline __m256 load_q8x8(const int8_t *p, __m256 d) { return _mm256_mul_ps(d, load_i8x8(p)); }
 
+/* a[h][r] = the 8 partial sums of q_h . K[t + r] (h < G, r < R), blocks and their 8-value runs in order */
+OXL_INLINE void q8_0_row_dots(const float *q, const int G, const int R, const void *K, int64_t row_bytes, int t,
+                              int hd, __m256 a[4][4]) {
+    for (int h = 0; h < G; h++)
+        for (int r = 0; r < R; r++) a[h][r] = _mm256_setzero_ps();
+    for (int i = 0; i < hd / QK8_0; i++) {
+        for (int r = 0; r < R; r++) {
+            const block_q8_0 *b = (const block_q8_0 *)((const char *)K + (t + r) * row_bytes) + i;
+            const __m256 d = _mm256_set1_ps(_cvtsh_ss(b->d));
+            for (int j = 0; j < 4; j++) {
+                const __m256 x = load_q8x8(b->qs + 8 * j, d);
+                for (int h = 0; h < G; h++)
+                    a[h][r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (int64_t)h * hd + i * QK8_0 + 8 * j), x, a[h][r]);
+            }
+        }
+    }
+}
+
 /* Q8_0 cache, G heads x R rows per pass (G <= 3 with R = 4, or G = 4 with R = 2: at most 12
  * accumulators): each row's values are converted (and scaled) once for the G heads, and the row sums are
  * reduced 4 at a time (hsum_f32_8x4: the same adds as one row's hsum_f32_8, so every score is the float
- * the one-row loop below gives; reducing rows one by one cost as much as their products at head_dim 64). */
+ * the rows left over, done one at a time, get; reducing rows one by one cost as much as their products
+ * at head_dim 64). */
 OXL_INLINE void scores_q8_0_rows(const float *q, const int G, const int R, const void *K, int64_t row_bytes, int n,
                                  int hd, float scale, float *scores) {
     const __m128 sc = _mm_set1_ps(scale);
-    const int nb = hd / QK8_0;
+    __m256 a[4][4];
     int t = 0;
     for (; t + R <= n; t += R) {
-        __m256 a[4][4];
-        for (int h = 0; h < G; h++)
-            for (int r = 0; r < R; r++) a[h][r] = _mm256_setzero_ps();
-        for (int i = 0; i < nb; i++) {
-            for (int r = 0; r < R; r++) {
-                const block_q8_0 *b = (const block_q8_0 *)((const char *)K + (t + r) * row_bytes) + i;
-                const __m256 d = _mm256_set1_ps(_cvtsh_ss(b->d));
-                for (int j = 0; j < 4; j++) {
-                    const __m256 x = load_q8x8(b->qs + 8 * j, d);
-                    for (int h = 0; h < G; h++)
-                        a[h][r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (int64_t)h * hd + i * QK8_0 + 8 * j), x, a[h][r]);
-                }
-            }
-        }
+        q8_0_row_dots(q, G, R, K, row_bytes, t, hd, a);
         if (R == 4) {   /* each head's 4 rows */
             for (int h = 0; h < G; h++)
                 _mm_storeu_ps(scores + (int64_t)h * n + t,
@@ -449,18 +455,8 @@ OXL_INLINE void scores_q8_0_rows(const float *q, const int G, const int R, const
         }
     }
     for (; t < n; t++) {
-        const block_q8_0 *b = (const block_q8_0 *)((const char *)K + t * row_bytes);
-        __m256 acc[4];
-        for (int h = 0; h < G; h++) acc[h] = _mm256_setzero_ps();
-        for (int i = 0; i < nb; i++) {
-            const __m256 d = _mm256_set1_ps(_cvtsh_ss(b[i].d));
-            for (int j = 0; j < 4; j++) {
-                const __m256 x = load_q8x8(b[i].qs + 8 * j, d);
-                for (int h = 0; h < G; h++)
-                    acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (int64_t)h * hd + i * QK8_0 + 8 * j), x, acc[h]);
-            }
-        }
-        for (int h = 0; h < G; h++) scores[(int64_t)h * n + t] = scale * hsum_f32_8(acc[h]);
+        q8_0_row_dots(q, G, 1, K, row_bytes, t, hd, a);
+        for (int h = 0; h < G; h++) scores[(int64_t)h * n + t] = scale * hsum_f32_8(a[h][0]);
     }
 }
 
