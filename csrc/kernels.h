@@ -50,6 +50,20 @@ typedef void (*oxl_vec_dot_fn)(int n, float *OXL_RESTRICT s, const void *OXL_RES
 typedef void (*oxl_gemm_fn)(int n, float *OXL_RESTRICT s, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
                             int nr, const void *OXL_RESTRICT y, size_t y_row, int nc);
 
+/* Streaming weights: a product reads its weight rows one after the other (one sequential stream per
+ * thread) and, at each row, asks for the row that lies OXL_STREAM_AHEAD bytes further on, bounded by the
+ * end of what it reads. The multi-row kernels do this themselves, so oxl_gemm_range hands them whole row
+ * ranges. Hint T0: on a Xeon (Sapphire Rapids, KVM, 2026-11-25) the non-temporal hint the matvec used
+ * before streamed Gemma 3's 178 MB output matrix at the rate of no prefetch at all (15.8-16.7 ms on 2
+ * threads), T0 in 9.4 ms; one 16-row burst per kernel call, as the small-batch path asked before, made
+ * the 8-row product 3x slower than none (it was measured on Zen 3 as equal to none, with NTA). */
+#define OXL_STREAM_AHEAD 2048
+static inline void oxl_stream_row(const void *row, size_t row_bytes, const void *end) {
+    const char *p = (const char *)row + OXL_STREAM_AHEAD, *e = (const char *)end;
+    if (p + row_bytes < e) e = p + row_bytes;
+    for (; p < e; p += 64) __builtin_prefetch(p, 0, 3);
+}
+
 typedef struct {
     const char *name;           /* GGUF type name, e.g. "Q4_K" */
     int64_t blck_size;          /* values per block */

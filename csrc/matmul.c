@@ -18,43 +18,33 @@ void oxl_quantize_act(const oxl_kernel_table *k, int type, const float *x, int64
 }
 
 /* A matvec streams its weights from memory once per call, so it reads them row after row with the
- * type's vec_dot: one sequential stream per thread, which the hardware prefetcher follows. The 4-row
- * gemm tile is ~15% faster while the weights sit in cache, but its four interleaved row streams (680
- * bytes apart for Q8_0 x 640) left weights streaming from DRAM at about half the rate. Per-token
- * interleaved A/B in the engine on the Zen 3 VM, 2026-11-23: decode +13-33% on SmolLM2 and +20-60% on
- * Gemma 3 against the tile (262,144 x 640 Q8_0 output: 13.2 -> 22.5 GB/s on 2 threads), and +13-23%
- * against the tile walking its rows two at a time. Each row also asks for the bytes
- * GEMV_PREFETCH_BYTES ahead (measured equal to none with per-row reads; worth 1.7x for the tile).
+ * type's vec_dot (oxl_stream_row, kernels.h): one sequential stream per thread, which the hardware
+ * prefetcher follows. The 4-row gemm tile was ~15% faster while the weights sat in cache, but its four
+ * interleaved row streams (680 bytes apart for Q8_0 x 640) left weights streaming from DRAM at about half
+ * the rate (Zen 3, 2026-11-23: decode +13-33% on SmolLM2 and +20-60% on Gemma 3 row by row).
  * The multi-row gemm gives every element exactly the float vec_dot gives (kernels.h), so a token's
  * logits do not depend on how many rows share the product. */
-#define GEMV_PREFETCH_BYTES 2048
-
-/* ask for the cache lines of [p, min(p + len, end)) */
-static inline void prefetch_span(const char *p, int64_t len, const char *end) {
-    const char *e = OXL_MIN(p + len, end);
-    for (; p < e; p += 64) __builtin_prefetch(p, 0, 0);
-}
 
 void oxl_gemv_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
                     float *y, int64_t r0, int64_t r1) {
     const oxl_vec_dot_fn dot = k->type[type].vec_dot;
     const int64_t row = oxl_row_size(type, cols);
     const char *w = (const char *)W;
-    const char *pf_end = w + r1 * row;
+    const char *end = w + r1 * row;
     /* the range's first bytes at once: from here on each row asks for what lies ahead of it */
-    prefetch_span(w + r0 * row, GEMV_PREFETCH_BYTES, pf_end);
+    for (const char *p = w + r0 * row, *e = OXL_MIN(p + OXL_STREAM_AHEAD, end); p < e; p += 64)
+        __builtin_prefetch(p, 0, 3);
     for (int64_t r = r0; r < r1; r++) {
-        prefetch_span(w + r * row + GEMV_PREFETCH_BYTES, row, pf_end);
+        oxl_stream_row(w + r * row, (size_t)row, end);
         dot((int)cols, &y[r], w + r * row, xq);
     }
 }
 
 /* Up to this many activation rows (batched decode of several sequences, a speculative verify) a
- * product is bound by streaming the weights, as the matvec is: each chunk of GEMM_SMALL_ROWS weight
- * rows asks for the bytes GEMV_PREFETCH_BYTES ahead, and the kernel walks its rows one after the
- * other, every decoded block serving all the activation rows. */
+ * product is bound by streaming the weights, as the matvec is: the kernel walks the range's weight rows
+ * one after the other, every decoded block serving all the activation rows, and asks for the row ahead
+ * as it goes. */
 #define GEMM_SMALL_BATCH 16
-#define GEMM_SMALL_ROWS 16
 
 void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
                     int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
@@ -63,9 +53,9 @@ void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t 
     const int64_t row = oxl_row_size(type, cols);
     const int64_t xrow = oxl_row_size(k->type[type].vec_dot_type, cols);
     const char *w = (const char *)W;
-    const char *pf_end = w + r1 * row;
-    /* activation rows in chunks: their quantized rows (<= 64 x cols bytes) stay in L2 while a few
-     * weight rows are multiplied with all of them */
+    if (r1 <= r0) return;
+    /* activation rows in chunks: their quantized rows (<= 64 x cols bytes) stay in L2 while the weight
+     * rows are multiplied with all of them */
     for (int64_t jb = 0; jb < n; jb += OXL_GEMM_MAX_ACT_ROWS) {
         const int nc = (int)OXL_MIN(OXL_GEMM_MAX_ACT_ROWS, n - jb);
         const char *xc = (const char *)xq + jb * xrow;
@@ -76,16 +66,10 @@ void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t 
                 for (int j = 0; j < nc; j++) dot((int)cols, &Yc[j * ldy + r], w + r * row, xc + j * xrow);
             continue;
         }
-        if (nc > GEMM_SMALL_BATCH) {
-            if (r1 > r0) gemm((int)cols, Yc + r0, ldy, w + r0 * row, (size_t)row, (int)(r1 - r0), xc, (size_t)xrow, nc);
-            continue;
-        }
-        prefetch_span(w + r0 * row, GEMV_PREFETCH_BYTES, pf_end);
-        for (int64_t r = r0; r < r1; r += GEMM_SMALL_ROWS) {
-            const int nr = (int)OXL_MIN(GEMM_SMALL_ROWS, r1 - r);
-            prefetch_span(w + r * row + GEMV_PREFETCH_BYTES, nr * row, pf_end);
-            gemm((int)cols, Yc + r, ldy, w + r * row, (size_t)row, nr, xc, (size_t)xrow, nc);
-        }
+        if (nc <= GEMM_SMALL_BATCH)
+            for (const char *p = w + r0 * row, *e = OXL_MIN(p + OXL_STREAM_AHEAD, w + r1 * row); p < e; p += 64)
+                __builtin_prefetch(p, 0, 3);
+        gemm((int)cols, Yc + r0, ldy, w + r0 * row, (size_t)row, (int)(r1 - r0), xc, (size_t)xrow, nc);
     }
 }
 

@@ -238,17 +238,18 @@ def test_stats_and_metrics_are_consistent(tiny):
 def test_decode_slowdown_cuts_prefill_while_others_decode(tiny, slowdown):
     """max_decode_slowdown: while requests decode, a long prompt goes in chunks that keep each step within
     that many decode-only steps (here the measured costs are pinned: a decode step 10 ms, a prompt token
-    5 ms, so at 2.5 a step takes 3 prompt tokens); every text stays what generate() gives."""
+    5 ms, so at 2.5 a step takes 3 prompt tokens); every text stays what generate() gives. The decodes run
+    long enough (80 tokens) to outlast the prompt's ~34 capped steps, however far they got before it came."""
     decoding, long_prompt = _prompts(tiny, [6, 9], seed=21), _prompts(tiny, [100], seed=22)[0]
     kw = dict(temperature=0)
-    want = _solo(tiny, decoding, max_tokens=40, **kw) + _solo(tiny, [long_prompt], max_tokens=4, **kw)
+    want = _solo(tiny, decoding, max_tokens=80, **kw) + _solo(tiny, [long_prompt], max_tokens=4, **kw)
     step_tokens = []
     with Scheduler(tiny, n_seq_max=3, max_batch_tokens=64, max_decode_slowdown=slowdown) as sched:
         sched._record_cost = lambda seconds: None
         sched._cost_decode, sched._cost_token = 0.010, 0.005
         step = sched.pool.step
         sched.pool.step = lambda items: step_tokens.append(sum(len(t) for _, t, _ in items)) or step(items)
-        handles = [sched.submit(p, max_tokens=40, **kw) for p in decoding]
+        handles = [sched.submit(p, max_tokens=80, **kw) for p in decoding]
         deadline = time.monotonic() + TIMEOUT
         while min(h.stats["n_generated_tokens"] for h in handles) < 2 and time.monotonic() < deadline:
             time.sleep(0.001)

@@ -465,6 +465,7 @@ OXL_INLINE void tile_q6_K(const int R, const int rc, int nb, float *S, int64_t l
         }                                                                                                      \
         for (; r < nr; r++) {                                                                                  \
             const char *wr = wc + r * w_row;                                                                   \
+            oxl_stream_row(wr, w_row, wc + (size_t)nr * w_row);                                                \
             for (int j = 0; j < nc; j += TILE_RC) {                                                            \
                 float *Sj = S + j * lds + r;                                                                   \
                 const char *yj = yc + j * y_row;                                                               \

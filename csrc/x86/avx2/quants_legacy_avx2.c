@@ -314,8 +314,11 @@ OXL_INLINE void gemm_rows_generic(int kind, int n, float *S, int64_t lds, const 
     const int ng = (nc + ROW_GROUP - 1) / ROW_GROUP;
     const char *w = (const char *)vw, *y = (const char *)vy;
     if (ng * ROW_GROUP * nb > PACK_ALL_BLOCKS || nb > PANEL_BLOCKS || nb > SPAN_DIRECT) {
-        for (int r = 0; r < nr; r += OXL_GEMM_MAX_W_ROWS)
+        for (int r = 0; r < nr; r += OXL_GEMM_MAX_W_ROWS) {
+            for (int q = r; q < OXL_MIN(r + OXL_GEMM_MAX_W_ROWS, nr); q++)
+                oxl_stream_row(w + q * w_row, w_row, w + (size_t)nr * w_row);
             gemm_rows_spans(kind, n, S + r, lds, w + r * w_row, w_row, OXL_MIN(OXL_GEMM_MAX_W_ROWS, nr - r), y, y_row, nc);
+        }
         return;
     }
     /* one span covers the rows: every group packed once, then the weight rows one after the other */
@@ -332,6 +335,7 @@ OXL_INLINE void gemm_rows_generic(int kind, int n, float *S, int64_t lds, const 
     }
     for (int r = 0; r < nr; r++) {
         const char *wr = w + r * w_row;
+        oxl_stream_row(wr, w_row, w + (size_t)nr * w_row);
         if (use_panel)
             for (int i = 0; i < nb; i++) {
                 P.m[0][i] = 0.0f;

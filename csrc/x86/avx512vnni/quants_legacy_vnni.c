@@ -1,0 +1,248 @@
+/* AVX-512 VNNI multi-row kernels (gemm) for Q4_0, Q4_1, Q5_0 and Q8_0: a batched decode of several
+ * sequences, a speculative verify, a prefill chunk.
+ *
+ * vpdpbusd sums four u8 x s8 products into an int32 lane in one instruction, exactly (no int16
+ * saturation), where AVX2 needs vpsignb + vpmaddubsw + vpmaddwd. A 512-bit register holds two blocks of
+ * one row, block i in the lower 256 bits and i + 1 in the upper: the canonical order of the AVX2 tier
+ * (csrc/x86/avx2/quants_legacy_avx2.c) with `even` in lanes 0..7 and `odd` in lanes 8..15, as the
+ * AVX-512 tier's vec_dot (inherited by this tier) keeps them. Lane k of a block's products is values
+ * 4k..4k+3, exact however it is computed, so every output here is that vec_dot's float, bit for bit.
+ *
+ * The unsigned operand of vpdpbusd: for Q8_0 the activation (y + 128, packed once per call; the weight
+ * block's 128 * sum4(x) taken off once per weight block), for the nibble types the weight (q + off;
+ * off * sum4(y) taken off per activation block, packed once).
+ *
+ * Activation rows go through in groups of up to VG, one accumulator register each, and every weight row
+ * is decoded once for all the groups. Products whose packed activations would not fit PACK_BYTES go to
+ * the inherited (AVX2-compiled) multi-row kernel, which gives the same floats. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../quants_legacy_x86.h"
+
+#define VG 8                       /* activation rows per group */
+#define PACK_BYTES (128 * 1024)    /* packed activations of one call, on the stack */
+
+enum { VNNI_Q4_0, VNNI_Q4_1, VNNI_Q5_0, VNNI_Q8_0, VNNI_KINDS };
+static oxl_gemm_fn g_wide[VNNI_KINDS];   /* the inherited kernels, for products too wide to pack */
+
+static inline int vk_kind(int vk) {
+    static const int kinds[] = {K_Q4_0, K_Q4_1, K_Q5_0, K_Q8_0};
+    return kinds[vk];
+}
+static inline int vk_off(int vk) { return vk == VNNI_Q4_0 ? 8 : vk == VNNI_Q5_0 ? 16 : 0; }
+
+static inline __m512i join_i(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+static inline __m512 join_f(float lo, float hi) {
+    return _mm512_insertf32x8(_mm512_set1_ps(lo), _mm256_set1_ps(hi), 1);
+}
+
+/* one weight block as vpdpbusd's unsigned operand (nibble types) or its signed one (Q8_0) */
+static inline __m256i weight_block(int vk, const char *blk, float *d, float *m) {
+    switch (vk) {
+    case VNNI_Q4_0: {
+        const block_q4_0 *b = (const block_q4_0 *)blk;
+        *d = fp16(b->d);
+        return nibbles_32(b->qs);
+    }
+    case VNNI_Q4_1: {
+        const block_q4_1 *b = (const block_q4_1 *)blk;
+        *d = fp16(b->d);
+        *m = fp16(b->m);
+        return nibbles_32(b->qs);
+    }
+    case VNNI_Q5_0: {
+        const block_q5_0 *b = (const block_q5_0 *)blk;
+        *d = fp16(b->d);
+        return _mm256_or_si256(nibbles_32(b->qs), _mm256_and_si256(bits_32(b->qh), _mm256_set1_epi8(0x10)));
+    }
+    default: {
+        const block_q8_0 *b = (const block_q8_0 *)blk;
+        *d = fp16(b->d);
+        return _mm256_loadu_si256((const __m256i *)b->qs);
+    }
+    }
+}
+
+/* Packed activations of one call: pair k (blocks 2k, 2k + 1) of row j at [k * nc + j]. For an odd block
+ * count the last pair has its upper half zero. */
+typedef struct {
+    __m512i *q;    /* int8 lanes; Q8_0: y + 128 as u8 */
+    __m512i *o;    /* nibble types with an offset: -off * sum4(y) per int32 lane */
+    __m512 *d;     /* dy broadcast over each block's 8 lanes */
+    float *s;      /* Q4_1: block i of row j at [i * nc + j] */
+    int nc;
+} packed;
+
+static inline size_t pack_bytes(int vk, int np, int nc) {
+    const size_t per = 64 * (2 + (vk_off(vk) != 0)) + (vk == VNNI_Q4_1 ? 8 : 0);
+    return (size_t)np * nc * per + 64;   /* + the 8 floats a group's summs load reads past its rows */
+}
+
+static inline void pack(int vk, int nb, const char *y, size_t y_row, int nc, packed *P) {
+    const int kind = vk_kind(vk), np = (nb + 1) / 2;
+    for (int j = 0; j < nc; j++) {
+        const char *yr = y + j * y_row;
+        for (int k = 0; k < np; k++) {
+            const int i = 2 * k, has_hi = i + 1 < nb;
+            float d0, d1 = 0.0f, s0, s1 = 0.0f;
+            const __m256i lo = act_block(kind, yr, i, &d0, &s0);
+            const __m256i hi = has_hi ? act_block(kind, yr, i + 1, &d1, &s1) : _mm256_setzero_si256();
+            __m512i q = join_i(lo, hi);
+            if (vk == VNNI_Q8_0) q = _mm512_xor_si512(q, _mm512_set1_epi8((char)0x80));
+            /* a missing upper block: zero products (Q8_0: its weight half is zero too) and zero scale */
+            if (vk == VNNI_Q8_0 && !has_hi) q = _mm512_inserti64x4(q, _mm256_setzero_si256(), 1);
+            P->q[k * nc + j] = q;
+            P->d[k * nc + j] = join_f(d0, d1);
+            if (vk_off(vk))
+                P->o[k * nc + j] = _mm512_sub_epi32(
+                    _mm512_setzero_si512(),
+                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)vk_off(vk)), q));
+            if (vk == VNNI_Q4_1) {
+                P->s[i * nc + j] = s0;
+                if (has_hi) P->s[(i + 1) * nc + j] = s1;
+            }
+        }
+    }
+}
+
+/* the canonical finish for C outputs: (hsum8(even + odd) [+ hsum8(tail)]) + summs */
+static inline void finish(const int C, const __m512 *acc, const __m256 *tail, int has_tail, const float *summs,
+                          float *S, int64_t lds) {
+    for (int j = 0; j < C; j += 4) {
+        __m256 v[4], t[4];
+        for (int c = 0; c < 4; c++) {
+            const int jj = j + c < C ? j + c : j;
+            v[c] = _mm256_add_ps(_mm512_castps512_ps256(acc[jj]), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[jj]), 1)));
+            t[c] = has_tail ? tail[jj] : _mm256_setzero_ps();
+        }
+        __m128 h = hsum_f32_8x4(v[0], v[1], v[2], v[3]);
+        if (has_tail) h = _mm_add_ps(h, hsum_f32_8x4(t[0], t[1], t[2], t[3]));
+        float out[4];
+        _mm_storeu_ps(out, _mm_add_ps(h, _mm_loadu_ps(summs + j)));
+        for (int c = 0; c < 4 && j + c < C; c++) S[(j + c) * lds] = out[c];
+    }
+}
+
+/* one weight row against C packed activation rows (j0 .. j0 + C - 1 of P) */
+static inline void row_group(int vk, const int C, int nb, const char *w, const packed *P, int j0, float *S,
+                             int64_t lds) {
+    const size_t bx = kind_block_bytes(vk_kind(vk));
+    const int nc = P->nc;
+    __m512 acc[VG];
+    float summs[VG + 4] = {0};
+    __m256 sm = _mm256_setzero_ps();   /* Q4_1: summs of the group's rows, lane j */
+    for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const int k = i / 2;
+        float dx0, dx1, mx0 = 0.0f, mx1 = 0.0f;
+        const __m512i x = join_i(weight_block(vk, w + i * bx, &dx0, &mx0), weight_block(vk, w + (i + 1) * bx, &dx1, &mx1));
+        const __m512 dx = join_f(dx0, dx1);
+        /* Q8_0: sum4((y + 128) x) - 128 sum4(x) */
+        const __m512i base = vk == VNNI_Q8_0 ? _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                                _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                                                    _mm512_set1_epi8((char)0x80), x))
+                                             : _mm512_setzero_si512();
+        const __m512i *q = P->q + k * nc + j0, *o = P->o + k * nc + j0;
+        const __m512 *d = P->d + k * nc + j0;
+        for (int j = 0; j < C; j++) {
+            __m512i p;
+            if (vk == VNNI_Q8_0) p = _mm512_dpbusd_epi32(base, _mm512_load_si512(q + j), x);
+            else if (vk_off(vk)) p = _mm512_dpbusd_epi32(_mm512_load_si512(o + j), x, _mm512_load_si512(q + j));
+            else p = _mm512_dpbusd_epi32(base, x, _mm512_load_si512(q + j));
+            /* dx * dy rounded once, as vec_dot's scalar product */
+            acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_load_ps(d + j)), _mm512_cvtepi32_ps(p), acc[j]);
+        }
+        if (vk == VNNI_Q4_1) {
+            /* per row: summs + fma(mx0, sy0, mx1 * sy1), vec_dot's steps */
+            const float *s0 = P->s + i * nc + j0, *s1 = s0 + nc;
+            const __m256 t = _mm256_mul_ps(_mm256_set1_ps(mx1), _mm256_loadu_ps(s1));
+            sm = _mm256_add_ps(sm, _mm256_fmadd_ps(_mm256_set1_ps(mx0), _mm256_loadu_ps(s0), t));
+        }
+    }
+    const int has_tail = i < nb;
+    __m256 tail[VG];
+    if (has_tail) {
+        const int k = i / 2;
+        float dx, mx = 0.0f;
+        const __m256i x = weight_block(vk, w + i * bx, &dx, &mx);
+        const __m256 dxv = _mm256_set1_ps(dx);
+        const __m256i base = vk == VNNI_Q8_0 ? _mm256_sub_epi32(_mm256_setzero_si256(),
+                                                                _mm256_dpbusd_epi32(_mm256_setzero_si256(),
+                                                                                    _mm256_set1_epi8((char)0x80), x))
+                                             : _mm256_setzero_si256();
+        for (int j = 0; j < C; j++) {
+            const __m256i qy = _mm512_castsi512_si256(P->q[k * nc + j0 + j]);
+            __m256i p;
+            if (vk == VNNI_Q8_0) p = _mm256_dpbusd_epi32(base, qy, x);
+            else if (vk_off(vk)) p = _mm256_dpbusd_epi32(_mm512_castsi512_si256(P->o[k * nc + j0 + j]), x, qy);
+            else p = _mm256_dpbusd_epi32(base, x, qy);
+            const __m256 c = _mm256_mul_ps(dxv, _mm512_castps512_ps256(P->d[k * nc + j0 + j]));
+            tail[j] = _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), _mm256_setzero_ps());
+        }
+        if (vk == VNNI_Q4_1) sm = _mm256_fmadd_ps(_mm256_set1_ps(mx), _mm256_loadu_ps(P->s + i * nc + j0), sm);
+    }
+    if (vk == VNNI_Q4_1) _mm256_storeu_ps(summs, sm);
+    finish(C, acc, tail, has_tail, summs, S, lds);
+}
+
+static inline void row_group_c(int vk, int C, int nb, const char *w, const packed *P, int j0, float *S, int64_t lds) {
+    switch (C) {
+    case 8: row_group(vk, 8, nb, w, P, j0, S, lds); break;
+    case 7: row_group(vk, 7, nb, w, P, j0, S, lds); break;
+    case 6: row_group(vk, 6, nb, w, P, j0, S, lds); break;
+    case 5: row_group(vk, 5, nb, w, P, j0, S, lds); break;
+    case 4: row_group(vk, 4, nb, w, P, j0, S, lds); break;
+    case 3: row_group(vk, 3, nb, w, P, j0, S, lds); break;
+    case 2: row_group(vk, 2, nb, w, P, j0, S, lds); break;
+    default: row_group(vk, 1, nb, w, P, j0, S, lds); break;
+    }
+}
+
+static inline void gemm_vnni(int vk, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr,
+                             const void *vy, size_t y_row, int nc) {
+    const int nb = n / 32, np = (nb + 1) / 2;
+    if (pack_bytes(vk, np, nc) > PACK_BYTES) {
+        g_wide[vk](n, S, lds, vw, w_row, nr, vy, y_row, nc);
+        return;
+    }
+    _Alignas(64) unsigned char buf[PACK_BYTES];
+    packed P = {.nc = nc};
+    unsigned char *p = buf;
+    P.q = (__m512i *)p, p += (size_t)np * nc * 64;
+    P.d = (__m512 *)p, p += (size_t)np * nc * 64;
+    P.o = (__m512i *)p;
+    if (vk_off(vk)) p += (size_t)np * nc * 64;
+    P.s = (float *)p;
+    pack(vk, nb, (const char *)vy, y_row, nc, &P);
+    const char *w = (const char *)vw;
+    for (int r = 0; r < nr; r++) {
+        oxl_stream_row(w + r * w_row, w_row, w + (size_t)nr * w_row);
+        for (int j = 0; j < nc; j += VG)
+            row_group_c(vk, OXL_MIN(VG, nc - j), nb, w + r * w_row, &P, j, S + j * lds + r, lds);
+    }
+}
+
+#define GEMM_VNNI(name, vk) \
+    static void name(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr, \
+                     const void *OXL_RESTRICT y, size_t y_row, int nc) { \
+        gemm_vnni(vk, n, S, lds, w, w_row, nr, y, y_row, nc); \
+    }
+
+GEMM_VNNI(gemm_q4_0_vnni, VNNI_Q4_0)
+GEMM_VNNI(gemm_q4_1_vnni, VNNI_Q4_1)
+GEMM_VNNI(gemm_q5_0_vnni, VNNI_Q5_0)
+GEMM_VNNI(gemm_q8_0_vnni, VNNI_Q8_0)
+
+/* Takes over the multi-row kernels of the types whose vec_dot is the AVX-512 tier's (the same sums); the
+ * inherited ones stay for products too wide to pack. */
+void oxl_register_avx512vnni_legacy(oxl_kernel_table *t) {
+    static const int types[] = {OXL_TYPE_Q4_0, OXL_TYPE_Q4_1, OXL_TYPE_Q5_0, OXL_TYPE_Q8_0};
+    static const oxl_gemm_fn mine[] = {gemm_q4_0_vnni, gemm_q4_1_vnni, gemm_q5_0_vnni, gemm_q8_0_vnni};
+    for (int vk = 0; vk < VNNI_KINDS; vk++) {
+        if (!t->type[types[vk]].gemm) continue;   /* no inherited kernel to fall back on: keep vec_dot */
+        g_wide[vk] = t->type[types[vk]].gemm;
+        t->type[types[vk]].gemm = mine[vk];
+    }
+}
