@@ -89,7 +89,10 @@ void oxl_dispatch_init(const char *disabled) {
          * vec_dot per output, so a token's logits never depend on the batch it is computed in. */
         for (int ty = 0; ty < OXL_TYPE_COUNT && parent >= 0; ty++) {
             const oxl_type_traits *pt = &g_tables[parent].type[ty];
-            if (tab->type[ty].vec_dot != pt->vec_dot && tab->type[ty].gemm == pt->gemm) tab->type[ty].gemm = NULL;
+            if (tab->type[ty].vec_dot != pt->vec_dot && tab->type[ty].gemm == pt->gemm) {
+                tab->type[ty].gemm = NULL;
+                tab->type[ty].gemm_one_row = 0;
+            }
         }
         if (g_tier_specs[t].adopt_fn) g_tier_specs[t].adopt_fn(tab);
         tab->name = g_tier_names[t];

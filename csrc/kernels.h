@@ -76,6 +76,7 @@ typedef struct {
     oxl_vec_dot_fn vec_dot;
     const char *tier;           /* tier whose vec_dot this is; filled by the dispatcher */
     oxl_gemm_fn gemm;           /* optional, matching vec_dot; matmul falls back to vec_dot per output */
+    int gemm_one_row;           /* gemm is faster than vec_dot row by row even for one activation row */
 } oxl_type_traits;
 
 /* Row ops used by the transformer. All take contiguous float rows. */

@@ -76,7 +76,7 @@ typedef struct {
 
 static inline size_t pack_bytes(int vk, int np, int nc) {
     const size_t per = 64 * (2 + (vk_off(vk) != 0)) + (vk == VNNI_Q4_1 ? 8 : 0);
-    return (size_t)np * nc * per + 64;   /* + the 8 floats a group's summs load reads past its rows */
+    return (size_t)np * nc * per;
 }
 
 static inline void pack(int vk, int nb, const char *y, size_t y_row, int nc, packed *P) {
@@ -132,6 +132,10 @@ static inline void row_group(int vk, const int C, int nb, const char *w, const p
     __m512 acc[VG];
     float summs[VG + 4] = {0};
     __m256 sm = _mm256_setzero_ps();   /* Q4_1: summs of the group's rows, lane j */
+    /* only the group's C lanes are read: whatever lies past them (other blocks, or the stack beyond the
+     * packed rows) would be summed in the unused lanes, and a denormal there costs a microcode assist per
+     * FMA (SmolLM2 decode through this kernel ran at half speed) */
+    const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(C), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
     int i = 0;
     for (; i + 1 < nb; i += 2) {
@@ -157,8 +161,8 @@ static inline void row_group(int vk, const int C, int nb, const char *w, const p
         if (vk == VNNI_Q4_1) {
             /* per row: summs + fma(mx0, sy0, mx1 * sy1), vec_dot's steps */
             const float *s0 = P->s + i * nc + j0, *s1 = s0 + nc;
-            const __m256 t = _mm256_mul_ps(_mm256_set1_ps(mx1), _mm256_loadu_ps(s1));
-            sm = _mm256_add_ps(sm, _mm256_fmadd_ps(_mm256_set1_ps(mx0), _mm256_loadu_ps(s0), t));
+            const __m256 t = _mm256_mul_ps(_mm256_set1_ps(mx1), _mm256_maskload_ps(s1, lanes));
+            sm = _mm256_add_ps(sm, _mm256_fmadd_ps(_mm256_set1_ps(mx0), _mm256_maskload_ps(s0, lanes), t));
         }
     }
     const int has_tail = i < nb;
@@ -181,7 +185,7 @@ static inline void row_group(int vk, const int C, int nb, const char *w, const p
             const __m256 c = _mm256_mul_ps(dxv, _mm512_castps512_ps256(P->d[k * nc + j0 + j]));
             tail[j] = _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), _mm256_setzero_ps());
         }
-        if (vk == VNNI_Q4_1) sm = _mm256_fmadd_ps(_mm256_set1_ps(mx), _mm256_loadu_ps(P->s + i * nc + j0), sm);
+        if (vk == VNNI_Q4_1) sm = _mm256_fmadd_ps(_mm256_set1_ps(mx), _mm256_maskload_ps(P->s + i * nc + j0, lanes), sm);
     }
     if (vk == VNNI_Q4_1) _mm256_storeu_ps(summs, sm);
     finish(C, acc, tail, has_tail, summs, S, lds);
@@ -236,13 +240,17 @@ GEMM_VNNI(gemm_q5_0_vnni, VNNI_Q5_0)
 GEMM_VNNI(gemm_q8_0_vnni, VNNI_Q8_0)
 
 /* Takes over the multi-row kernels of the types whose vec_dot is the AVX-512 tier's (the same sums); the
- * inherited ones stay for products too wide to pack. */
+ * inherited ones stay for products too wide to pack. They also take single rows (the decode matvec):
+ * with the activation packed once per call, one row through them ran SmolLM2's decode at 1.3x the
+ * AVX-512 vec_dot row by row (Xeon, 2026-11-25), and a vpdpbusd vec_dot, which has to join and convert
+ * each activation block's scales per call, did not gain. */
 void oxl_register_avx512vnni_legacy(oxl_kernel_table *t) {
     static const int types[] = {OXL_TYPE_Q4_0, OXL_TYPE_Q4_1, OXL_TYPE_Q5_0, OXL_TYPE_Q8_0};
-    static const oxl_gemm_fn mine[] = {gemm_q4_0_vnni, gemm_q4_1_vnni, gemm_q5_0_vnni, gemm_q8_0_vnni};
+    static const oxl_gemm_fn gemms[] = {gemm_q4_0_vnni, gemm_q4_1_vnni, gemm_q5_0_vnni, gemm_q8_0_vnni};
     for (int vk = 0; vk < VNNI_KINDS; vk++) {
-        if (!t->type[types[vk]].gemm) continue;   /* no inherited kernel to fall back on: keep vec_dot */
+        if (!t->type[types[vk]].gemm) continue;   /* no inherited kernel to fall back on: keep the parent's */
         g_wide[vk] = t->type[types[vk]].gemm;
-        t->type[types[vk]].gemm = mine[vk];
+        t->type[types[vk]].gemm = gemms[vk];
+        t->type[types[vk]].gemm_one_row = 1;
     }
 }
