@@ -25,15 +25,18 @@ void oxl_quantize_act(const oxl_kernel_table *k, int type, const float *x, int64
  * The multi-row gemm gives every element exactly the float vec_dot gives (kernels.h), so a token's
  * logits do not depend on how many rows share the product. */
 
+/* the first OXL_STREAM_AHEAD bytes of [p, end) at once: from there on each row asks for what lies ahead */
+static inline void stream_start(const char *p, const char *end) {
+    for (const char *e = OXL_MIN(p + OXL_STREAM_AHEAD, end); p < e; p += 64) __builtin_prefetch(p, 0, 3);
+}
+
 void oxl_gemv_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
                     float *y, int64_t r0, int64_t r1) {
     const oxl_vec_dot_fn dot = k->type[type].vec_dot;
     const int64_t row = oxl_row_size(type, cols);
     const char *w = (const char *)W;
     const char *end = w + r1 * row;
-    /* the range's first bytes at once: from here on each row asks for what lies ahead of it */
-    for (const char *p = w + r0 * row, *e = OXL_MIN(p + OXL_STREAM_AHEAD, end); p < e; p += 64)
-        __builtin_prefetch(p, 0, 3);
+    stream_start(w + r0 * row, end);
     for (int64_t r = r0; r < r1; r++) {
         oxl_stream_row(w + r * row, (size_t)row, end);
         dot((int)cols, &y[r], w + r * row, xq);
@@ -66,9 +69,7 @@ void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t 
                 for (int j = 0; j < nc; j++) dot((int)cols, &Yc[j * ldy + r], w + r * row, xc + j * xrow);
             continue;
         }
-        if (nc <= GEMM_SMALL_BATCH)
-            for (const char *p = w + r0 * row, *e = OXL_MIN(p + OXL_STREAM_AHEAD, w + r1 * row); p < e; p += 64)
-                __builtin_prefetch(p, 0, 3);
+        if (nc <= GEMM_SMALL_BATCH) stream_start(w + r0 * row, w + r1 * row);
         gemm((int)cols, Yc + r0, ldy, w + r0 * row, (size_t)row, (int)(r1 - r0), xc, (size_t)xrow, nc);
     }
 }

@@ -111,6 +111,25 @@ static inline size_t kind_block_bytes(int kind) {
     return sz[kind];
 }
 
+/* The multi-row kernels (AVX2's and the VNNI tier's) take Q4_0 and Q5_0 as unsigned q + off (off = 8, 16):
+ * sum((q + off) y) - off sum(y), with off sum(y) (per int32 lane) computed once per activation block
+ * when it is packed; the same integers as the sign trick's, without the sign ops on every dot. */
+static inline int tile_off(int kind) { return kind == K_Q4_0 ? 8 : kind == K_Q5_0 ? 16 : 0; }
+
+/* one weight block in the form the multi-row kernels take: q + off for Q4_0/Q5_0, else decode()'s */
+OXL_INLINE __m256i tile_decode(int kind, const char *blk, float *d, float *m) {
+    if (kind == K_Q4_0) {
+        *d = fp16(((const block_q4_0 *)blk)->d);
+        return nibbles_32(((const block_q4_0 *)blk)->qs);
+    }
+    if (kind == K_Q5_0) {
+        const block_q5_0 *b = (const block_q5_0 *)blk;
+        *d = fp16(b->d);
+        return _mm256_or_si256(nibbles_32(b->qs), _mm256_and_si256(bits_32(b->qh), _mm256_set1_epi8(0x10)));
+    }
+    return decode(kind, blk, d, m);
+}
+
 /* activation block: int8 lanes, d, and (Q8_1) s = d * sum(q) */
 static inline __m256i act_block(int kind, const char *y, int i, float *d, float *s) {
     if (kind_act_q8_1(kind)) {

@@ -28,25 +28,6 @@ OXL_INLINE __m256 block_dot(int kind, __m256i qx, __m256i qy) {
     return kind_unsigned(kind) ? dot_u8_f(qx, qy) : dot_i8_f(qx, qy);
 }
 
-/* The multi-row kernels take Q4_0 and Q5_0 as unsigned q + off (off = 8, 16):
- * sum((q + off) y) - off sum(y), with off sum(y) (per int32 lane) computed once per activation block
- * when it is packed; the same integers as the sign trick's, without the sign ops on every dot. */
-static inline int tile_off(int kind) { return kind == K_Q4_0 ? 8 : kind == K_Q5_0 ? 16 : 0; }
-
-/* one weight block in the form the multi-row kernels take: q + off for Q4_0/Q5_0, else decode()'s */
-OXL_INLINE __m256i tile_decode(int kind, const char *blk, float *d, float *m) {
-    if (kind == K_Q4_0) {
-        *d = fp16(((const block_q4_0 *)blk)->d);
-        return nibbles_32(((const block_q4_0 *)blk)->qs);
-    }
-    if (kind == K_Q5_0) {
-        const block_q5_0 *b = (const block_q5_0 *)blk;
-        *d = fp16(b->d);
-        return _mm256_or_si256(nibbles_32(b->qs), _mm256_and_si256(bits_32(b->qh), _mm256_set1_epi8(0x10)));
-    }
-    return decode(kind, blk, d, m);
-}
-
 /* block_dot of a tile_decode()d block; yo: off * sum of the activation lanes (offset kinds) */
 OXL_INLINE __m256 tile_dot(int kind, __m256i qx, __m256i qy, const __m256i *yo) {
     if (tile_off(kind)) return _mm256_cvtepi32_ps(_mm256_sub_epi32(dot_u8_i8(qx, qy), _mm256_load_si256(yo)));

@@ -30,38 +30,20 @@ static inline int vk_kind(int vk) {
     static const int kinds[] = {K_Q4_0, K_Q4_1, K_Q5_0, K_Q8_0};
     return kinds[vk];
 }
-static inline int vk_off(int vk) { return vk == VNNI_Q4_0 ? 8 : vk == VNNI_Q5_0 ? 16 : 0; }
+static inline int vk_off(int vk) { return tile_off(vk_kind(vk)); }
 
 static inline __m512i join_i(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 static inline __m512 join_f(float lo, float hi) {
     return _mm512_insertf32x8(_mm512_set1_ps(lo), _mm256_set1_ps(hi), 1);
 }
 
-/* one weight block as vpdpbusd's unsigned operand (nibble types) or its signed one (Q8_0) */
-static inline __m256i weight_block(int vk, const char *blk, float *d, float *m) {
-    switch (vk) {
-    case VNNI_Q4_0: {
-        const block_q4_0 *b = (const block_q4_0 *)blk;
-        *d = fp16(b->d);
-        return nibbles_32(b->qs);
-    }
-    case VNNI_Q4_1: {
-        const block_q4_1 *b = (const block_q4_1 *)blk;
-        *d = fp16(b->d);
-        *m = fp16(b->m);
-        return nibbles_32(b->qs);
-    }
-    case VNNI_Q5_0: {
-        const block_q5_0 *b = (const block_q5_0 *)blk;
-        *d = fp16(b->d);
-        return _mm256_or_si256(nibbles_32(b->qs), _mm256_and_si256(bits_32(b->qh), _mm256_set1_epi8(0x10)));
-    }
-    default: {
-        const block_q8_0 *b = (const block_q8_0 *)blk;
-        *d = fp16(b->d);
-        return _mm256_loadu_si256((const __m256i *)b->qs);
-    }
-    }
+/* -c * sum4(v) per int32 lane, v's bytes signed: what vpdpbusd's u8 operand adds over the true products
+ * when c was added to its bytes (c * sum4 of the other operand) */
+static inline __m512i neg_sum4_512(char c, __m512i v) {
+    return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(c), v));
+}
+static inline __m256i neg_sum4_256(char c, __m256i v) {
+    return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(c), v));
 }
 
 /* Packed activations of one call: pair k (blocks 2k, 2k + 1) of row j at [k * nc + j]. For an odd block
@@ -94,10 +76,7 @@ static inline void pack(int vk, int nb, const char *y, size_t y_row, int nc, pac
             if (vk == VNNI_Q8_0 && !has_hi) q = _mm512_inserti64x4(q, _mm256_setzero_si256(), 1);
             P->q[k * nc + j] = q;
             P->d[k * nc + j] = join_f(d0, d1);
-            if (vk_off(vk))
-                P->o[k * nc + j] = _mm512_sub_epi32(
-                    _mm512_setzero_si512(),
-                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)vk_off(vk)), q));
+            if (vk_off(vk)) P->o[k * nc + j] = neg_sum4_512((char)vk_off(vk), q);
             if (vk == VNNI_Q4_1) {
                 P->s[i * nc + j] = s0;
                 if (has_hi) P->s[(i + 1) * nc + j] = s1;
@@ -127,7 +106,8 @@ static inline void finish(const int C, const __m512 *acc, const __m256 *tail, in
 /* one weight row against C packed activation rows (j0 .. j0 + C - 1 of P) */
 static inline void row_group(int vk, const int C, int nb, const char *w, const packed *P, int j0, float *S,
                              int64_t lds) {
-    const size_t bx = kind_block_bytes(vk_kind(vk));
+    const int kind = vk_kind(vk);
+    const size_t bx = kind_block_bytes(kind);
     const int nc = P->nc;
     __m512 acc[VG];
     float summs[VG + 4] = {0};
@@ -137,17 +117,15 @@ static inline void row_group(int vk, const int C, int nb, const char *w, const p
      * FMA (SmolLM2 decode through this kernel ran at half speed) */
     const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(C), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
+    /* each dot starts at what the unsigned operand's offset added: Q8_0 at -128 sum4(x) of the weight block,
+     * the offset kinds at the packed -off sum4(y), Q4_1 at zero */
     int i = 0;
     for (; i + 1 < nb; i += 2) {
         const int k = i / 2;
         float dx0, dx1, mx0 = 0.0f, mx1 = 0.0f;
-        const __m512i x = join_i(weight_block(vk, w + i * bx, &dx0, &mx0), weight_block(vk, w + (i + 1) * bx, &dx1, &mx1));
+        const __m512i x = join_i(tile_decode(kind, w + i * bx, &dx0, &mx0), tile_decode(kind, w + (i + 1) * bx, &dx1, &mx1));
         const __m512 dx = join_f(dx0, dx1);
-        /* Q8_0: sum4((y + 128) x) - 128 sum4(x) */
-        const __m512i base = vk == VNNI_Q8_0 ? _mm512_sub_epi32(_mm512_setzero_si512(),
-                                                                _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                                                                    _mm512_set1_epi8((char)0x80), x))
-                                             : _mm512_setzero_si512();
+        const __m512i base = vk == VNNI_Q8_0 ? neg_sum4_512((char)0x80, x) : _mm512_setzero_si512();
         const __m512i *q = P->q + k * nc + j0, *o = P->o + k * nc + j0;
         const __m512 *d = P->d + k * nc + j0;
         for (int j = 0; j < C; j++) {
@@ -167,15 +145,12 @@ static inline void row_group(int vk, const int C, int nb, const char *w, const p
     }
     const int has_tail = i < nb;
     __m256 tail[VG];
-    if (has_tail) {
+    if (has_tail) {   /* the lower halves of the last pair */
         const int k = i / 2;
         float dx, mx = 0.0f;
-        const __m256i x = weight_block(vk, w + i * bx, &dx, &mx);
+        const __m256i x = tile_decode(kind, w + i * bx, &dx, &mx);
         const __m256 dxv = _mm256_set1_ps(dx);
-        const __m256i base = vk == VNNI_Q8_0 ? _mm256_sub_epi32(_mm256_setzero_si256(),
-                                                                _mm256_dpbusd_epi32(_mm256_setzero_si256(),
-                                                                                    _mm256_set1_epi8((char)0x80), x))
-                                             : _mm256_setzero_si256();
+        const __m256i base = vk == VNNI_Q8_0 ? neg_sum4_256((char)0x80, x) : _mm256_setzero_si256();
         for (int j = 0; j < C; j++) {
             const __m256i qy = _mm512_castsi512_si256(P->q[k * nc + j0 + j]);
             __m256i p;
