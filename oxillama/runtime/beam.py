@@ -71,7 +71,7 @@ def beam_search(engine, prompt, config: BeamSearchConfig) -> list[BeamHypothesis
     """Up to beam_width hypotheses, best score first. The engine's session is left holding the prompt."""
     if not isinstance(config, BeamSearchConfig):
         raise InvalidArgumentError(f"config must be a BeamSearchConfig, got {type(config).__name__}")
-    ids = engine._encode_prompt(prompt)
+    ids = engine.encode_prompt(prompt)
     W, max_new, lp_pow = config.beam_width, config.max_new_tokens, config.length_penalty
     n_prompt = len(ids)
     if n_prompt + max_new > engine.n_ctx + 1:

@@ -149,6 +149,13 @@ class InferenceEngine:
         return self._tokens + ([self._pending] if self._pending is not None else [])
 
     @property
+    def streamed(self):
+        """The streaming generate() call's progress: .tokens generated so far and their .token_logprobs
+        (None unless asked), appended in order as it runs (what a stream needs to send each piece's
+        logprobs with it)."""
+        return self._streamed
+
+    @property
     def metadata(self) -> dict:
         return self.gguf.metadata
 
@@ -496,7 +503,7 @@ class InferenceEngine:
                 # unfinished by max_tokens or a stop string keeps constraining
                 self._matcher = None
         else:
-            ids = self._encode_prompt(prompt)
+            ids = self.encode_prompt(prompt)
             if len(ids) >= self.n_ctx:
                 raise ContextOverflowError(f"the prompt has {len(ids)} tokens; n_ctx={self.n_ctx}")
             self._sampler = self._new_sampler(config, seed, processors)
@@ -568,7 +575,9 @@ class InferenceEngine:
             raise InvalidArgumentError(f"grammar must be an oxillama.Grammar, got {type(grammar).__name__}")
         return GrammarMatcher.from_tokenizer(grammar, self.tokenizer)
 
-    def _encode_prompt(self, prompt) -> list[int]:
+    def encode_prompt(self, prompt) -> list[int]:
+        """A prompt (text, or token ids) as checked token ids: text is tokenized with BOS and special
+        tokens parsed, and a BOS doubled by a chat template is kept once."""
         if isinstance(prompt, str):
             ids = self.tokenize(prompt, add_special=True, parse_special=True)
             bos = self.tokenizer.bos_id
@@ -720,7 +729,7 @@ class InferenceEngine:
             raise InvalidArgumentError(f"generate() argument(s) {', '.join(sorted(other))} are not supported with "
                                        "num_beams or speculative")
         if max_tokens is None:
-            max_tokens = self.n_ctx - (0 if prompt is None else len(self._encode_prompt(prompt)))
+            max_tokens = self.n_ctx - (0 if prompt is None else len(self.encode_prompt(prompt)))
         generated: list[int] = []
         if num_beams > 1:
             from oxillama.runtime.beam import BeamSearchConfig
@@ -750,7 +759,7 @@ class InferenceEngine:
                     generated.append(t)
                     yield t
             pieces = text_pieces(self.tokenizer, tokens(), stops, callback)
-        n_context = len(self.tokens) if prompt is None else len(self._encode_prompt(prompt))
+        n_context = len(self.tokens) if prompt is None else len(self.encode_prompt(prompt))
 
         def recorded():     # last_completion holds what was produced, streamed or not
             emitted = []

@@ -363,7 +363,7 @@ class Scheduler:
             kwargs, grammar, response_format)
         if prompt is None:
             raise InvalidArgumentError("the scheduler needs a prompt (it does not continue a session)")
-        ids = engine._encode_prompt(prompt)
+        ids = engine.encode_prompt(prompt)
         if len(ids) >= self.n_ctx:
             raise ContextOverflowError(f"the prompt has {len(ids)} tokens; n_ctx={self.n_ctx}")
         room = self.n_ctx - len(ids) + 1     # the last sampled token is never run

@@ -298,7 +298,7 @@ class SpeculativeEngine:
                 raise InvalidArgumentError("prompt None continues a session, but there is none: give a prompt")
             seq = list(t.tokens)
         else:
-            seq = t._encode_prompt(prompt)
+            seq = t.encode_prompt(prompt)
             t.reset()
             if len(seq) > 1:
                 t._run(t._check_tokens(seq[:-1]))
