@@ -27,8 +27,10 @@ import numpy as np
 
 from oxillama import _core
 from oxillama.errors import ContextOverflowError, InvalidArgumentError
+from oxillama.runtime.decode import text_pieces
 from oxillama.runtime.engine import InferenceEngine
 from oxillama.runtime.kv_cache import ContiguousKVCache
+from oxillama.runtime.request import Request
 
 log = logging.getLogger("oxillama.speculative")
 
@@ -285,13 +287,11 @@ class SpeculativeEngine:
         prompt: text, token ids, or None to continue the target's session."""
         t = self.target
         if sampler is None or not hasattr(sampler, "chain"):   # none, or a SamplerConfig
-            from oxillama.sampling import resolve_generate_kwargs
-            if sampler is not None:
-                sampling["sampler"] = sampler
-            config, other = resolve_generate_kwargs(**sampling)
-            if other:
-                raise InvalidArgumentError(f"unknown sampling argument(s): {', '.join(sorted(other))}")
-            sampler = t._new_sampler(config, seed, None)
+            req = Request.from_kwargs(dict(sampling, sampler=sampler, seed=seed), n_vocab=t.n_vocab)
+            extra = sorted(k for k in sampling if k not in req.sampler_keys)
+            if extra:
+                raise InvalidArgumentError(f"unknown sampling argument(s): {', '.join(extra)}")
+            sampler = req.new_sampler(t)
         mode = _decoding_mode(sampler)
         if prompt is None:
             if not t.tokens:
@@ -301,7 +301,7 @@ class SpeculativeEngine:
             seq = t.encode_prompt(prompt)
             t.reset()
             if len(seq) > 1:
-                t._run(t._check_tokens(seq[:-1]))
+                t._run(t.check_tokens(seq[:-1]))
         if len(seq) + max_tokens > t.n_ctx + 1:
             raise ContextOverflowError(f"{len(seq)} tokens + max_tokens={max_tokens} exceed n_ctx={t.n_ctx}")
         t._sampler = sampler
@@ -373,44 +373,6 @@ class SpeculativeEngine:
     def generate(self, prompt, *, max_tokens: int = 256, stop=(), stream: bool = False,
                  callback: Callable[[str], None] | None = None, seed: int | None = None, **sampling):
         """Like InferenceEngine.generate (text, or an iterator of pieces with stream=True)."""
-        stops = [stop] if isinstance(stop, str) else [s for s in (stop or ()) if s]
         tokens = self.generate_tokens(prompt, max_tokens=max_tokens, seed=seed, **sampling)
-        pieces = text_pieces(self.target.tokenizer, tokens, stops, callback)
+        pieces = text_pieces(self.target.tokenizer, tokens, stop or (), callback)
         return pieces if stream else "".join(pieces)
-
-
-def text_pieces(tokenizer, tokens: Iterator[int], stops: list[str], callback=None) -> Iterator[str]:
-    """Detokenize a token stream, cutting at the first stop string (text that may start one is held back)."""
-    detok = tokenizer.detokenizer()
-    hold = max((len(s) for s in stops), default=1) - 1
-    text = ""
-
-    def emit(piece):
-        if callback is not None:
-            callback(piece)
-        return piece
-
-    for tok in tokens:
-        text += detok.add(tok)
-        if stops:
-            cuts = [i for i in (text.find(s) for s in stops) if i >= 0]
-            if cuts:
-                text = text[:min(cuts)]
-                if text:
-                    yield emit(text)
-                if hasattr(tokens, "close"):   # a generator: let it restore the session now
-                    tokens.close()
-                return
-            if len(text) > hold:
-                out, text = text[:len(text) - hold], text[len(text) - hold:]
-                yield emit(out)
-        elif text:
-            yield emit(text)
-            text = ""
-    text += detok.flush()
-    if stops:
-        cuts = [i for i in (text.find(s) for s in stops) if i >= 0]
-        if cuts:
-            text = text[:min(cuts)]
-    if text:
-        yield emit(text)
