@@ -15,10 +15,15 @@ import numpy as np
 
 from oxillama.errors import ContextOverflowError, InvalidArgumentError, ModelNotFoundError
 from oxillama.grammar import Grammar
+from oxillama.grammar.json_schema import json_schema_to_gbnf
+from oxillama.hub import KNOWN_MODELS
 from oxillama.openai import request as openai_request
 from oxillama.openai import shapes
 from oxillama.openai.chat import chat_plan
 from oxillama.openai.stream import ChatChoiceStream, CompletionChoiceStream
+from oxillama.runtime import InferenceEngine
+from oxillama.runtime.embeddings import hidden_states, pool
+from oxillama.tokenizer.chat import BUILTIN_TEMPLATES
 
 log = logging.getLogger("oxillama")
 
@@ -53,7 +58,6 @@ class LlamaGrammar(Grammar):
 
     @classmethod
     def from_json_schema(cls, json_schema, verbose: bool = True) -> "LlamaGrammar":
-        from oxillama.grammar.json_schema import json_schema_to_gbnf
         return cls(json_schema_to_gbnf(json_schema))
 
 
@@ -87,7 +91,6 @@ class Llama:
                  lora_scale: float = 1.0, lora_path: str | None = None, chat_format: str | None = None,
                  chat_handler=None, type_k: int | None = None, type_v: int | None = None, verbose: bool = True,
                  **kwargs):
-        from oxillama.runtime import InferenceEngine
 
         unknown = set(kwargs) - _IGNORED
         if unknown:
@@ -102,7 +105,6 @@ class Llama:
                                        "chat template (or chat_format=)")
         self.model_path = os.fspath(model_path)
         if not os.path.exists(self.model_path):
-            from oxillama.hub import KNOWN_MODELS
             if self.model_path not in KNOWN_MODELS:
                 raise ModelNotFoundError(f"Model path does not exist: {self.model_path}")
         if n_threads_batch is not None and n_threads is not None and n_threads_batch != n_threads:
@@ -144,7 +146,6 @@ class Llama:
         """chat_format -> a template text (None: the model's own)."""
         if chat_format is None:
             return None
-        from oxillama.tokenizer.chat import BUILTIN_TEMPLATES
         builtin = {name: src for name, _, src in BUILTIN_TEMPLATES}
         if chat_format in builtin:
             return builtin[chat_format]
@@ -400,7 +401,6 @@ class Llama:
         """Embeddings as lists of floats: one vector per text with a pooling type, else (pooling
         "none", what a decoder model's GGUF declares) one vector per token. A str (or a list of token
         ids) gives one result, a list of strs a list of them."""
-        from oxillama.runtime.embeddings import hidden_states, pool
         single = isinstance(input, str) or (isinstance(input, list) and input and isinstance(input[0], int))
         inputs = [input] if single else list(input)
         out, n_tokens = [], 0

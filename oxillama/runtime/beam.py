@@ -24,6 +24,7 @@ import numpy as np
 from oxillama.errors import ContextOverflowError, InvalidArgumentError
 from oxillama.runtime.batch import SequencePool
 from oxillama.sampling.logprobs import top_logprobs
+from oxillama.sampling.validation import MAX_NUM_BEAMS
 
 log = logging.getLogger("oxillama.beam")
 
@@ -42,7 +43,6 @@ class BeamSearchConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
                 raise InvalidArgumentError(f"{name} must be an int, got {v!r}")
-        from oxillama.sampling.validation import MAX_NUM_BEAMS
         if not 1 <= self.beam_width <= MAX_NUM_BEAMS:
             raise InvalidArgumentError(f"beam_width must be in [1, {MAX_NUM_BEAMS}], got {self.beam_width}")
         if self.max_new_tokens < 1:

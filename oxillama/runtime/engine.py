@@ -18,20 +18,21 @@ from oxillama import _core, hub
 from oxillama._system import release_free_heap, resolve_threads
 from oxillama.errors import ContextOverflowError, InvalidArgumentError, SnapshotError
 from oxillama.gguf import GGUFFile
-from oxillama.grammar import Grammar, GrammarMatcher
+from oxillama.grammar import GrammarMatcher
 from oxillama.lora import LoraAdapter, bound, check_loras, check_scale
-from oxillama.models import architecture_for
 from oxillama.runtime import snapshot as _snap
 from oxillama.runtime.beam import BeamSearchConfig, beam_search
 from oxillama.runtime.completion import Completion, Timings, Usage
 from oxillama.runtime.decode import Decoder, text_pieces
 from oxillama.runtime.embeddings import embed, embed_batch
 from oxillama.runtime.kv_cache import ContiguousKVCache, kv_type_from
+from oxillama.runtime.model import Model
 from oxillama.runtime.prefix_cache import PrefixKvCache
 from oxillama.runtime.request import Prepared, Request
+from oxillama.runtime.scheduler import Scheduler
+from oxillama.runtime.speculative import SpeculativeEngine
 from oxillama.runtime.snapshot import KVState
 from oxillama.sampling import Sampler, StopStrings
-from oxillama.sampling.penalties import dry_breakers_from_vocab
 from oxillama.tokenizer import Tokenizer
 
 log = logging.getLogger("oxillama.engine")
@@ -46,12 +47,11 @@ class InferenceEngine:
             print(engine.generate("The capital of France is", max_tokens=16, temperature=0))
     """
 
-    def __init__(self, gguf: GGUFFile, *, n_ctx: int = 0, n_threads: int | None = None, n_batch: int = 512,
+    def __init__(self, gguf: GGUFFile | Model, *, n_ctx: int = 0, n_threads: int | None = None, n_batch: int = 512,
                  seed: int | None = None, kv_type: str = "f16", tokenizer=None,
                  prefix_cache: PrefixKvCache | None = None, n_seq_max: int = 1, type_k=None, type_v=None):
-        self.gguf = gguf
-        self.arch = architecture_for(gguf)
-        self.config = self.arch.config
+        # the loaded model (immutable, shareable: a Model given is not closed with this engine's session)
+        self.model = gguf if isinstance(gguf, Model) else Model(gguf, tokenizer=tokenizer)
         c = self.config
         if n_ctx < 0:
             raise InvalidArgumentError(f"n_ctx must be >= 0, got {n_ctx}")
@@ -73,14 +73,12 @@ class InferenceEngine:
         self.n_seq_max = int(n_seq_max)   # sequences a Scheduler / generate_batch runs at once by default
         kv_type = kv_type_from(kv_type, type_k, type_v)
         self.seed = seed
-        self.plan = _core.ForwardPlan(self.arch.build())
-        self.kv = ContiguousKVCache(c.n_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv)
+        self.kv = ContiguousKVCache(self.model.n_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv)
         self._ctx = _core.ForwardContext(self.plan, self.kv.buffers, self.n_batch, self.n_threads)
         self._logits = np.zeros(c.n_vocab, dtype=np.float32)   # last position's logits, reused
         self._tok_buf = np.zeros(self.n_batch, dtype=np.int32)
         self._one = np.zeros(1, dtype=np.int32)
         self._hist = np.zeros(n_ctx + 1, dtype=np.int32)   # the cached tokens, for the sampler's penalties
-        self._dry_breakers: dict[tuple, list] = {}
         self._tokens: list[int] = []          # tokens whose K/V are in the cache
         self._pending: int | None = None      # last sampled token, not yet run through the model
         self._has_logits = False
@@ -92,7 +90,6 @@ class InferenceEngine:
         # in order as it runs: what a caller of the stream needs to send each piece's logprobs with it
         self._streamed = _Progress([], None)
         self.load_ms: float | None = None     # set by from_gguf()
-        self._tokenizer = tokenizer
         # session reuse: generate() keeps the cached prefix a new prompt shares with the session
         # (reuse_prefix) and restores longer ones from prefix_cache; n_tokens_run counts the tokens
         # actually run through the model, so the saving can be measured
@@ -100,12 +97,11 @@ class InferenceEngine:
         self.prefix_cache = prefix_cache
         self.n_tokens_run = 0
         self.last_prefix_reused = 0     # prompt tokens the last generate() did not have to run
-        self._fingerprint: dict | None = None
         self._loras: list = []             # [(LoraAdapter, scale)]: the session's adapters (add_lora)
         self._call_loras: list | None = None   # generate(lora=...) for one call
         self._kv_lora_key: tuple = ()      # the adapters the cached positions were computed with
         log.info("loaded %s: %d layers, n_embd %d, vocab %d, n_ctx %d, %d threads, KV %.1f MB", c.arch,
-                 c.n_layer, c.n_embd, c.n_vocab, n_ctx, self.n_threads, self.kv.memory_bytes() / 1e6)
+                 self.model.n_layer, c.n_embd, c.n_vocab, n_ctx, self.n_threads, self.kv.memory_bytes() / 1e6)
         release_free_heap()     # the metadata parse's temporaries
 
     @classmethod
@@ -139,9 +135,27 @@ class InferenceEngine:
     def n_ctx(self) -> int:
         return self.kv.n_ctx
 
+    # the model's facts (self.model: oxillama.runtime.model.Model)
+
+    @property
+    def gguf(self) -> GGUFFile:
+        return self.model.gguf
+
+    @property
+    def arch(self):
+        return self.model.arch
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def plan(self):
+        return self.model.plan
+
     @property
     def n_vocab(self) -> int:
-        return self.config.n_vocab
+        return self.model.n_vocab
 
     @property
     def n_past(self) -> int:
@@ -161,20 +175,18 @@ class InferenceEngine:
 
     @property
     def metadata(self) -> dict:
-        return self.gguf.metadata
+        return self.model.metadata
 
     @property
-    def tokenizer(self):
-        if self._tokenizer is None:
-            self._tokenizer = Tokenizer.from_gguf(self.gguf)
-        return self._tokenizer
+    def tokenizer(self) -> Tokenizer:
+        return self.model.tokenizer
 
     # ---- lifecycle ----
 
     def close(self) -> None:
+        """Free the session and the model (a model shared with another engine stays open)."""
         self._ctx = None
-        self.plan = None
-        self.gguf.close()
+        self.model.close()
 
     def __enter__(self) -> "InferenceEngine":
         return self
@@ -278,9 +290,9 @@ class InferenceEngine:
         tokens = self.check_tokens(state.tokens)
         n = len(tokens)
         for name, a in (("k", state.k), ("v", state.v)):
-            if not isinstance(a, np.ndarray) or a.shape != (self.config.n_layer, n, self.kv.kv_dim):
+            if not isinstance(a, np.ndarray) or a.shape != (self.model.n_layer, n, self.kv.kv_dim):
                 raise InvalidArgumentError(f"KV state {name} has shape {getattr(a, 'shape', None)}, expected "
-                                           f"{(self.config.n_layer, n, self.kv.kv_dim)} for {n} tokens")
+                                           f"{(self.model.n_layer, n, self.kv.kv_dim)} for {n} tokens")
         pending = state.pending
         if pending is not None:
             pending = int(self.check_tokens([pending])[0])
@@ -300,9 +312,7 @@ class InferenceEngine:
 
     def fingerprint(self) -> dict:
         """The model file's fingerprint (size, sha256 of its first and last few MB)."""
-        if self._fingerprint is None:
-            self._fingerprint = _snap.model_fingerprint(self.gguf.path)
-        return self._fingerprint
+        return self.model.fingerprint()
 
     def snapshot(self) -> bytes:
         """The session as bytes: tokens (with the pending one), K/V of [0, n_past), the sampler with
@@ -348,7 +358,7 @@ class InferenceEngine:
         engine_kwargs.setdefault("seed", snap.seed)
         engine = cls.from_gguf(model_path, **engine_kwargs)
         try:
-            engine._fingerprint = fp
+            engine.model._fingerprint = fp
             engine._restore_session(snap)
         except BaseException:
             engine.close()
@@ -391,13 +401,7 @@ class InferenceEngine:
 
     def check_tokens(self, tokens) -> np.ndarray:
         """tokens as an int32 array, each checked to be an id of the vocabulary (InvalidArgumentError)."""
-        arr = np.asarray(tokens)
-        if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
-            raise InvalidArgumentError("tokens must be a 1-D sequence of ints")
-        if arr.size and (arr.min() < 0 or arr.max() >= self.n_vocab):
-            bad = int(arr[(arr < 0) | (arr >= self.n_vocab)][0])
-            raise InvalidArgumentError(f"token id {bad} is outside the vocabulary (0..{self.n_vocab - 1})")
-        return arr.astype(np.int32, copy=False)
+        return self.model.check_tokens(tokens)
 
     def _run(self, tokens: np.ndarray, all_logits: bool = False) -> np.ndarray | None:
         """Append tokens to the cache in chunks of n_batch; logits of the last (or every) position."""
@@ -536,46 +540,20 @@ class InferenceEngine:
         return pieces()
 
     def new_sampler(self, config, seed: int | None = None, processors=None) -> Sampler:
-        """A Sampler for config on this model's vocabulary (seed None: the engine's); the DRY sequence
-        breakers' scan of the vocabulary is made once per model and breaker set."""
-        breakers = None
-        if config.dry_multiplier > 0 and config.dry_sequence_breakers:
-            key = tuple(config.dry_sequence_breakers)
-            if key not in self._dry_breakers:
-                texts = [""] * self.n_vocab
-                for tid, data in self.tokenizer.vocab_bytes():
-                    if 0 <= tid < self.n_vocab:
-                        texts[tid] = data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
-                self._dry_breakers[key] = dry_breakers_from_vocab(
-                    key, texts, lambda t: self.tokenizer.encode(t, add_special=False))
-            breakers = self._dry_breakers[key]
-        return Sampler(config, seed=self.seed if seed is None else seed, n_vocab=self.n_vocab,
-                       logits_processors=processors, dry_breakers=breakers)
+        """A Sampler for config on this model (seed None: the engine's seed)."""
+        return self.model.new_sampler(config, self.seed if seed is None else seed, processors)
 
     def new_matcher(self, grammar) -> GrammarMatcher:
         """A matcher following grammar over this model's vocabulary."""
-        if not isinstance(grammar, Grammar):
-            raise InvalidArgumentError(f"grammar must be an oxillama.Grammar, got {type(grammar).__name__}")
-        return GrammarMatcher.from_tokenizer(grammar, self.tokenizer)
+        return self.model.new_matcher(grammar)
 
     def token_text(self, token_id: int) -> str:
         """One token's text (its bytes decoded, invalid UTF-8 replaced)."""
-        return self.tokenizer.token_to_bytes(token_id).decode("utf-8", errors="replace")
+        return self.model.token_text(token_id)
 
     def encode_prompt(self, prompt) -> list[int]:
-        """A prompt (text, or token ids) as checked token ids: text is tokenized with BOS and special
-        tokens parsed, and a BOS doubled by a chat template is kept once."""
-        if isinstance(prompt, str):
-            ids = self.tokenize(prompt, add_special=True, parse_special=True)
-            bos = self.tokenizer.bos_id
-            if len(ids) > 1 and bos is not None and ids[0] == ids[1] == bos:
-                # a chat template already wrote the BOS the model adds: keep one, as llama.cpp advises
-                ids = ids[1:]
-        else:
-            ids = [int(t) for t in self.check_tokens(list(prompt))]
-        if not ids:
-            raise InvalidArgumentError("the prompt is empty (no tokens)")
-        return ids
+        """A prompt (text, or token ids) as checked token ids (see Model.encode_prompt)."""
+        return self.model.encode_prompt(prompt)
 
     def _generate_iter(self, decoder: Decoder, callback, start) -> Iterator[str]:
         """The text pieces of a generation, one Decoder.advance per token; when it ends (or the caller
@@ -628,7 +606,6 @@ class InferenceEngine:
             return []
         if type(n_seq_max) is int and n_seq_max >= 1:    # (a bad value is the Scheduler's to reject)
             n_seq_max = min(n_seq_max, len(prompts))
-        from oxillama.runtime.scheduler import Scheduler
         with Scheduler(self, n_seq_max=n_seq_max, max_batch_tokens=max_batch_tokens) as sched:
             handles = [sched.submit(p, **kwargs) for p in prompts]   # a bad request raises before any runs long
             return [h.result() for h in handles]
@@ -655,7 +632,6 @@ class InferenceEngine:
 
     def _generate_decoding(self, req: Request):
         """generate(..., num_beams=N) or generate(..., speculative="ngram" | draft engine)."""
-        from oxillama.runtime.speculative import SpeculativeEngine
         if req.grammar is not None:
             raise InvalidArgumentError("grammar/response_format cannot be combined with num_beams or speculative")
         if req.n_logprobs is not None or req.processors is not None or req.criteria or req.ignore_eos:

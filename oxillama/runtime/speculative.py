@@ -25,16 +25,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oxillama import _core
 from oxillama.errors import ContextOverflowError, InvalidArgumentError
 from oxillama.runtime.decode import text_pieces
-from oxillama.runtime.engine import InferenceEngine
-from oxillama.runtime.kv_cache import ContiguousKVCache
+from oxillama.sampling import Sampler
+from oxillama.sampling.base import StepContext, as_history, check_logits, copy_checked
+from oxillama.sampling.candidates import Candidates
+from oxillama.sampling.selection import Greedy, WeightedDraw
 from oxillama.runtime.request import Request
 
 log = logging.getLogger("oxillama.speculative")
 
-__all__ = ["SpeculativeEngine", "SpeculativeStats", "NGramDrafter", "ModelDrafter", "layer_draft", "LayerDraftEngine",
+__all__ = ["SpeculativeEngine", "SpeculativeStats", "NGramDrafter", "ModelDrafter", "layer_draft",
            "accept_or_resample", "sampler_probs"]
 
 
@@ -76,8 +77,6 @@ def accept_or_resample(p_target: np.ndarray, p_draft: np.ndarray | None, token: 
 def sampler_probs(sampler, logits: np.ndarray, history) -> np.ndarray:
     """The probability vector (float64, n_vocab) from which `sampler` would draw for this logits
     row and history: its chain's stages (penalties, truncations, temperature) then softmax."""
-    from oxillama.sampling.base import StepContext, as_history, check_logits, copy_checked
-    from oxillama.sampling.candidates import Candidates
     row = check_logits(logits, sampler.n_vocab, scan=False)
     if sampler._ws is None:
         sampler._set_vocab(row.shape[0])
@@ -96,7 +95,6 @@ def sampler_probs(sampler, logits: np.ndarray, history) -> np.ndarray:
 
 
 def _decoding_mode(sampler) -> str:
-    from oxillama.sampling.selection import Greedy, WeightedDraw
     sel = sampler.chain.selector
     if isinstance(sel, Greedy):
         return "greedy"
@@ -187,7 +185,6 @@ class ModelDrafter:
         logits = e.forward(todo)
         greedy = _decoding_mode(sampler) == "greedy"
         if self._for is not sampler:   # a new generation: the draft's sampler is seeded from the target's
-            from oxillama.sampling import Sampler
             self._sampler = Sampler(sampler.config, seed=(sampler.seed + 1) % 2**63)
             self._for = sampler
         hist = list(seq)
@@ -207,32 +204,16 @@ class ModelDrafter:
         return drafts, (None if greedy else qs)
 
 
-def layer_draft(target, n_layer: int) -> "LayerDraftEngine":
-    """A draft engine made of the target's first n_layer blocks plus its output norm and head,
-    sharing the target's (memory-mapped) weights, tokenizer and settings; its own KV cache."""
-    full = target.plan.n_layer
-    if isinstance(n_layer, bool) or not isinstance(n_layer, (int, np.integer)) or not 1 <= n_layer < full:
-        raise InvalidArgumentError(f"a layer draft needs 1 <= n_layer < {full} (the target's layers), got {n_layer!r}")
-    return LayerDraftEngine(target, int(n_layer))
-
-
-class LayerDraftEngine(InferenceEngine):
-    """The first n_layer blocks of a target engine (early exit); closing it leaves the target open."""
-
-    def __init__(self, target, n_layer: int):
-        super().__init__(target.gguf, n_ctx=target.n_ctx, n_threads=target.n_threads, n_batch=target.n_batch,
-                         seed=target.seed, kv_type=target.kv.kv_type, tokenizer=target.tokenizer)
-        spec = self.arch.build()
-        spec["layers"] = spec["layers"][:n_layer]
-        self.plan = _core.ForwardPlan(spec)
-        self.kv = ContiguousKVCache.like(self.kv, n_layer=n_layer)
-        self._ctx = _core.ForwardContext(self.plan, self.kv.buffers, self.n_batch, self.n_threads)
-        self.n_layer_draft = n_layer
-        log.info("layer draft: first %d of %d layers", n_layer, target.plan.n_layer)
-
-    def close(self) -> None:   # the GGUF file belongs to the target
-        self._ctx = None
-        self.plan = None
+def layer_draft(target, n_layer: int):
+    """A draft engine made of the target's first n_layer blocks plus its output norm and head
+    (Model.first_layers): it shares the target's memory-mapped weights, tokenizer and settings and has
+    its own KV cache; closing it leaves the target open."""
+    model = target.model.first_layers(n_layer)
+    draft = type(target)(model, n_ctx=target.n_ctx, n_threads=target.n_threads, n_batch=target.n_batch,
+                         seed=target.seed, kv_type=target.kv.kv_type)
+    draft.n_layer_draft = model.n_layer
+    log.info("layer draft: first %d of %d layers", model.n_layer, target.model.n_layer)
+    return draft
 
 
 # ---- the speculative loop ----
