@@ -227,9 +227,7 @@ class SequencePool:
             arr = np.asarray(toks)
             if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
                 raise InvalidArgumentError(f"sequence {seq_id}: tokens must be a non-empty 1-D sequence of ints")
-            if arr.min() < 0 or arr.max() >= self.n_vocab:
-                bad = int(arr[(arr < 0) | (arr >= self.n_vocab)][0])
-                raise InvalidArgumentError(f"token id {bad} is outside the vocabulary (0..{self.n_vocab - 1})")
+            arr = self.engine.check_tokens(arr)     # ids within the vocabulary
             if len(s.tokens) + arr.size > self.n_ctx:
                 raise ContextOverflowError(f"sequence {seq_id}: {len(s.tokens)} cached + {arr.size} new tokens "
                                            f"exceed n_ctx={self.n_ctx}")

@@ -98,6 +98,19 @@ async def merged_stream(handles: list) -> AsyncIterator[tuple[int, str | None, i
                 h.cancel()
 
 
+async def streamed_choices(handles: list, streams: list, completions: list) -> AsyncIterator[dict]:
+    """The choice dicts of every handle's stream (oxillama.openai.stream: streams[i] for handle i) as their
+    pieces come; completions[i] is set once handle i is done."""
+    async for i, piece, mark, final in merged_stream(handles):
+        if final is None:
+            choices = streams[i].piece(piece, mark)
+        else:
+            completions[i] = final
+            choices = streams[i].finish(final.finish_reason, mark)
+        for choice in choices:
+            yield choice
+
+
 def error_event(exc: BaseException):
     """The SSE event that ends a stream whose request failed after the headers were sent (the openai
     client raises an APIError on an event with an "error" member)."""

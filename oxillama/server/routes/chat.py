@@ -19,7 +19,7 @@ from oxillama.server.protocol.chat import (AssistantMessage, ChatCompletionChoic
                                            ChatCompletionRequest, ChatCompletionResponse,
                                            ChatCompletionStreamChoice, NamedToolChoice, ToolCall)
 from oxillama.server.routes import ready_state
-from oxillama.server.routes._generation import (error_event, merged_stream, results_or_cancel, submit_all,
+from oxillama.server.routes._generation import (error_event, results_or_cancel, streamed_choices, submit_all,
                                                 usage_info)
 from oxillama.server.state import ServerState
 
@@ -88,14 +88,8 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
             for s in streams:       # every choice opens with the role
                 yield chunk(s.opening(content=""))
             completions = [None] * len(handles)
-            async for i, piece, mark, final in merged_stream(handles):
-                if final is None:
-                    choices = streams[i].piece(piece, mark)
-                else:
-                    completions[i] = final
-                    choices = streams[i].finish(final.finish_reason, mark)
-                for choice in choices:
-                    yield chunk([choice])
+            async for choice in streamed_choices(handles, streams, completions):
+                yield chunk([choice])
             if include_usage:
                 yield chunk([], usage=usage_info(handles, req.n, completions, tokenizer.eog_ids))
             yield ServerSentEvent(data="[DONE]")

@@ -13,7 +13,7 @@ from oxillama.server.errors import APIError
 from oxillama.server.protocol.completions import (CompletionChoice, CompletionRequest,
                                                   CompletionResponse)
 from oxillama.server.routes import ready_state
-from oxillama.server.routes._generation import (error_event, merged_stream, results_or_cancel, submit_all,
+from oxillama.server.routes._generation import (error_event, results_or_cancel, streamed_choices, submit_all,
                                                 usage_info)
 from oxillama.server.state import ServerState
 
@@ -83,14 +83,8 @@ async def completions(req: CompletionRequest, request: Request, state: ServerSta
                 for choice in s.opening():
                     yield chunk([choice])
             results = [None] * len(handles)
-            async for i, piece, mark, final in merged_stream(handles):
-                if final is None:
-                    choices = streams[i].piece(piece, mark)
-                else:
-                    results[i] = final
-                    choices = streams[i].finish(final.finish_reason, mark)
-                for choice in choices:
-                    yield chunk([choice])
+            async for choice in streamed_choices(handles, streams, results):
+                yield chunk([choice])
             if include_usage:
                 yield chunk([], usage=usage_info(handles, req.n, results, engine.tokenizer.eog_ids))
             yield ServerSentEvent(data="[DONE]")
