@@ -33,7 +33,7 @@ def test_version(capsys):
 def test_every_run_and_chat_option_has_help_and_shows_its_default():
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, type(parser._subparsers._group_actions[0])))
-    for name in ("run", "chat"):
+    for name in ("run", "chat", "serve"):
         p = sub.choices[name]
         text = p.format_help()
         for action in p._actions:
@@ -42,7 +42,7 @@ def test_every_run_and_chat_option_has_help_and_shows_its_default():
             assert action.help, (name, action.dest)
             if action.option_strings and action.default not in (None, False):
                 assert "default" in p._get_formatter()._get_help_string(action), (name, action.dest)
-        assert "(default: 0.8)" in text and "-1: until the end" in text
+        assert name == "serve" or "(default: 0.8)" in text and "-1: until the end" in text
 
 
 @pytest.mark.parametrize("n", ["0", "-2"])
