@@ -498,7 +498,8 @@ class InferenceEngine:
         else:
             ids = self._encode_prompt(prompt)
             if len(ids) >= self.n_ctx:
-                raise ContextOverflowError(f"the prompt has {len(ids)} tokens; n_ctx={self.n_ctx}")
+                raise ContextOverflowError(f"the prompt has {len(ids)} tokens and n_ctx={self.n_ctx}: the context "
+                                           f"needs room for the prompt and one token more (n_ctx >= {len(ids) + 1})")
             self._sampler = self._new_sampler(config, seed, processors)
             self._matcher = self._new_matcher(grammar) if grammar is not None else None
             self._prefill(ids)

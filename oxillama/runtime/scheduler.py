@@ -365,7 +365,8 @@ class Scheduler:
             raise InvalidArgumentError("the scheduler needs a prompt (it does not continue a session)")
         ids = engine._encode_prompt(prompt)
         if len(ids) >= self.n_ctx:
-            raise ContextOverflowError(f"the prompt has {len(ids)} tokens; n_ctx={self.n_ctx}")
+            raise ContextOverflowError(f"the prompt has {len(ids)} tokens and n_ctx={self.n_ctx}: the context "
+                                       f"needs room for the prompt and one token more (n_ctx >= {len(ids) + 1})")
         room = self.n_ctx - len(ids) + 1     # the last sampled token is never run
         if max_tokens is None:
             max_tokens = room

@@ -197,3 +197,10 @@ def test_serve_refuses_a_decode_slowdown_of_one_or_less(value, capsys):
     """checked before the model is looked up or a port opened"""
     assert main(["serve", "-m", "no-such-model", "--max-decode-slowdown", value]) == 1
     assert "--max-decode-slowdown must be > 1" in capsys.readouterr().err
+
+
+def test_a_context_too_small_for_the_prompt_says_why_and_suggests_c(smollm2_path, capsys):
+    assert main(["run", "-m", smollm2_path, "--raw", "-c", "5", "one two three four five six"]) == 1
+    err = capsys.readouterr().err
+    assert "room for the prompt and one token more" in err and "n_ctx >= " in err
+    assert "-c N" in err
