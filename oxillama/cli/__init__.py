@@ -9,7 +9,7 @@ import sys
 
 from oxillama.errors import ContextOverflowError, OxillamaError
 
-SUBCOMMANDS = ("run", "chat", "pull", "inspect", "selftest", "convert_lora", "serve")
+SUBCOMMANDS = ("run", "chat", "pull", "list", "rm", "inspect", "selftest", "convert_lora", "serve")
 _VERBOSE_HELP = "log more (-vv for debug); also shows pip's output when a model is downloaded"
 
 

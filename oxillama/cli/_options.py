@@ -54,7 +54,8 @@ def positive_int(text: str) -> int:
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--model", default=None, metavar="MODEL",
-                   help=f"a GGUF path or a known model name ({', '.join(hub.KNOWN_MODELS)}); "
+                   help=f"a GGUF path, a known model name ({', '.join(hub.KNOWN_MODELS)}) or a Hugging Face "
+                        "model hf://ORG/REPO[:QUANT]; "
                         f"default: {hub.DEFAULT_MODEL}")
     p.add_argument("-c", "--ctx-size", type=int, default=0, metavar="N",
                    help="context size in tokens (0: the model's trained context, capped at 4096)")

@@ -16,7 +16,8 @@ def add_parser(sub) -> None:
                                    'Needs the server extra: pip install "oxillama[server]". It logs where it '
                                    "listens, the model, and one line per request on stderr (-q: warnings only).")
     p.add_argument("-m", "--model", default=None,
-                   help=f"a GGUF path or a known model name ({', '.join(hub.KNOWN_MODELS)}); "
+                   help=f"a GGUF path, a known model name ({', '.join(hub.KNOWN_MODELS)}) or a Hugging Face "
+                        "model hf://ORG/REPO[:QUANT]; "
                         f"default: {hub.DEFAULT_MODEL}")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free one)")
@@ -139,7 +140,10 @@ def _scale_out(args):
 
 
 def _default_alias(model: str | None) -> str | None:
-    """A known model's name is what clients see (not its cache file's name)."""
+    """A known model's name, or a Hugging Face model's ORG/REPO[:QUANT], is what clients see (not its cache
+    file's name)."""
     if model is None:
         return hub.DEFAULT_MODEL
+    if hub.is_hf(model):
+        return model[len(hub.HF_PREFIX):]
     return model if model in hub.KNOWN_MODELS else None
