@@ -106,7 +106,7 @@ def create_app(config: ServerConfig, *, on_load_error=None, load_before_serving:
                 await loader
             await asyncio.to_thread(unload, state)
 
-    from oxillama.server.routes import chat, completions, embeddings, models, tokenize
+    from oxillama.server.routes import chat, completions, embeddings, models, props, tokenize, webui
 
     app = FastAPI(title="oxillama", version=_version(), lifespan=lifespan)
     app.state.server = state
@@ -114,10 +114,11 @@ def create_app(config: ServerConfig, *, on_load_error=None, load_before_serving:
     app.add_middleware(ReplicaHeader)
     app.add_middleware(AccessLog)
     errors.install(app)
-    for module in (models, tokenize, embeddings, completions, chat):
+    for module in (models, tokenize, embeddings, completions, chat, props, webui):
         if hasattr(module, "public"):
             app.include_router(module.public)
-        app.include_router(module.router)
+        if hasattr(module, "router"):
+            app.include_router(module.router)
     return app
 
 
