@@ -103,3 +103,15 @@ def test_which_file_a_quant_picks(quant, picked):
     assert hub.hf_pick_file("o/r", ["README.md", "only-F16.gguf"], None) == "only-F16.gguf"
     with pytest.raises(DownloadError, match=r"has 2 GGUF files: pick one with hf://o/r:QUANT \(F16, Q6_K\)"):
         hub.hf_pick_file("o/r", ["m-F16.gguf", "m-Q6_K.gguf"], None)
+
+
+def test_a_download_in_a_terminal_shows_a_progress_bar(standin, tmp_path):
+    pexpect = pytest.importorskip("pexpect")
+    import os
+    import sys
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf-home"),
+               PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    out = pexpect.run(f"{sys.executable} -m oxillama pull hf://{REPO}:F16", env=env, encoding="utf-8", timeout=120,
+                      cwd=str(tmp_path))
+    assert "tiny-F16.gguf: 100%" in out, out
+    assert out.rstrip().endswith("tiny-F16.gguf")
