@@ -26,7 +26,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("inspect", help="show a GGUF file's metadata and tensors",
                               description="Show a GGUF file's architecture, hyper-parameters, tokenizer "
                                           "and tensor table without loading the weights.")
-    p.add_argument("file", metavar="FILE.gguf", help="the GGUF file, a known model name or hf://ORG/REPO[:QUANT] (as `run -m` takes)")
+    p.add_argument("file", metavar="FILE.gguf",
+                   help="the GGUF file, a known model name or hf://ORG/REPO[:QUANT] (as `run -m` takes)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--no-tensors", action="store_true", help="leave out the tensor table")
     p.set_defaults(func=run)
