@@ -10,10 +10,13 @@ from oxillama.errors import InvalidArgumentError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("run", help="generate text from a prompt", formatter_class=opt.formatter,
-                       description="Stream a completion of PROMPT to stdout. Without -m, the default model "
-                                   f"({hub.DEFAULT_MODEL}) is fetched once into the cache. Diagnostics, "
-                                   "download progress and --timings go to stderr.")
+    p = sub.add_parser("run", help="answer a prompt (a chat with a chat model; --raw: plain completion)",
+                       formatter_class=opt.formatter,
+                       description="Stream the answer to PROMPT to stdout: with a model that has a chat "
+                                   "template, PROMPT is a user message in a chat (as `ollama run`); --raw, or a "
+                                   "model without one, completes PROMPT as plain text. Without -m, the default "
+                                   f"model ({hub.DEFAULT_MODEL}) is fetched once into the cache. Diagnostics, "
+                                   "download progress and --timings go to stderr; Ctrl-C stops the answer.")
     p.add_argument("prompt", help="the prompt text, or - to read it from stdin")
     opt.add_model_options(p)
     mode = p.add_mutually_exclusive_group()
