@@ -17,6 +17,7 @@ Environment switches:
 """
 
 import glob
+import itertools
 import os
 import platform
 import shutil
@@ -112,7 +113,9 @@ class BuildExt(build_ext):
     """build_ext that compiles each SIMD tier's sources with that tier's flags only."""
 
     def build_extensions(self):
-        cc = list(self.compiler.compiler_so[:1]) if hasattr(self.compiler, "compiler_so") else ["cc"]
+        # the compiler command without its flags: CC="ccache gcc" is two words
+        cc = (list(itertools.takewhile(lambda w: not w.startswith("-"), self.compiler.compiler_so))
+              if hasattr(self.compiler, "compiler_so") else ["cc"])
         omp_c, omp_l, has_omp = detect_openmp(cc)
         tier_flags = {}
         for name, folder, flags in TIERS:
