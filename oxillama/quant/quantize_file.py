@@ -132,6 +132,10 @@ def quantize_file(src: str | os.PathLike, dst: str | os.PathLike, file_type: str
             if p.dst_type == p.src_type:
                 continue
             t = f.tensors[p.name]
+            block = type_info(p.dst_type).block_size
+            if t.ggml_shape[0] % block:   # a type asked for by name (the recipe's own fall back)
+                raise QuantError(f"{p.name}: rows of {t.ggml_shape[0]} values do not fit {p.dst_type.name} "
+                                 f"blocks of {block}")
             if p.src_type not in _FLOAT_TYPES and not allow_requantize:
                 raise QuantError(f"{p.name} is already quantized ({p.src_type.name}); requantizing loses "
                                  f"precision twice (use --allow-requantize to do it anyway)")
