@@ -29,10 +29,13 @@ def _rows(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
     return x
 
 
-def make_f16_llama(path: str) -> str:
-    """Write the model to path (if it is not there yet) and return path."""
+def make_f16_llama(path: str, *, n_layer: int = N_LAYER, n_embd: int = N_EMBD, n_ff: int = N_FF,
+                   n_head: int = N_HEAD, n_head_kv: int = N_HEAD_KV) -> str:
+    """Write the model to path (if it is not there yet) and return path. The defaults make the
+    test model; the benchmark asks for a ~1 GB one."""
     if os.path.exists(path):
         return path
+    N_LAYER, N_EMBD, N_FF, N_HEAD, N_HEAD_KV = n_layer, n_embd, n_ff, n_head, n_head_kv  # noqa: N806
     rng = np.random.default_rng(SEED)
     head_dim = N_EMBD // N_HEAD
     w = GGUFWriter(path)
