@@ -637,13 +637,20 @@ static row_fn weighted_row(int type) {
 }
 
 int oxl_can_quantize_chunk(int type, int with_weights) {
-    if (type < 0 || type >= OXL_TYPE_COUNT) return 0;
-    const oxl_type_traits *t = oxl_type_info(type);
-    if (t == NULL || t->name == NULL || t->from_float_ref == NULL || type == OXL_TYPE_Q8_1 || type == OXL_TYPE_Q8_K)
-        return 0;
-    /* types without a weighted search (Q8_0, the float types) quantize the same with or without */
+    /* only the types checked bit for bit against ggml's quantize_<type> (tests/quant/test_quantize_file.py);
+     * the float types and Q8_0 quantize the same with or without weights */
     (void)with_weights;
-    return 1;
+    switch (type) {
+    case OXL_TYPE_F32: case OXL_TYPE_F16: case OXL_TYPE_BF16: case OXL_TYPE_Q8_0:
+    case OXL_TYPE_Q4_0: case OXL_TYPE_Q4_1: case OXL_TYPE_Q5_0: case OXL_TYPE_Q5_1:
+    case OXL_TYPE_Q2_K: case OXL_TYPE_Q3_K: case OXL_TYPE_Q4_K: case OXL_TYPE_Q5_K: case OXL_TYPE_Q6_K:
+    case OXL_TYPE_IQ4_NL: case OXL_TYPE_IQ4_XS:
+        break;
+    default:
+        return 0;
+    }
+    const oxl_type_traits *t = oxl_type_info(type);
+    return t != NULL && t->name != NULL && t->from_float_ref != NULL;
 }
 
 int64_t oxl_quantize_chunk(int type, const float *src, void *dst, int64_t nrow, int64_t n_per_row, const float *qw) {
