@@ -192,3 +192,36 @@ def test_convert_checkpoint(tmp_path):
         assert r.returncode == 0, r.stderr
         r = oxillama("verify", str(out))
         assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.slow
+def test_perplexity_within_half_a_percent_of_llama_cpp(smollm2_path, tmp_path):
+    """llama.cpp's logits for the same chunks (llama-cpp-python, logits_all) give the same figure
+    within 0.5%: the issue's bar for `oxillama perplexity` against llama-perplexity."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    n_ctx, n_chunks = 128, 4
+    text = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    text_file = tmp_path / "readme.txt"
+    text_file.write_text(text, encoding="utf-8")
+    r = oxillama("perplexity", "-m", smollm2_path, "-f", str(text_file), "-c", str(n_ctx), "--chunks",
+                 str(n_chunks))
+    assert r.returncode == 0, r.stderr
+    ours = float(r.stdout.split("Final estimate: PPL = ")[1].split()[0])
+    from oxillama.tokenizer import Tokenizer
+    tok = Tokenizer.from_gguf(smollm2_path)
+    ids = tok.encode(text, add_special=True)
+    llm = llama_cpp.Llama(smollm2_path, n_ctx=n_ctx, logits_all=True, verbose=False, n_threads=2)
+    nll, count, first = 0.0, 0, n_ctx // 2
+    for i in range(n_chunks):
+        chunk = list(ids[i * n_ctx:(i + 1) * n_ctx])
+        if tok.add_bos:
+            chunk[0] = tok.bos_id
+        llm.reset()
+        llm.eval(chunk)
+        logits = np.asarray(llm.scores[:n_ctx], dtype=np.float64)
+        for j in range(first, n_ctx - 1):
+            row = logits[j]
+            nll -= row[chunk[j + 1]] - row.max() - math.log(np.exp(row - row.max()).sum())
+            count += 1
+    theirs = math.exp(nll / count)
+    assert ours == pytest.approx(theirs, rel=0.005)
