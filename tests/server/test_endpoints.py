@@ -193,7 +193,8 @@ def test_metrics_exposes_vllm_names(server):
 
 # Routes anyone may call; every other route of the app needs the key. FastAPI's own documentation
 # routes are listed by name so that a new route is keyed unless it is added here on purpose.
-PUBLIC_ROUTES = {"/health", "/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+# "/" is the chat page and "/props" what it reads to name the model, public as in llama.cpp's server
+PUBLIC_ROUTES = {"/", "/props", "/health", "/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
 
 
 def _walk(routes, prefix=""):
