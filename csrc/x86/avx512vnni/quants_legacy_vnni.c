@@ -12,16 +12,25 @@
  * block's 128 * sum4(x) taken off once per weight block), for the nibble types the weight (q + off;
  * off * sum4(y) taken off per activation block, packed once).
  *
- * Activation rows go through in groups of up to VG, one accumulator register each, and every weight row
- * is decoded once for all the groups. Products whose packed activations would not fit PACK_BYTES go to
- * the inherited (AVX2-compiled) multi-row kernel, which gives the same floats. */
+ * Activation rows go through in panels whose packed form fits PANEL_BYTES (all of a decode's or a small
+ * batch's rows, a share of a prefill chunk's), and within a panel in groups of up to VG, one accumulator
+ * register each: every weight row of the call is streamed once per panel and decoded once per group.
+ * Panels live in a per-thread buffer that grows to the widest panel the thread has packed and is freed
+ * when the thread ends. Products whose one packed activation row would not fit go to the inherited
+ * (AVX2-compiled) multi-row kernel, which gives the same floats. */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "../quants_legacy_x86.h"
 
 #define VG 8                       /* activation rows per group */
-#define PACK_BYTES (128 * 1024)    /* packed activations of one call, on the stack */
+/* Packed activations of one panel: a prefill chunk of 64 rows x 2048 values packs to 384 KB, so a panel
+ * is a share of it that stays in L2 beside the weight rows it meets. Xeon (2026-11-25), 2048 x 2048 Q4_0
+ * by 64 rows on 1 thread: whole chunks to the AVX2 kernel (the limit was 128 KB on the stack) 21 GOPS,
+ * 256 KB panels here ~4x that. */
+#define PANEL_BYTES (256 * 1024)
 
 enum { VNNI_Q4_0, VNNI_Q4_1, VNNI_Q5_0, VNNI_Q8_0, VNNI_KINDS };
 static oxl_gemm_fn g_wide[VNNI_KINDS];   /* the inherited kernels, for products too wide to pack */
@@ -179,27 +188,68 @@ static inline void row_group_c(int vk, int C, int nb, const char *w, const packe
     }
 }
 
+/* this thread's panel buffer, at least `bytes` long and 64-byte aligned (NULL if out of memory) */
+static pthread_key_t g_panel_key;
+static pthread_once_t g_panel_once = PTHREAD_ONCE_INIT;
+typedef struct {
+    void *p;
+    size_t bytes;
+} panel_buf;
+static void panel_free(void *v) {
+    panel_buf *b = (panel_buf *)v;
+    free(b->p);
+    free(b);
+}
+static void panel_key_init(void) { (void)pthread_key_create(&g_panel_key, panel_free); }
+
+static void *panel_memory(size_t bytes) {
+    (void)pthread_once(&g_panel_once, panel_key_init);
+    panel_buf *b = (panel_buf *)pthread_getspecific(g_panel_key);
+    if (!b) {
+        if (!(b = (panel_buf *)calloc(1, sizeof(*b)))) return NULL;
+        if (pthread_setspecific(g_panel_key, b)) {
+            free(b);
+            return NULL;
+        }
+    }
+    if (b->bytes < bytes) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, bytes)) return NULL;
+        free(b->p);
+        b->p = p, b->bytes = bytes;
+    }
+    return b->p;
+}
+
 static inline void gemm_vnni(int vk, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr,
                              const void *vy, size_t y_row, int nc) {
     const int nb = n / 32, np = (nb + 1) / 2;
-    if (pack_bytes(vk, np, nc) > PACK_BYTES) {
+    const size_t row_pack = pack_bytes(vk, np, 1);
+    /* activation rows per panel: as many as fit, whole groups where more than one group fits */
+    int panel = (int)OXL_MIN((size_t)nc, PANEL_BYTES / row_pack);
+    if (panel > VG) panel -= panel % VG;
+    unsigned char *buf = panel >= 1 ? (unsigned char *)panel_memory(pack_bytes(vk, np, panel)) : NULL;
+    if (!buf) {
         g_wide[vk](n, S, lds, vw, w_row, nr, vy, y_row, nc);
         return;
     }
-    _Alignas(64) unsigned char buf[PACK_BYTES];
-    packed P = {.nc = nc};
-    unsigned char *p = buf;
-    P.q = (__m512i *)p, p += (size_t)np * nc * 64;
-    P.d = (__m512 *)p, p += (size_t)np * nc * 64;
-    P.o = (__m512i *)p;
-    if (vk_off(vk)) p += (size_t)np * nc * 64;
-    P.s = (float *)p;
-    pack(vk, nb, (const char *)vy, y_row, nc, &P);
     const char *w = (const char *)vw;
-    for (int r = 0; r < nr; r++) {
-        oxl_stream_row(w + r * w_row, w_row, w + (size_t)nr * w_row);
-        for (int j = 0; j < nc; j += VG)
-            row_group_c(vk, OXL_MIN(VG, nc - j), nb, w + r * w_row, &P, j, S + j * lds + r, lds);
+    for (int j0 = 0; j0 < nc; j0 += panel) {
+        const int pc = OXL_MIN(panel, nc - j0);
+        packed P = {.nc = pc};
+        unsigned char *p = buf;
+        P.q = (__m512i *)p, p += (size_t)np * pc * 64;
+        P.d = (__m512 *)p, p += (size_t)np * pc * 64;
+        P.o = (__m512i *)p;
+        if (vk_off(vk)) p += (size_t)np * pc * 64;
+        P.s = (float *)p;
+        pack(vk, nb, (const char *)vy + j0 * y_row, y_row, pc, &P);
+        float *Sp = S + j0 * lds;
+        for (int r = 0; r < nr; r++) {
+            oxl_stream_row(w + r * w_row, w_row, w + (size_t)nr * w_row);
+            for (int j = 0; j < pc; j += VG)
+                row_group_c(vk, OXL_MIN(VG, pc - j), nb, w + r * w_row, &P, j, Sp + j * lds + r, lds);
+        }
     }
 }
 
