@@ -77,6 +77,10 @@ static inline __m256 k4_accumulate(__m256 acc, __m256i sumi, __m128i sm, const i
 #define TILE_R 4
 #define TILE_RC 4
 #define K_SMALL_BATCH 8
+/* activation rows of the tiles of larger batches: 2 with AVX2's 16 vector registers; a tier with 32 sets more */
+#ifndef K_WIDE_RC
+#define K_WIDE_RC 2
+#endif
 
 /* Q4_K (has_qh = 0) and Q5_K (has_qh = 1) */
 OXL_INLINE void tile_k4(const int has_qh, const int R, const int rc, int nb, float *S, int64_t lds, const char *w,
@@ -244,6 +248,8 @@ OXL_INLINE void tile_iq4_xs(const int R, const int rc, int nb, float *S, int64_t
         if (nc > K_SMALL_BATCH) {                                                                              \
             for (; r + TILE_R <= nr; r += TILE_R) {                                                            \
                 int j = 0;                                                                                     \
+                for (; j + K_WIDE_RC <= nc; j += K_WIDE_RC)                                                    \
+                    call(TILE_R, K_WIDE_RC, nb, S + j * lds + r, lds, wc + r * w_row, w_row, yc + j * y_row, y_row); \
                 for (; j + 2 <= nc; j += 2) call(TILE_R, 2, nb, S + j * lds + r, lds, wc + r * w_row, w_row, yc + j * y_row, y_row); \
                 if (j < nc) call(TILE_R, 1, nb, S + j * lds + r, lds, wc + r * w_row, w_row, yc + j * y_row, y_row); \
             }                                                                                                  \

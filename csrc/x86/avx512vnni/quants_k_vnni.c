@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #define OXL_K_ACC_MADD(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
+#define K_WIDE_RC 4   /* AVX-512VL: 32 vector registers */
 #include "../quants_k_x86.h"
 
 GEMM_ROWS_K(gemm_rows_q4_K_vnni, TILE_Q4_K)
