@@ -89,6 +89,10 @@ static void fill_random_blocks(rng_t *r, int type, const oxl_type_traits *t, uin
         case OXL_TYPE_Q2_K: off[0] = offsetof(block_q2_K, d); off[1] = offsetof(block_q2_K, dmin); break;
         case OXL_TYPE_Q3_K: off[0] = offsetof(block_q3_K, d); break;
         case OXL_TYPE_Q6_K: off[0] = offsetof(block_q6_K, d); break;
+        case OXL_TYPE_Q1_0: off[0] = 0; break;
+        case OXL_TYPE_TQ1_0: off[0] = offsetof(block_tq1_0, d); break;
+        case OXL_TYPE_TQ2_0: off[0] = offsetof(block_tq2_0, d); break;
+        case OXL_TYPE_MXFP4: p[0] = (uint8_t)(118 + next_u64(r) % 18); break;  /* E8M0 scales 2^-10 .. 2^7 */
         case OXL_TYPE_Q8_K: {
             block_q8_K *k = (block_q8_K *)p;
             k->d = (uniform(r) + 0.5f) * 0.01f * (uniform(r) < 0.5f ? -1.0f : 1.0f);

@@ -44,6 +44,8 @@ class GGMLType(enum.IntEnum):
     TQ1_0 = 34
     TQ2_0 = 35
     MXFP4 = 39
+    NVFP4 = 40
+    Q1_0 = 41
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,11 @@ _SIZES = {
     GGMLType.Q8_K: (QK_K, 292, True),
     GGMLType.IQ4_NL: (32, 18, True),
     GGMLType.IQ4_XS: (QK_K, 136, True),
+    GGMLType.MXFP4: (32, 17, True),
+    GGMLType.NVFP4: (64, 36, True),
+    GGMLType.Q1_0: (128, 18, True),
+    GGMLType.TQ1_0: (QK_K, 54, True),
+    GGMLType.TQ2_0: (QK_K, 66, True),
     # known to the file format, no kernels in oxillama (yet)
     GGMLType.IQ2_XXS: (QK_K, 66, False),
     GGMLType.IQ2_XS: (QK_K, 74, False),
@@ -101,9 +108,6 @@ _SIZES = {
     GGMLType.I64: (1, 8, False),
     GGMLType.F64: (1, 8, False),
     GGMLType.IQ1_M: (QK_K, 56, False),
-    GGMLType.TQ1_0: (QK_K, 54, False),
-    GGMLType.TQ2_0: (QK_K, 66, False),
-    GGMLType.MXFP4: (32, 17, False),
 }
 
 TYPES: dict[GGMLType, TypeInfo] = {t: TypeInfo(t, *v) for t, v in _SIZES.items()}
