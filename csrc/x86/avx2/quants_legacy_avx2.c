@@ -478,7 +478,10 @@ void oxl_register_avx2_legacy(oxl_kernel_table *t) {
  * canonical order above, so these multi-row kernels are exact for them too; dispatch.c registers them
  * for that tier after its own register function (which brings those vec_dots but no gemm).
  * tests/quant/test_invariance.py checks every usable tier's pairs bit for bit. */
+void oxl_register_avx512_gemm_lowbit(oxl_kernel_table *t);  /* quants_lowbit_avx2.c */
+
 void oxl_register_avx512_gemm(oxl_kernel_table *t) {
+    oxl_register_avx512_gemm_lowbit(t);
     t->type[OXL_TYPE_Q4_0].gemm = gemm_rows_q4_0_avx2;
     t->type[OXL_TYPE_Q4_1].gemm = gemm_rows_q4_1_avx2;
     t->type[OXL_TYPE_Q5_0].gemm = gemm_rows_q5_0_avx2;
