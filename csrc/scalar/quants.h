@@ -70,4 +70,17 @@ OXL_QUANT_DECL(tq1_0, q8_K)
 OXL_QUANT_DECL(tq2_0, q8_K)
 void oxl_register_scalar_lowbit(oxl_kernel_table *t);
 
+/* the 1- to 3-bit i-quants (quants_iq.c): dequantize and vec_dot, no reference quantizer */
+#define OXL_IQ_DECL(t) \
+    void dequantize_row_##t(const void *OXL_RESTRICT x, float *OXL_RESTRICT y, int64_t n); \
+    void vec_dot_##t##_q8_K_scalar(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, const void *OXL_RESTRICT y);
+OXL_IQ_DECL(iq2_xxs)
+OXL_IQ_DECL(iq2_xs)
+OXL_IQ_DECL(iq2_s)
+OXL_IQ_DECL(iq3_xxs)
+OXL_IQ_DECL(iq3_s)
+OXL_IQ_DECL(iq1_s)
+OXL_IQ_DECL(iq1_m)
+void oxl_register_scalar_iq(oxl_kernel_table *t);
+
 #endif

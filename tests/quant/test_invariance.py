@@ -15,7 +15,7 @@ import pytest
 from oxillama import _core
 from oxillama.quant import GGMLType, quantize, type_info
 
-from .helpers import qid, rng_rows
+from .helpers import qid, rng_rows, weights_bytes
 
 TIERS = _core.usable_tiers()
 TYPES_WITH_VEC_DOT = [name for _, (name, *_rest, has_vec_dot) in sorted(_core.type_table().items())
@@ -40,7 +40,7 @@ def _act_type(qtype: str) -> str:
 def _case(qtype: str, cols: int, tier: str, seed: int):
     rng = np.random.default_rng(seed)
     W = rng_rows(rng, W_ROWS, cols)
-    w = quantize(W, qtype)
+    w = weights_bytes(W, qtype, rng)
     X = rng_rows(rng, N_ACT_MAX, cols)
     act = _act_type(qtype)
     # the tier's fast activation quantizer, as matmul uses it; blocks never straddle rows
