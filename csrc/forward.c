@@ -99,6 +99,10 @@ static inline int attn_chunks(int lo, int pos) { return pos / ATTN_CHUNK - lo / 
 typedef struct {
     int64_t x, xn, q, k, v, attn, tmp, gate, up, act[MAX_ACT_TYPES], rope, tls, part, rows, total;
     int64_t act_bytes, tls_floats, part_floats;
+    /* experts: router logits, each (row, slot)'s expert, weight and gathered position, the gathered rows'
+     * token rows, per expert its first gathered position, the used experts, the gathered inputs (one per
+     * activation type of gate and up), gate, up, down's input and output, and the routed sum */
+    int64_t r_logits, sel_exp, sel_w, sel_pos, g_row, exp_off, used, g_act[2], g_gate, g_up, g_hact, g_out, moe_out;
 } scratch_layout;
 
 static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_threads) {
@@ -129,6 +133,21 @@ static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_t
     s.part_floats = OXL_MIN(items * item_floats(m), (int64_t)SPLIT_ATTN_MAX_FLOATS);
     TAKE(part, s.part_floats * 4);
     TAKE(rows, 4 * n * 4);   /* each row's sequence, position and token; the rows that get logits */
+    const int64_t ne = m->n_expert_max, nk = n * m->n_expert_used_max, ffe = m->n_ff_exp_max;
+    TAKE(r_logits, n * ne * 4);
+    TAKE(sel_exp, nk * 4);
+    TAKE(sel_w, nk * 4);
+    TAKE(sel_pos, nk * 4);
+    TAKE(g_row, nk * 4);
+    TAKE(exp_off, (ne + 1) * 4);
+    TAKE(used, (ne + 1) * 4);
+    TAKE(g_act[0], nk * max_act_row(m->n_embd));
+    TAKE(g_act[1], nk * max_act_row(m->n_embd));
+    TAKE(g_gate, nk * ffe * 4);
+    TAKE(g_up, nk * ffe * 4);
+    TAKE(g_hact, nk * max_act_row(OXL_MAX(ffe, 1)));
+    TAKE(g_out, nk * m->n_embd * 4);
+    TAKE(moe_out, ne ? n * m->n_embd * 4 : 0);
 #undef TAKE
     s.total = off + ALIGN;
     return s;
@@ -513,6 +532,19 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_bat
     if (kv->head_dim <= 0 || kv_row_bytes(kv) < 0) return OXL_ERR_SHAPE;   /* Q8_0: head_dim a multiple of 32 */
     for (int il = 0; il < m->n_layer; il++)   /* the cache's layout must be the layers' */
         if (m->layers[il].n_head_kv != kv->n_head_kv || m->layers[il].head_dim != kv->head_dim) return OXL_ERR_ARG;
+    for (int il = 0; il < m->n_layer; il++) {   /* experts: the sizes the scratch was laid out for */
+        const oxl_layer *L = &m->layers[il];
+        if (L->n_expert == 0) continue;
+        if (L->n_expert < 0 || L->n_expert > OXL_MAX_EXPERTS || L->n_expert > m->n_expert_max ||
+            L->n_expert_used < 1 || L->n_expert_used > L->n_expert || L->n_expert_used > m->n_expert_used_max ||
+            L->n_ff_exp < 1 || L->n_ff_exp > m->n_ff_exp_max) return OXL_ERR_SHAPE;
+        if (!L->router.data || !L->exp_gate.data || !L->exp_up.data || !L->exp_down.data) return OXL_ERR_ARG;
+        if (L->router.rows != L->n_expert || L->router.cols != m->n_embd ||
+            L->exp_gate.rows != (int64_t)L->n_expert * L->n_ff_exp || L->exp_gate.cols != m->n_embd ||
+            L->exp_up.rows != L->exp_gate.rows || L->exp_up.cols != m->n_embd ||
+            L->exp_down.rows != (int64_t)L->n_expert * m->n_embd || L->exp_down.cols != L->n_ff_exp) return OXL_ERR_SHAPE;
+        if (L->gating < OXL_GATING_SOFTMAX || L->gating > OXL_GATING_SOFTMAX_WEIGHT) return OXL_ERR_ARG;
+    }
     int64_t rows = 0, outs = 0;
     int last = 0;
     for (int s = 0; s < n_seqs; s++) {
@@ -661,9 +693,11 @@ static void phase_rope_store(const fwd_state *F, fwd_thread *T, const oxl_layer 
         add_bias(qi, L->bq, 1, q_dim, 0, 0, 1);
         add_bias(ki, L->bk, 1, kv_dim, 0, 0, 1);
         add_bias(vi, L->bv, 1, kv_dim, 0, 0, 1);
-        if (L->q_norm)
+        if (L->q_norm && L->qk_norm_full) kt->ops.rms_norm(qi, L->q_norm, qi, q_dim, eps);
+        else if (L->q_norm)
             for (int h = 0; h < L->n_head; h++) kt->ops.rms_norm(qi + h * hd, L->q_norm, qi + h * hd, hd, eps);
-        if (L->k_norm)
+        if (L->k_norm && L->qk_norm_full) kt->ops.rms_norm(ki, L->k_norm, ki, kv_dim, eps);
+        else if (L->k_norm)
             for (int h = 0; h < L->n_head_kv; h++) kt->ops.rms_norm(ki + h * hd, L->k_norm, ki + h * hd, hd, eps);
         if (L->rope.mode != OXL_ROPE_NONE) {
             rope_cache(&L->rope, F->row_pos[i], T->cs);
@@ -760,8 +794,8 @@ static void phase_ffn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L
     const oxl_kernel_table *kt = F->kt;
     const oxl_model *m = F->m;
     const int n_embd = m->n_embd;
-    const oxl_weight *ffn_ws[2] = {&L->w_gate, &L->w_up};
-    act_set_init(&T->acts, kt, F->base, F->S, ffn_ws, 2);
+    const oxl_weight *ffn_ws[5] = {&L->w_gate, &L->w_up, &L->router, &L->exp_gate, &L->exp_up};
+    act_set_init(&T->acts, kt, F->base, F->S, ffn_ws, 5);
     for (int64_t i = T->t0; i < T->t1; i++) {
         float *ti = F->tmp + i * n_embd, *xi = F->x + i * n_embd;
         add_bias(ti, L->bo, 1, n_embd, 0, 0, 1);
@@ -834,6 +868,210 @@ static void phase_ffn(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int
     }
 }
 
+
+/* ---- sparse experts ----
+ *
+ * As ggml-cpu's mul_mat_id: the router picks each row's k experts; the step's (row, expert) pairs are
+ * bucketed by expert once (expert order, rows in order within one); each chosen expert's gate, up and down
+ * rows are then read once for all of its rows by the ordinary multi-row kernel, the threads taking
+ * (expert, row chunk) items from one counter; experts nobody chose are never touched. Each product element is
+ * the float vec_dot gives for it (matmul.h), and a row's output is its experts' outputs summed in the order
+ * the router ranked them, so a token's result does not depend on the other rows of the step or the threads. */
+
+/* rows [r0, r1) of the expert product Y (n, ldy) = X W_e^T, W_e = rows [e * rows_e, (e + 1) * rows_e) of w */
+static void expert_range(const oxl_kernel_table *kt, const oxl_weight *w, int64_t rows_e, int e, const void *xq,
+                         int n, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
+    const char *We = (const char *)w->data + (int64_t)e * rows_e * oxl_row_size(w->type, w->cols);
+    if (n == 1 && !kt->type[w->type].gemm_one_row) oxl_gemv_range(kt, w->type, We, w->cols, xq, Y, r0, r1);
+    else oxl_gemm_range(kt, w->type, We, w->cols, xq, n, Y, ldy, r0, r1);
+}
+
+/* chunks of one expert's matrix of `rows` rows: each at least CHUNK_MIN_BYTES, 16-row aligned */
+static int expert_chunks(const oxl_weight *w, int64_t rows, int nth) {
+    const int64_t bytes = rows * oxl_row_size(w->type, w->cols);
+    int64_t c = OXL_MIN((int64_t)nth * CHUNKS_PER_THREAD, bytes / CHUNK_MIN_BYTES);
+    return (int)OXL_MIN(OXL_MAX(c, 1), (rows + 15) / 16);
+}
+
+/* The router's choice for one row: sel (k experts, best first, ties to the lower index) and their weights. */
+static void route_row(const oxl_layer *L, float *logits, int32_t *sel, float *w) {
+    const int ne = L->n_expert, k = L->n_expert_used;
+    float *p = logits;   /* probabilities in place */
+    if (L->gating == OXL_GATING_SIGMOID) {
+        for (int e = 0; e < ne; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
+    } else if (L->gating == OXL_GATING_SOFTMAX) {
+        float mx = -INFINITY, sum = 0.0f;
+        for (int e = 0; e < ne; e++) mx = p[e] > mx ? p[e] : mx;
+        for (int e = 0; e < ne; e++) sum += (p[e] = expf(p[e] - mx));
+        const float inv = 1.0f / sum;
+        for (int e = 0; e < ne; e++) p[e] *= inv;
+    }
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < ne; e++) {
+            int taken = 0;
+            for (int i = 0; i < j; i++) taken |= sel[i] == e;
+            if (!taken && (best < 0 || p[e] > p[best])) best = e;
+        }
+        sel[j] = best;
+        w[j] = p[best];
+    }
+    if (L->gating == OXL_GATING_SOFTMAX_WEIGHT) {   /* softmax over the chosen logits (sel[0] is the largest) */
+        float sum = 0.0f;
+        const float mx = w[0];
+        for (int j = 0; j < k; j++) sum += (w[j] = expf(w[j] - mx));
+        for (int j = 0; j < k; j++) w[j] /= sum;
+    }
+    if (L->norm_topk) {
+        float sum = 0.0f;
+        for (int j = 0; j < k; j++) sum += w[j];
+        sum = OXL_MAX(sum, 6.103515625e-5f);   /* as llama.cpp clamps it */
+        for (int j = 0; j < k; j++) w[j] /= sum;
+    }
+    if (L->expert_scale != 1.0f)
+        for (int j = 0; j < k; j++) w[j] *= L->expert_scale;
+}
+
+/* The mixture: (tmp, or moe_out beside a shared expert) (n, n_embd) = sum over each row's chosen experts of
+ * weight * down(act(gate(xn)) * up(xn)); xn quantized by phase_ffn_norm */
+static void phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const scratch_layout *S = F->S;
+    char *base = F->base;
+    const int n = F->n, n_embd = F->m->n_embd, ith = T->ith, nth = T->nth;
+    const int ne = L->n_expert, k = L->n_expert_used, ff = L->n_ff_exp;
+    float *r_logits = (float *)(base + S->r_logits), *sel_w = (float *)(base + S->sel_w);
+    int32_t *sel_exp = (int32_t *)(base + S->sel_exp), *sel_pos = (int32_t *)(base + S->sel_pos);
+    int32_t *g_row = (int32_t *)(base + S->g_row), *exp_off = (int32_t *)(base + S->exp_off);
+    int32_t *used = (int32_t *)(base + S->used);   /* used[0]: how many; then the experts in order */
+    float *g_gate = (float *)(base + S->g_gate), *g_up = (float *)(base + S->g_up), *g_out = (float *)(base + S->g_out);
+    char *g_hact = base + S->g_hact;
+    float *out = L->w_up.data ? (float *)(base + S->moe_out) : F->tmp;
+    (void)il;
+
+    /* router logits (n, n_expert), then each row's choice */
+    matmul_share(kt, &L->router, act_for(&T->acts, kt, &L->router, F->xn), n, r_logits, ne, next_counter(F, T), nth);
+    sync_threads(F, T);
+    for (int64_t i = T->t0; i < T->t1; i++)
+        route_row(L, r_logits + i * ne, sel_exp + i * k, sel_w + i * k);
+    sync_threads(F, T);
+
+    /* bucket the (row, slot) pairs by expert: gathered position of each, token row of each position */
+    if (ith == 0) {
+        for (int e = 0; e <= ne; e++) exp_off[e] = 0;
+        for (int64_t q = 0; q < (int64_t)n * k; q++) exp_off[sel_exp[q] + 1]++;
+        used[0] = 0;
+        for (int e = 0; e < ne; e++) {
+            if (exp_off[e + 1]) used[1 + used[0]++] = e;
+            exp_off[e + 1] += exp_off[e];
+        }
+        /* shifted by one, exp_off[e + 1] is the start of e: a cursor that ends at e's end */
+        for (int e = ne; e > 0; e--) exp_off[e] = exp_off[e - 1];
+        exp_off[0] = 0;
+        for (int64_t q = 0; q < (int64_t)n * k; q++) {
+            const int e = sel_exp[q], pos = exp_off[e + 1]++;
+            sel_pos[q] = pos;
+            g_row[pos] = (int32_t)(q / k);
+        }
+    }
+    sync_threads(F, T);
+
+    /* gather the quantized inputs of gate and up into each position's row */
+    const oxl_weight *gu[2] = {&L->exp_gate, &L->exp_up};
+    const void *g_in[2];
+    for (int j = 0; j < 2; j++) {
+        const int vdt = kt->type[gu[j]->type].vec_dot_type;
+        const int64_t rb = oxl_row_size(vdt, n_embd);
+        const char *src = (const char *)act_for(&T->acts, kt, gu[j], F->xn);
+        char *dst = base + S->g_act[j];
+        g_in[j] = dst;
+        if (j == 1 && vdt == kt->type[gu[0]->type].vec_dot_type) {
+            g_in[1] = g_in[0];
+            break;
+        }
+        int64_t b, e;
+        oxl_split_range((int64_t)n * k, nth, ith, 1, &b, &e);
+        for (int64_t q = b; q < e; q++) memcpy(dst + q * rb, src + (int64_t)g_row[q] * rb, (size_t)rb);
+    }
+    sync_threads(F, T);
+
+    /* gate and up of every chosen expert: (expert, chunk) items, gate's then up's, from one counter */
+    const int n_used = used[0];
+    const int c_gu = expert_chunks(&L->exp_gate, ff, nth);
+    {
+        atomic_int *next = next_counter(F, T);
+        const int n_items = 2 * n_used * c_gu;
+        for (int it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed); it < n_items;
+             it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) {
+            const int j = it / (n_used * c_gu), u = (it / c_gu) % n_used, c = it % c_gu;
+            const int e = used[1 + u], p0 = exp_off[e], cnt = exp_off[e + 1] - p0;
+            const oxl_weight *w = gu[j];
+            const int64_t rb = oxl_row_size(kt->type[w->type].vec_dot_type, n_embd);
+            int64_t b, end;
+            oxl_split_range(ff, c_gu, c, 16, &b, &end);
+            if (b >= end) continue;
+            expert_range(kt, w, ff, e, (const char *)g_in[j] + (int64_t)p0 * rb, cnt,
+                         (j ? g_up : g_gate) + (int64_t)p0 * ff, ff, b, end);
+        }
+    }
+    sync_threads(F, T);
+
+    /* h = act(gate) * up per position, quantized for down */
+    const int hvdt = kt->type[L->exp_down.type].vec_dot_type;
+    const int64_t hrb = oxl_row_size(hvdt, ff);
+    {
+        int64_t b, e;
+        oxl_split_range((int64_t)n * k, nth, ith, 1, &b, &e);
+        for (int64_t q = b; q < e; q++) {
+            float *h = g_gate + q * ff;
+            activate(kt, L->act, h, g_up + q * ff, h, ff);
+            if (hvdt != OXL_TYPE_F32) kt->type[hvdt].from_float(h, g_hact + q * hrb, ff);
+        }
+    }
+    sync_threads(F, T);
+    const void *h_in = hvdt == OXL_TYPE_F32 ? (const void *)g_gate : (const void *)g_hact;
+
+    /* down of every chosen expert: (n * k, n_embd) */
+    const int c_d = expert_chunks(&L->exp_down, n_embd, nth);
+    {
+        atomic_int *next = next_counter(F, T);
+        const int n_items = n_used * c_d;
+        for (int it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed); it < n_items;
+             it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) {
+            const int u = it / c_d, c = it % c_d;
+            const int e = used[1 + u], p0 = exp_off[e], cnt = exp_off[e + 1] - p0;
+            int64_t b, end;
+            oxl_split_range(n_embd, c_d, c, 16, &b, &end);
+            if (b >= end) continue;
+            expert_range(kt, &L->exp_down, n_embd, e, (const char *)h_in + (int64_t)p0 * hrb, cnt,
+                         g_out + (int64_t)p0 * n_embd, n_embd, b, end);
+        }
+    }
+    sync_threads(F, T);
+
+    /* each row: its experts' outputs, weighted, summed in the router's order */
+    for (int64_t i = T->t0; i < T->t1; i++) {
+        float *y = out + i * n_embd;
+        memset(y, 0, (size_t)n_embd * 4);
+        for (int j = 0; j < k; j++)
+            kt->ops.axpy(y, sel_w[i * k + j], g_out + (int64_t)sel_pos[i * k + j] * n_embd, n_embd);
+    }
+}
+
+/* beside a shared expert: tmp = routed + sigmoid(shexp_gate . xn) * shared (or + shared without the gate) */
+static void phase_shared_expert_sum(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const int n_embd = F->m->n_embd;
+    const float *moe = (const float *)(F->base + F->S->moe_out);
+    for (int64_t i = T->t0; i < T->t1; i++) {
+        float *y = F->tmp + i * n_embd;
+        const float *r = moe + i * n_embd;
+        float s = 1.0f;
+        if (L->shexp_gate) s = 1.0f / (1.0f + expf(-F->kt->ops.dot_f32(L->shexp_gate, F->xn + i * n_embd, n_embd)));
+        for (int d = 0; d < n_embd; d++) y[d] = r[d] + s * y[d];
+    }
+    (void)il;
+}
+
 /* x += FFN output (biased, post-normed) */
 static void phase_ffn_residual(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
     const int n_embd = F->m->n_embd;
@@ -849,7 +1087,7 @@ static void phase_ffn_residual(const fwd_state *F, fwd_thread *T, const oxl_laye
 }
 
 /* The phases of one layer, in order; returns how many. */
-#define MAX_LAYER_PHASES 8
+#define MAX_LAYER_PHASES 10
 static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
     int k = 0;
     ph[k++] = phase_attn_norm;
@@ -858,9 +1096,16 @@ static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
     ph[k++] = phase_attention;
     ph[k++] = phase_attn_out;
     ph[k++] = phase_ffn_norm;
-    ph[k++] = phase_ffn;
+    if (L->n_expert > 0) {
+        ph[k++] = phase_experts;
+        if (L->w_up.data) {   /* the shared expert */
+            ph[k++] = phase_ffn;
+            ph[k++] = phase_shared_expert_sum;
+        }
+    } else {
+        ph[k++] = phase_ffn;
+    }
     ph[k++] = phase_ffn_residual;
-    (void)L;
     return k;
 }
 
@@ -955,8 +1200,9 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
     float *lora_t = NULL;
     if (lt > 0 && !(lora_t = malloc((size_t)(3 * lt) * sizeof(float)))) return OXL_ERR_NOMEM;
 
-    /* one work counter per product: at most 7 per layer (q, k, v, o, gate, up, down) and the output */
-    const int n_counters = m->n_layer * 7 + 1;
+    /* one work counter per product: at most 10 per layer (q, k, v, o, gate, up, down; the experts' router,
+     * gate|up, down) and the output */
+    const int n_counters = m->n_layer * 10 + 1;
     atomic_int counters[n_counters];
     for (int i = 0; i < n_counters; i++) atomic_init(&counters[i], 0);
 

@@ -1,0 +1,129 @@
+"""Sparse mixture-of-experts families (qwen3moe, qwen2moe, olmoe, Mixtral as llama) against the float64 NumPy
+reference forward (tests/runtime/reference.py: the router as transformers computes it, experts summed expert by
+expert), on tiny random files written by tiny_moe.py; the router options; bad metadata; the runtime on them.
+
+transformers is not installed on the machines these were written on, so the second opinion is the plain
+reference, not a golden from transformers (see make_tiny_models.py for the dense families' goldens)."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from oxillama import InferenceEngine
+from oxillama.errors import ModelError
+from oxillama.gguf import GGUFFile
+from oxillama.models import architecture_for
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "runtime"))
+from reference import reference_forward  # noqa: E402  tests/runtime/reference.py
+from tiny_moe import FAMILIES, N_EMBD, N_EXPERT, N_FF_EXP, N_USED, write_tiny_moe  # noqa: E402
+
+N_TOKENS = 40
+F32_TOL = 1e-4      # max |ours - reference| / std(reference), F32 weights and KV (measured ~1e-6)
+# Q8_0 weights against the reference that rounds activations as the kernels do: most positions agree to
+# summation order; a few, where an activation sits on a rounding boundary, by one 8-bit step (measured 0.017)
+Q8_0_TOL = 0.05
+Q8_0_TYPICAL_TOL = 1e-4
+# a wrong router choice or option moves logits by far more than the tolerance: the tests can fail
+WRONG_CHOICE_MIN = 100 * F32_TOL
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("moe")
+    return {name: write_tiny_moe(d / f"{name}.gguf", name) for name in FAMILIES}
+
+
+def tokens(n=N_TOKENS, seed=0):
+    return np.random.default_rng(seed).integers(0, 286, size=n).astype(np.int32)
+
+
+def rel_err(out, ref):
+    return float(np.abs(out - ref).max() / ref.std())
+
+
+def spec_of(path):
+    return architecture_for(GGUFFile(path)).build()
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_logits_match_the_reference(files, name):
+    toks = tokens()
+    trace = []
+    ref = reference_forward(spec_of(files[name]), toks, router_trace=trace)
+    with InferenceEngine.from_gguf(files[name], n_ctx=64, n_threads=2, kv_type="f32") as e:
+        assert e.config.experts is not None and e.config.experts.n_expert == N_EXPERT
+        out = e.forward(toks, all_logits=True)
+    assert rel_err(out, ref) < F32_TOL, name
+    np.testing.assert_array_equal(out.argmax(1), ref.argmax(1))
+    # the router really routes: tokens spread over the experts, and no choice is a near-tie
+    sel, w = trace[0]
+    assert len(np.unique(sel)) >= N_EXPERT // 2
+
+
+@pytest.mark.parametrize("name", ["qwen3moe", "qwen2moe"])
+def test_a_different_router_choice_would_show(files, name):
+    """The reference with the router's options changed (renormalisation flipped; the k-th expert swapped for
+    the next one) is far from ours: matching the reference means matching its choices and weights."""
+    toks = tokens()
+    spec = spec_of(files[name])
+    with InferenceEngine.from_gguf(files[name], n_ctx=64, n_threads=2, kv_type="f32") as e:
+        out = e.forward(toks, all_logits=True)
+    for L in spec["layers"]:
+        L["norm_topk"] = not L["norm_topk"]
+    assert rel_err(out, reference_forward(spec, toks)) > WRONG_CHOICE_MIN
+    spec = spec_of(files[name])
+    for L in spec["layers"]:
+        L["n_expert_used"] = N_USED + 1   # one more expert per token changes the output
+    assert rel_err(out, reference_forward(spec, toks)) > WRONG_CHOICE_MIN
+
+
+def test_quantized_experts_stay_close(tmp_path):
+    path = write_tiny_moe(tmp_path / "q.gguf", "qwen3moe", qtype="Q8_0")
+    with GGUFFile(path) as g:
+        assert g.tensors["blk.0.ffn_up_exps.weight"].qtype == "Q8_0"
+        assert g.tensors["blk.0.ffn_up_exps.weight"].shape == (N_EXPERT, N_FF_EXP, N_EMBD)
+    toks = tokens()
+    ref = reference_forward(spec_of(path), toks, emulate_kernels=True)
+    with InferenceEngine.from_gguf(path, n_ctx=64, n_threads=2) as e:
+        out = e.forward(toks, all_logits=True)
+    per_position = np.abs(out - ref).max(1) / ref.std()
+    assert per_position.max() < Q8_0_TOL
+    assert np.median(per_position) < Q8_0_TYPICAL_TOL
+
+
+@pytest.mark.parametrize("overrides,drop,reshape,key", [
+    ({"expert_used_count": 0}, (), None, "expert_used_count"),
+    ({"expert_used_count": N_EXPERT + 1}, (), None, "expert_used_count"),
+    ({"expert_count": N_EXPERT + 4}, (), None, "expert_count"),
+    ({"expert_count": None}, (), None, "expert_count"),
+    ({"expert_gating_func": 9}, (), None, "expert_gating_func"),
+    ({}, (), {"blk.0.ffn_gate_inp.weight": np.zeros((N_EXPERT, N_EMBD // 2), np.float32)}, "ffn_gate_inp"),
+    ({"expert_feed_forward_length": N_FF_EXP * 2}, (), None, "expert_feed_forward_length"),
+    ({}, ("blk.1.ffn_down_exps.weight",), None, "blk.1.ffn_down_exps.weight"),
+])
+def test_bad_expert_metadata_is_a_model_error_naming_the_key(tmp_path, overrides, drop, reshape, key):
+    path = write_tiny_moe(tmp_path / "bad.gguf", "qwen3moe", overrides=overrides, drop=drop, reshape=reshape)
+    with pytest.raises(ModelError, match=key.replace(".", r"\.")):
+        InferenceEngine.from_gguf(path, n_ctx=64)
+
+
+def test_bad_metadata_is_found_before_weights_are_read(tmp_path):
+    """The config check raises before any plan (and so any expert weight) is built."""
+    path = write_tiny_moe(tmp_path / "bad.gguf", "qwen3moe", overrides={"expert_used_count": 0})
+    with GGUFFile(path) as g, pytest.raises(ModelError, match="expert_used_count"):
+        architecture_for(g)
+
+
+def test_generate_and_a_scheduler_batch_agree(files):
+    from oxillama.runtime.scheduler import Scheduler
+    prompts = [[5, 17, 99, 3], [250, 1, 2], [42] * 9]
+    with InferenceEngine.from_gguf(files["qwen2moe"], n_ctx=128, n_threads=2) as e:
+        alone = [list(e.generate(p, max_tokens=12, temperature=0).tokens) for p in prompts]
+        streamed = "".join(e.generate(prompts[0], max_tokens=12, temperature=0, stream=True))
+        assert streamed == str(e.generate(prompts[0], max_tokens=12, temperature=0))
+        with Scheduler(e, n_seq_max=3) as sched:
+            handles = [sched.submit(p, max_tokens=12, temperature=0) for p in prompts]
+            batched = [list(h.result(timeout=120).tokens) for h in handles]
+    assert batched == alone
