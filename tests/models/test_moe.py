@@ -127,3 +127,18 @@ def test_generate_and_a_scheduler_batch_agree(files):
             handles = [sched.submit(p, max_tokens=12, temperature=0) for p in prompts]
             batched = [list(h.result(timeout=120).tokens) for h in handles]
     assert batched == alone
+
+
+def test_inspect_shows_the_experts(files, capsys):
+    from oxillama.cli import main
+    from oxillama.cli.inspect import summarize
+    with GGUFFile(files["qwen2moe"]) as g:
+        r = summarize(g)
+        n_all = sum(t.n_elements for t in g.tensors.values())
+    e = r["experts"]
+    assert (e["n_expert"], e["n_expert_used"], e["shared_expert"]) == (N_EXPERT, N_USED, True)
+    assert e["expert_nbytes"] == 3 * N_FF_EXP * N_EMBD * 4            # gate, up, down of one expert, F32
+    n_exp = 2 * 3 * N_EXPERT * N_FF_EXP * N_EMBD                        # 2 layers of stacked experts
+    assert e["active_params"] == n_all - n_exp + n_exp * N_USED // N_EXPERT
+    assert main(["inspect", files["qwen3moe"], "--no-tensors"]) == 0
+    assert f"experts        {N_EXPERT}, {N_USED} used per token" in capsys.readouterr().out
