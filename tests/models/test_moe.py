@@ -142,3 +142,15 @@ def test_inspect_shows_the_experts(files, capsys):
     assert e["active_params"] == n_all - n_exp + n_exp * N_USED // N_EXPERT
     assert main(["inspect", files["qwen3moe"], "--no-tensors"]) == 0
     assert f"experts        {N_EXPERT}, {N_USED} used per token" in capsys.readouterr().out
+
+
+def test_a_snapshot_resumes_exactly(files):
+    """A session saved mid-generation and resumed by a new engine continues with the same sampled tokens."""
+    with InferenceEngine.from_gguf(files["qwen3moe"], n_ctx=128, n_threads=2) as e:
+        e.generate([9, 8, 7, 6], max_tokens=5, temperature=0.8, seed=3)
+        blob = e.snapshot()
+        e.generate(None, max_tokens=8)
+        want = e.tokens
+    with InferenceEngine.resume(blob, files["qwen3moe"], n_ctx=128, n_threads=2) as r:
+        r.generate(None, max_tokens=8)
+        assert r.tokens == want
