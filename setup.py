@@ -112,11 +112,11 @@ class BuildExt(build_ext):
     """build_ext that compiles each SIMD tier's sources with that tier's flags only."""
 
     def build_extensions(self):
-        # the compiler command without its flags: CC="ccache gcc" is two words
         cc = ["cc"]
         if hasattr(self.compiler, "compiler_so"):
-            words = list(self.compiler.compiler_so)
-            cc = words[:next((i for i, w in enumerate(words) if w.startswith("-")), len(words))] or words[:1]
+            # the compiler command without its flags: CC="ccache gcc" is two words, both needed
+            so = list(self.compiler.compiler_so)
+            cc = so[:next((i for i, w in enumerate(so) if w.startswith("-")), len(so))] or so[:1]
         omp_c, omp_l, has_omp = detect_openmp(cc)
         tier_flags = {}
         for name, folder, flags in TIERS:
