@@ -1,9 +1,11 @@
 """Sparse mixture-of-experts families (qwen3moe, qwen2moe, olmoe, Mixtral as llama) against the float64 NumPy
 reference forward (tests/runtime/reference.py: the router as transformers computes it, experts summed expert by
-expert), on tiny random files written by tiny_moe.py; the router options; bad metadata; the runtime on them.
+expert) and against llama.cpp's logits (data/moe_llamacpp.npz, made by make_moe_goldens.py), on tiny random
+files written by tiny_moe.py; the router options; bad metadata; the runtime on them.
 
-transformers is not installed on the machines these were written on, so the second opinion is the plain
-reference, not a golden from transformers (see make_tiny_models.py for the dense families' goldens)."""
+transformers is not installed on the machines these were written on: the second opinions are the plain
+reference and llama.cpp, not transformers goldens (make_tiny_models.py makes those of the dense families)."""
+import hashlib
 import sys
 from pathlib import Path
 
@@ -25,6 +27,7 @@ F32_TOL = 1e-4      # max |ours - reference| / std(reference), F32 weights and K
 # summation order; a few, where an activation sits on a rounding boundary, by one 8-bit step (measured 0.017)
 Q8_0_TOL = 0.05
 Q8_0_TYPICAL_TOL = 1e-4
+LLAMA_CPP_TOL = 5e-3   # both with F16 KV caches, different summation orders (measured ~1.4e-3)
 # a wrong router choice or option moves logits by far more than the tolerance: the tests can fail
 WRONG_CHOICE_MIN = 100 * F32_TOL
 
@@ -60,6 +63,20 @@ def test_logits_match_the_reference(files, name):
     # the router really routes: tokens spread over the experts, and no choice is a near-tie
     sel, w = trace[0]
     assert len(np.unique(sel)) >= N_EXPERT // 2
+
+
+@pytest.mark.parametrize("name", ["qwen3moe", "qwen2moe", "olmoe", "mixtral", "qwen3moe-topk-softmax"])
+def test_logits_match_llama_cpp(files, name):
+    g = np.load(Path(__file__).parent / "data" / "moe_llamacpp.npz")
+    with open(files[name], "rb") as f:
+        if hashlib.sha256(f.read()).hexdigest() != str(g[f"{name}/sha256"]):
+            pytest.fail(f"tiny_moe.py no longer writes the file the llama.cpp golden of {name} was made from: "
+                        f"rerun make_moe_goldens.py")
+    ref = g[f"{name}/logits"]
+    with InferenceEngine.from_gguf(files[name], n_ctx=64, n_threads=2) as e:
+        out = e.forward(g["tokens"], all_logits=True)
+    assert rel_err(out, ref) < LLAMA_CPP_TOL, name
+    np.testing.assert_array_equal(out.argmax(1), ref.argmax(1))
 
 
 @pytest.mark.parametrize("name", ["qwen3moe", "qwen2moe"])

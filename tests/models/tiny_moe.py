@@ -22,7 +22,7 @@ N_EXPERT, N_USED, N_FF_EXP, N_FF_SHARED = 8, 2, 32, 64
 FAMILIES = {
     "qwen3moe": ("qwen3moe", {}, {"qk_norm": "head"}),
     "qwen2moe": ("qwen2moe", {}, {"qkv_bias": True, "shared": True}),
-    "olmoe": ("olmoe", {}, {"qk_norm": "full"}),
+    "olmoe": ("olmoe", {}, {"qk_norm": "full", "mha": True}),   # llama.cpp's olmoe has no GQA
     "mixtral": ("llama", {}, {}),
     "qwen3moe-sigmoid": ("qwen3moe", {"expert_gating_func": 2, "expert_weights_scale": 2.5}, {"qk_norm": "head"}),
     "qwen3moe-topk-softmax": ("qwen3moe", {"expert_gating_func": 3, "expert_weights_norm": False},
@@ -43,11 +43,13 @@ def write_tiny_moe(path, name: str, *, seed: int = 7, qtype: str = "F32", overri
     def norm(n):
         return (1.0 + 0.2 * rng.standard_normal(n)).astype(np.float32)
 
-    q_dim, kv_dim = N_HEAD * HEAD_DIM, N_HEAD_KV * HEAD_DIM
+    n_head_kv = N_HEAD if feat.get("mha") else N_HEAD_KV
+    q_dim, kv_dim = N_HEAD * HEAD_DIM, n_head_kv * HEAD_DIM
     md = {"general.architecture": arch, "general.name": f"tiny-{name}", "general.alignment": 32,
           f"{arch}.context_length": 256, f"{arch}.embedding_length": N_EMBD, f"{arch}.block_count": N_LAYER,
-          f"{arch}.feed_forward_length": N_FF_EXP * N_USED, f"{arch}.attention.head_count": N_HEAD,
-          f"{arch}.attention.head_count_kv": N_HEAD_KV, f"{arch}.attention.key_length": HEAD_DIM,
+          # llama.cpp's llama (Mixtral) reads the experts' width here
+          f"{arch}.feed_forward_length": N_FF_EXP, f"{arch}.attention.head_count": N_HEAD,
+          f"{arch}.attention.head_count_kv": n_head_kv, f"{arch}.attention.key_length": HEAD_DIM,
           f"{arch}.attention.value_length": HEAD_DIM, f"{arch}.rope.freq_base": 10000.0,
           f"{arch}.attention.layer_norm_rms_epsilon": 1e-6, f"{arch}.expert_count": N_EXPERT,
           f"{arch}.expert_used_count": N_USED, f"{arch}.expert_feed_forward_length": N_FF_EXP}
