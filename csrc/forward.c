@@ -952,12 +952,18 @@ static void phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
     /* router logits (n, n_expert), then each row's choice */
     matmul_share(kt, &L->router, act_for(&T->acts, kt, &L->router, F->xn), n, r_logits, ne, next_counter(F, T), nth);
     sync_threads(F, T);
-    for (int64_t i = T->t0; i < T->t1; i++)
-        route_row(L, r_logits + i * ne, sel_exp + i * k, sel_w + i * k);
-    sync_threads(F, T);
 
-    /* bucket the (row, slot) pairs by expert: gathered position of each, token row of each position */
+    /* one thread (a step's routing is a few thousand operations, a barrier costs more): each row's choice,
+     * then the (row, slot) pairs bucketed by expert (each pair's gathered position, each position's token
+     * row), then the quantized inputs of gate and up gathered into those positions */
+    const oxl_weight *gu[2] = {&L->exp_gate, &L->exp_up};
+    const void *g_in[2];
+    for (int j = 0; j < 2; j++) {
+        g_in[j] = base + S->g_act[j];
+        if (j == 1 && kt->type[gu[1]->type].vec_dot_type == kt->type[gu[0]->type].vec_dot_type) g_in[1] = g_in[0];
+    }
     if (ith == 0) {
+        for (int i = 0; i < n; i++) route_row(L, r_logits + (int64_t)i * ne, sel_exp + (int64_t)i * k, sel_w + (int64_t)i * k);
         for (int e = 0; e <= ne; e++) exp_off[e] = 0;
         for (int64_t q = 0; q < (int64_t)n * k; q++) exp_off[sel_exp[q] + 1]++;
         used[0] = 0;
@@ -973,25 +979,12 @@ static void phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
             sel_pos[q] = pos;
             g_row[pos] = (int32_t)(q / k);
         }
-    }
-    sync_threads(F, T);
-
-    /* gather the quantized inputs of gate and up into each position's row */
-    const oxl_weight *gu[2] = {&L->exp_gate, &L->exp_up};
-    const void *g_in[2];
-    for (int j = 0; j < 2; j++) {
-        const int vdt = kt->type[gu[j]->type].vec_dot_type;
-        const int64_t rb = oxl_row_size(vdt, n_embd);
-        const char *src = (const char *)act_for(&T->acts, kt, gu[j], F->xn);
-        char *dst = base + S->g_act[j];
-        g_in[j] = dst;
-        if (j == 1 && vdt == kt->type[gu[0]->type].vec_dot_type) {
-            g_in[1] = g_in[0];
-            break;
+        for (int j = 0; j < 2 && (j == 0 || g_in[1] != g_in[0]); j++) {
+            const int64_t rb = oxl_row_size(kt->type[gu[j]->type].vec_dot_type, n_embd);
+            const char *src = (const char *)act_for(&T->acts, kt, gu[j], F->xn);
+            for (int64_t q = 0; q < (int64_t)n * k; q++)
+                memcpy((char *)g_in[j] + q * rb, src + (int64_t)g_row[q] * rb, (size_t)rb);
         }
-        int64_t b, e;
-        oxl_split_range((int64_t)n * k, nth, ith, 1, &b, &e);
-        for (int64_t q = b; q < e; q++) memcpy(dst + q * rb, src + (int64_t)g_row[q] * rb, (size_t)rb);
     }
     sync_threads(F, T);
 
