@@ -171,3 +171,39 @@ def test_a_snapshot_resumes_exactly(files):
     with InferenceEngine.resume(blob, files["qwen3moe"], n_ctx=128, n_threads=2) as r:
         r.generate(None, max_tokens=8)
         assert r.tokens == want
+
+
+def test_lora_on_the_attention_projections(files, tmp_path):
+    """An adapter on Q, K, V and O of a MoE model equals the reference with the merged weights."""
+    from oxillama.gguf import GGUFWriter
+    from oxillama.lora import LoraAdapter
+    rng = np.random.default_rng(5)
+    keys = {"attn_q": "wq", "attn_k": "wk", "attn_v": "wv", "attn_output": "wo"}
+    path = files["qwen3moe"]
+    toks = tokens(12)
+    with InferenceEngine.from_gguf(path, n_ctx=64, n_threads=2, kv_type="f32") as e:
+        tensors = {}
+        for name, t in e.gguf.tensors.items():
+            if name.split(".")[-2] in keys:
+                rows, cols = t.shape
+                tensors[name] = (rng.standard_normal((4, cols)).astype(np.float32) * 0.3 / np.sqrt(cols),
+                                 rng.standard_normal((rows, 4)).astype(np.float32) * 0.3)
+        w = GGUFWriter(tmp_path / "a.gguf")
+        for k, v in {"general.architecture": "qwen3moe", "general.type": "adapter", "adapter.type": "lora",
+                     "adapter.lora.alpha": 4.0}.items():
+            w.add_metadata(k, v)
+        for base, (a, b) in tensors.items():
+            w.add_tensor(base + ".lora_a", a)
+            w.add_tensor(base + ".lora_b", b)
+        w.write()
+        e.add_lora(LoraAdapter.from_gguf(tmp_path / "a.gguf"), 1.0)
+        got = e.forward(toks, all_logits=True)
+        spec = e.arch.build()
+    for base, (a, b) in tensors.items():
+        _, il, proj, _ = base.split(".")
+        data, qtype, rows, cols = spec["layers"][int(il)][keys[proj]]
+        merged = data.view(np.float32).reshape(rows, cols) + (b.astype(np.float64) @ a.astype(np.float64))
+        spec["layers"][int(il)][keys[proj]] = (merged.astype(np.float32).view(np.uint8).reshape(-1), 0, rows, cols)
+    ref = reference_forward(spec, toks)
+    assert rel_err(got, ref) < F32_TOL
+    assert rel_err(got, reference_forward(spec_of(path), toks)) > WRONG_CHOICE_MIN   # the adapter mattered
