@@ -26,7 +26,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("inspect", help="show a GGUF file's metadata and tensors",
                               description="Show a GGUF file's architecture, hyper-parameters, tokenizer "
                                           "and tensor table without loading the weights.")
-    p.add_argument("file", metavar="FILE.gguf", help="the GGUF file, or a known model name (as `run -m` takes)")
+    p.add_argument("file", metavar="FILE.gguf",
+                   help="the GGUF file, a known model name or hf://ORG/REPO[:QUANT] (as `run -m` takes)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--no-tensors", action="store_true", help="leave out the tensor table")
     p.set_defaults(func=run)
@@ -35,8 +36,8 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from oxillama import hub
     path = args.file
-    if not os.path.exists(path) and path in hub.KNOWN_MODELS:
-        path = hub.pull(path)
+    if hub.is_hf(path) or (not os.path.exists(path) and path in hub.KNOWN_MODELS):
+        path = hub.resolve_model(path)
     with GGUFFile(path) as f:
         report = summarize(f, tensors=not args.no_tensors)
     # ASCII-escaped JSON is valid whatever the terminal's encoding, and so are strings that were
