@@ -4,7 +4,8 @@
  * as an oxl_layer (weights, norms, flags), and the whole model as an oxl_model. oxl_forward_batch() then
  * runs every layer for the tokens of one or many sequences inside ONE OpenMP parallel region (barriers
  * between steps), appends K/V to the paged cache and writes logits into a caller-owned buffer. Python
- * crosses into C once per step, with the GIL released.
+ * crosses into C once per step, with the GIL released. Inside, a step is a list of named phases (forward.c:
+ * embed; per layer the phases its kind lists, e.g. attention then a dense FFN or a mixture of experts; logits).
  *
  * Shapes: n_embd model width; q_dim = n_head * head_dim; kv_dim = n_head_kv * head_dim.
  * Weights are row-major (rows = outputs, cols = inputs), any quant type with a vec_dot. */
