@@ -7,13 +7,14 @@ OpenAI shapes and the stream assembly are oxillama.openai's, which the HTTP serv
 """
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
 from collections.abc import Iterator
 
 import numpy as np
 
-from oxillama.errors import ContextOverflowError, InvalidArgumentError, ModelNotFoundError
+from oxillama.errors import ContextOverflowError, DownloadError, InvalidArgumentError, ModelNotFoundError
 from oxillama.grammar import Grammar
 from oxillama.grammar.json_schema import json_schema_to_gbnf
 from oxillama.hub import KNOWN_MODELS
@@ -127,6 +128,32 @@ class Llama:
         self.metadata = {k: str(v) for k, v in self._engine.metadata.items()
                          if isinstance(v, (str, int, float, bool))}
         self.scores = np.zeros((0, self.n_vocab()), dtype=np.float32)
+
+    @classmethod
+    def from_pretrained(cls, repo_id: str, filename: str | None = None, additional_files: list[str] | None = None,
+                        local_dir: str | None = None, local_dir_use_symlinks="auto", cache_dir: str | None = None,
+                        **kwargs) -> "Llama":
+        """llama-cpp-python's: a GGUF file of a Hugging Face repository, downloaded once through huggingface_hub
+        (its cache or `cache_dir`, or a copy in `local_dir`; HF_TOKEN, HF_ENDPOINT), then `Llama(path, **kwargs)`.
+        `filename` is a file name or a glob pattern ("*Q4_K_M.gguf") that must match one file; None picks as
+        `hf://ORG/REPO` does (the only GGUF, else Q4_K_M)."""
+        from oxillama import hub
+        files = hub.hf_repo_files(repo_id, cache_dir=cache_dir)
+        if filename is None:
+            name = hub.hf_pick_file(repo_id, files, None)
+        else:
+            matches = [f for f in files if f == filename or fnmatch.fnmatch(f, filename)
+                       or fnmatch.fnmatch(f.rsplit("/", 1)[-1], filename)]
+            if not matches:
+                raise DownloadError(f"{repo_id} has no file matching {filename!r}; its GGUF files: "
+                                    f"{', '.join(f for f in files if f.endswith('.gguf')) or 'none'}")
+            if len(matches) > 1:
+                raise DownloadError(f"{filename!r} matches {len(matches)} files in {repo_id}: {', '.join(matches)}")
+            name = matches[0]
+        for extra in additional_files or ():
+            hub.hf_download(repo_id, extra, cache_dir=cache_dir, local_dir=local_dir)
+        path = hub.hf_download(repo_id, name, cache_dir=cache_dir, local_dir=local_dir)
+        return cls(model_path=str(path), **kwargs)
 
     # ---- construction helpers ----
 

@@ -500,7 +500,8 @@ class InferenceEngine:
         else:
             ids = self.encode_prompt(req.prompt)
             if len(ids) >= self.n_ctx:
-                raise ContextOverflowError(f"the prompt has {len(ids)} tokens; n_ctx={self.n_ctx}")
+                raise ContextOverflowError(f"the prompt has {len(ids)} tokens and n_ctx={self.n_ctx}: the context "
+                                           f"needs room for the prompt and one token more (n_ctx >= {len(ids) + 1})")
             n_context = len(ids)
             max_tokens = req.token_limit(n_context, self.n_ctx)
             prepared = req.prepare(self)

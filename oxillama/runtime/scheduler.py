@@ -348,7 +348,8 @@ class Scheduler:
             raise InvalidArgumentError("the scheduler needs a prompt (it does not continue a session)")
         ids = engine.encode_prompt(prompt)
         if len(ids) >= self.n_ctx:
-            raise ContextOverflowError(f"the prompt has {len(ids)} tokens; n_ctx={self.n_ctx}")
+            raise ContextOverflowError(f"the prompt has {len(ids)} tokens and n_ctx={self.n_ctx}: the context "
+                                       f"needs room for the prompt and one token more (n_ctx >= {len(ids) + 1})")
         max_tokens = req.token_limit(len(ids), self.n_ctx)
         pages = -(-(len(ids) + max_tokens - 1) // self.pool.page_size)
         if pages > self.pool.n_pages:
@@ -389,6 +390,21 @@ class Scheduler:
             m["num_requests_waiting"] = len(self._waiting) + len(self._incoming)
         m["kv_cache_usage_perc"] = 1.0 - self.pool.free_pages / self.pool.n_pages
         return m
+
+    def slots(self) -> list[dict]:
+        """One entry per sequence the batch can hold (llama.cpp server's slots): its id, whether a request
+        is in it, that request's id and state ("prefill" or "decode"), prompt tokens, tokens generated
+        and still allowed (max_tokens left)."""
+        with self._lock:
+            busy = {r.seq: r for r in self._running if r.seq is not None}
+            out = []
+            for i in range(self.n_seq_max):
+                r = busy.get(i)
+                out.append({"id": i, "is_processing": r is not None, "id_task": r.handle.id if r else None,
+                            "state": r.state if r else "idle", "n_prompt_tokens": r.n_prompt if r else 0,
+                            "n_decoded": len(r.generated) if r else 0,
+                            "n_remain": r.max_tokens - len(r.generated) if r else 0})
+        return out
 
     # ---- the scheduler thread ----
 
