@@ -7,9 +7,9 @@ from oxillama.errors import InvalidArgumentError
 
 def add_parser(sub) -> None:
     p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API",
-                       description="Serve MODEL over HTTP: /v1/chat/completions, /v1/completions, /v1/embeddings, "
-                                   "/v1/models, /tokenize, /detokenize, /health, /metrics. Requests are batched "
-                                   "together (continuous batching); SIGINT/SIGTERM let running requests finish. "
+                       description="Serve MODEL over HTTP: /v1/chat/completions, /v1/completions, /v1/responses, "
+                                   "/v1/messages, /v1/embeddings, /v1/models, /tokenize, /detokenize, /health, "
+                                   "/metrics. Requests are batched together (continuous batching); SIGINT/SIGTERM let running requests finish. "
                                    'Needs the server extra: pip install "oxillama[server]".')
     p.add_argument("-m", "--model", default=None,
                    help=f"a GGUF path or a known model name ({', '.join(hub.KNOWN_MODELS)}); "
@@ -36,6 +36,15 @@ def add_parser(sub) -> None:
                         '"model": "<model>:NAME" or "lora": [{"name": NAME, "scale": S}]; none applies by default')
     p.add_argument("--max-body-mb", type=int, default=16, metavar="MB",
                    help="refuse request bodies larger than this with 413 (default 16)")
+    p.add_argument("--reasoning-format", default="auto", choices=("none", "auto", "deepseek"),
+                   help="reasoning models: 'auto' (default) puts thinking the output opens with (<think>...</think> "
+                        "or the template's markers) apart from the answer (reasoning_content, reasoning items, "
+                        "thinking blocks); 'deepseek' also when the prompt opened it; 'none' leaves it in the answer. "
+                        "A request's reasoning_format overrides it")
+    p.add_argument("--responses-store", type=int, default=1024, metavar="N",
+                   help="/v1/responses kept in memory for GET and previous_response_id: at most N (default 1024) "
+                        "and --responses-store-mb MB of JSON (default 64); the oldest go first, 0 keeps none")
+    p.add_argument("--responses-store-mb", type=int, default=64, metavar="MB", help="see --responses-store")
     p.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
                    help="on SIGINT/SIGTERM, seconds running requests get to finish (default 30)")
     ray = p.add_argument_group("scale-out on Ray Serve (needs the ray extra: pip install \"oxillama[ray]\")")
@@ -60,6 +69,8 @@ def run(args) -> int:
         raise InvalidArgumentError(f"--max-queue must be >= 0, got {args.max_queue}")
     if args.max_decode_slowdown is not None and not 1.0 < args.max_decode_slowdown < float("inf"):
         raise InvalidArgumentError(f"--max-decode-slowdown must be > 1, got {args.max_decode_slowdown}")
+    if args.responses_store < 0 or args.responses_store_mb < 0:
+        raise InvalidArgumentError("--responses-store and --responses-store-mb must be >= 0")
     if args.max_body_mb < 1:
         raise InvalidArgumentError(f"--max-body-mb must be >= 1, got {args.max_body_mb}")
     if not 0 <= args.port <= 65535:
@@ -82,7 +93,8 @@ def run(args) -> int:
                           max_queue=args.max_queue, max_batch_tokens=args.max_batch_tokens,
                           max_decode_slowdown=args.max_decode_slowdown,
                           drain_timeout=args.drain_timeout, loras=_lora_options(args.lora),
-                          max_body_mb=args.max_body_mb)
+                          max_body_mb=args.max_body_mb, reasoning_format=args.reasoning_format,
+                          responses_store=args.responses_store, responses_store_mb=args.responses_store_mb)
     if scale is not None:
         return serve_replicated(config, scale)
     return serve(config)

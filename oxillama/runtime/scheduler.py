@@ -668,6 +668,7 @@ class Scheduler:
         text, stopped = r.stops.feed(r.detok.add(token))
         self._emit(r, text)
         if stopped:
+            r.handle.stats["stop_string"] = r.stops.matched      # which one (Anthropic's stop_sequence)
             return self._finish(r, "stop", flush=False)
         if r.criteria and r.criteria(r.known, logits):
             return self._finish(r, "stop")

@@ -104,14 +104,14 @@ def create_app(config: ServerConfig, *, on_load_error=None, load_before_serving:
                 await loader
             await asyncio.to_thread(unload, state)
 
-    from oxillama.server.routes import chat, completions, embeddings, models, tokenize
+    from oxillama.server.routes import chat, completions, embeddings, messages, models, responses, tokenize
 
     app = FastAPI(title="oxillama", version=_version(), lifespan=lifespan)
     app.state.server = state
     app.add_middleware(BodyLimit, max_bytes=config.max_body_mb << 20)
     app.add_middleware(ReplicaHeader)
     errors.install(app)
-    for module in (models, tokenize, embeddings, completions, chat):
+    for module in (models, tokenize, embeddings, completions, chat, responses, messages):
         if hasattr(module, "public"):
             app.include_router(module.public)
         app.include_router(module.router)
@@ -126,9 +126,9 @@ class BodyLimit:
     def __init__(self, app, max_bytes: int):
         self.app, self.max_bytes = app, max_bytes
 
-    async def _refuse(self, send, what: str) -> None:
-        from oxillama.server.errors import error_response
-        response = error_response(413, f"the request body is {what}; the limit is {self.max_bytes} bytes "
+    async def _refuse(self, scope, send, what: str) -> None:
+        from oxillama.server.errors import error_response_for
+        response = error_response_for(scope.get("path", ""), 413, f"the request body is {what}; the limit is {self.max_bytes} bytes "
                                        "(oxillama serve --max-body-mb)", "invalid_request_error")
         await response({"type": "http"}, None, send)
 
@@ -142,7 +142,7 @@ class BodyLimit:
             except ValueError:
                 declared = -1
             if declared > self.max_bytes:
-                return await self._refuse(send, f"{declared} bytes")
+                return await self._refuse(scope, send, f"{declared} bytes")
             return await self.app(scope, receive, send)
         chunks, size = [], 0            # no declared length: read it here, bounded
         while True:
@@ -152,7 +152,7 @@ class BodyLimit:
                 break
             size += len(message.get("body", b""))
             if size > self.max_bytes:
-                return await self._refuse(send, "larger than that")
+                return await self._refuse(scope, send, "larger than that")
             chunks.append(message)
             if not message.get("more_body", False):
                 break

@@ -14,5 +14,8 @@ async def require_api_key(request: Request) -> None:
         return
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip().encode(), key.encode()):
-        raise APIError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'", "authentication_error")
+    if scheme.lower() != "bearer":
+        token = request.headers.get("x-api-key", "")        # Anthropic's clients send it so
+    if not secrets.compare_digest(token.strip().encode(), key.encode()):
+        raise APIError(401, "missing or wrong API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'",
+                       "authentication_error")

@@ -24,6 +24,9 @@ class ServerConfig:
     drain_timeout: float = 30.0      # on SIGINT/SIGTERM: seconds running requests get to finish
     loras: tuple = ()                # ((name, path), ...): LoRA adapters requests may pick
     max_body_mb: int = 16            # larger request bodies get 413
+    reasoning_format: str = "auto"   # thinking apart from the answer: none | auto | deepseek (oxillama.tools.reasoning)
+    responses_store: int = 1024      # /v1/responses kept for GET and previous_response_id (count) ...
+    responses_store_mb: int = 64     # ... and their JSON size
 
     def model_name(self) -> str:
         if self.alias:
@@ -66,6 +69,8 @@ class ServerState:
         self.loras: dict = {}            # name -> LoraAdapter, validated against the model at load
         self.load_error: str | None = None
         self.embed_lock = threading.Lock()   # embeddings run one at a time, off the event loop
+        from oxillama.server.response_store import ResponseStore
+        self.responses = ResponseStore(config.responses_store, config.responses_store_mb << 20)
 
     @property
     def ready(self) -> bool:
