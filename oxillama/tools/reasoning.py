@@ -136,3 +136,44 @@ class ReasoningSplitter:
                 out.append(("answer", self._buf))
                 self._buf = ""
             return out
+
+
+def grammar_after_thinking(grammar, markers: tuple[str, str] = MARKERS[0], opened: bool = False):
+    """`grammar` for the answer, after an optional thinking section (the opening marker, any text
+    without the closing marker, the closing marker and blanks; without the opening marker when the
+    prompt opened the thinking, and then the section is required)."""
+    from oxillama.grammar import Grammar
+    from oxillama.grammar.json_schema import gbnf_literal
+    open_, close = markers
+    section = f"{gbnf_literal(close)} [ \\t\\n]*" if opened else \
+        f"{gbnf_literal(open_)} oxl-thinking-text {gbnf_literal(close)} [ \\t\\n]*"
+    head = "oxl-thinking-section" if opened else "oxl-thinking-section?"
+    text = (f"{grammar.text}\noxl-thinking-root ::= [ \\t\\n]* {head} {grammar.root}\n"
+            f"oxl-thinking-section ::= {'oxl-thinking-text ' if opened else ''}{section}\n"
+            + _text_without(close, "oxl-thinking-text"))
+    return Grammar(text, root="oxl-thinking-root")
+
+
+def _text_without(marker: str, name: str) -> str:
+    """GBNF rules: `name` matches any text that does not contain `marker` (whose first character
+    occurs only there, so a failed partial match restarts at that character or at nothing).
+    State j has matched marker[:j]: `-r{j}` continues a partial match that must still break off,
+    `-p{j}` one that may end the text (the marker that follows then closes it)."""
+    from oxillama.grammar.json_schema import gbnf_literal
+    first, n = marker[0], len(marker)
+    if first in marker[1:]:
+        raise InvalidArgumentError(f"the thinking marker {marker!r} repeats its first character")
+    lit = gbnf_literal
+    rules = [f"{name} ::= ([^{_class_char(first)}] | {lit(first)} {name}-r1)* ({lit(first)} {name}-p1)?"]
+    for j in range(1, n):
+        brk = f"[^{_class_char(marker[j])}{_class_char(first)}]"
+        go = f" | {lit(marker[j])} {name}-r{j + 1}" if j + 1 < n else ""
+        rules.append(f"{name}-r{j} ::= {brk} | {lit(first)} {name}-r1{go}")
+        go = f" | {lit(marker[j])} {name}-p{j + 1}" if j + 1 < n else ""
+        rules.append(f"{name}-p{j} ::= \"\" | {lit(first)} {name}-p1{go}")
+    return "\n".join(rules) + "\n"
+
+
+def _class_char(c: str) -> str:
+    """c escaped for a GBNF character class."""
+    return {"]": "\\]", "\\": "\\\\", "^": "\\^", "-": "\\-", "\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(c, c)

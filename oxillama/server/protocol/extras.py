@@ -27,5 +27,4 @@ class SamplerExtras(OpenAIBaseModel):
 
     def extras(self) -> dict:
         """The extras the client set, as ChatCompletionRequest fields."""
-        return self.model_dump(include=set(SamplerExtras.model_fields) - {"reasoning_format"},
-                               exclude_none=True, exclude_defaults=True)
+        return self.model_dump(include=set(SamplerExtras.model_fields), exclude_none=True, exclude_defaults=True)

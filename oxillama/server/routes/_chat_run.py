@@ -17,7 +17,8 @@ from oxillama.server import convert
 from oxillama.server.protocol.chat import ChatCompletionRequest, NamedToolChoice
 from oxillama.server.state import ServerState
 from oxillama.tools.base import ToolCall
-from oxillama.tools.reasoning import ReasoningSplitter, markers_of, opens_thinking, split_reasoning
+from oxillama.tools.reasoning import (ReasoningSplitter, check_format, grammar_after_thinking, markers_of,
+                                      opens_thinking, split_reasoning)
 
 
 def chat_plan(state: ServerState, req: ChatCompletionRequest) -> shapes.ChatPlan:
@@ -28,9 +29,10 @@ def chat_plan(state: ServerState, req: ChatCompletionRequest) -> shapes.ChatPlan
                             parallel_tool_calls=req.parallel_tool_calls is True)
 
 
-def prepare(state: ServerState, req: ChatCompletionRequest) -> tuple[shapes.ChatPlan, dict]:
-    """(plan, Scheduler.submit keywords without the seed) of a chat request; bad input raises here,
-    before anything is queued."""
+def prepare(state: ServerState, req: ChatCompletionRequest) -> tuple[shapes.ChatPlan, dict, dict]:
+    """(plan, Scheduler.submit keywords without the seed, reasoning options) of a chat request; bad
+    input raises here, before anything is queued. A grammar (the request's, its response_format's or
+    a forced tool call's) constrains the answer: with thinking split off, the model may think first."""
     plan = chat_plan(state, req)
     kwargs = convert.generate_kwargs(req, state.engine.n_vocab, state.engine.tokenizer.eog_ids)
     loras = convert.request_loras(req, state)
@@ -41,15 +43,22 @@ def prepare(state: ServerState, req: ChatCompletionRequest) -> tuple[shapes.Chat
             raise InvalidArgumentError(f"tool_choice {req.tool_choice!r} constrains the output itself; it cannot "
                                        "be combined with grammar or response_format")
         kwargs["grammar"] = plan.grammar
-    return plan, kwargs
+    reasoning = reasoning_options(state, plan, req.reasoning_format)
+    if "grammar" in kwargs and reasoning["thinks"] and reasoning["fmt"] != "none":
+        kwargs["grammar"] = grammar_after_thinking(kwargs["grammar"], reasoning["markers"], reasoning["opened"])
+    reasoning.pop("thinks")
+    return plan, kwargs, reasoning
 
 
 def reasoning_options(state: ServerState, plan: shapes.ChatPlan, fmt: str | None) -> dict:
     """How to tell thinking from the answer for this request: the format (the request's, else the
-    server's --reasoning-format), the template's markers, and whether the prompt opened the thinking."""
-    fmt = fmt if fmt is not None else getattr(state.config, "reasoning_format", None)
-    markers = markers_of(shapes._template_source(state.engine.tokenizer, None))
-    return {"fmt": fmt, "markers": markers, "opened": opens_thinking(plan.prompt, markers)}
+    server's --reasoning-format), the template's markers, whether the prompt opened the thinking, and
+    whether the template thinks at all (it names a thinking marker)."""
+    fmt = check_format(fmt if fmt is not None else getattr(state.config, "reasoning_format", None))
+    source = shapes._template_source(state.engine.tokenizer, None) or ""
+    markers = markers_of(source)
+    return {"fmt": fmt, "markers": markers, "opened": opens_thinking(plan.prompt, markers),
+            "thinks": markers[1] in source}
 
 
 def finished_output(plan: shapes.ChatPlan, text: str, reasoning: dict | None = None
@@ -96,3 +105,29 @@ class OutputEvents:
                 fn = call["function"]
                 out.append(("call", ToolCall(fn["name"], json.loads(fn["arguments"]), call["id"])))
         return out
+
+
+class ChatStreamDeltas:
+    """plan.streamer() with the thinking split off: chat delta dicts, {"reasoning_content": ...} for
+    the thinking (llama.cpp's and DeepSeek's field), then the answer's content and tool-call deltas."""
+
+    def __init__(self, plan: shapes.ChatPlan, reasoning: dict | None = None):
+        self._reasoning = ReasoningSplitter(**(reasoning or {}))
+        self._deltas = plan.streamer()
+
+    @property
+    def n_calls(self) -> int:
+        return self._deltas.n_calls
+
+    def feed(self, piece: str) -> list[dict]:
+        return self._split(self._reasoning.feed(piece))
+
+    def finish(self) -> list[dict]:
+        return self._split(self._reasoning.finish()) + self._deltas.finish()
+
+    def _split(self, parts) -> list[dict]:
+        out = []
+        for kind, text in parts:
+            out += [{"reasoning_content": text}] if kind == "reasoning" else self._deltas.feed(text)
+        return out
+

@@ -10,13 +10,13 @@ from fastapi import APIRouter, Depends, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from oxillama.compat import openai_shapes as shapes
-from oxillama.errors import InvalidArgumentError
 from oxillama.server import convert
 from oxillama.server.auth import require_api_key
 from oxillama.server.protocol.chat import (AssistantMessage, ChatCompletionChoice, ChatCompletionChunk,
                                            ChatCompletionRequest, ChatCompletionResponse,
-                                           ChatCompletionStreamChoice, DeltaMessage, NamedToolChoice, ToolCall)
+                                           ChatCompletionStreamChoice, DeltaMessage, ToolCall)
 from oxillama.server.routes import ready_state
+from oxillama.server.routes._chat_run import ChatStreamDeltas, finished_output, prepare
 from oxillama.server.routes._generation import (error_event, merged_stream, results_or_cancel, submit_all,
                                                 usage_info)
 from oxillama.server.state import ServerState
@@ -24,32 +24,16 @@ from oxillama.server.state import ServerState
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
 
-def chat_plan(state: ServerState, req: ChatCompletionRequest) -> shapes.ChatPlan:
-    """The prompt, the grammar forcing a call (tool_choice "required" or named) and how to read calls."""
-    tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
-    choice = req.tool_choice.model_dump() if isinstance(req.tool_choice, NamedToolChoice) else req.tool_choice
-    return shapes.chat_plan(state.engine.tokenizer, [m.to_dict() for m in req.messages], tools, choice,
-                            parallel_tool_calls=req.parallel_tool_calls is True)
-
-
-def assistant_message(content: str | None, calls) -> AssistantMessage:
-    return AssistantMessage(content=content, tool_calls=[ToolCall.model_validate(c.to_openai()) for c in calls]
-                            or None)
+def assistant_message(content: str | None, calls, reasoning: str | None = None) -> AssistantMessage:
+    return AssistantMessage(content=content, reasoning_content=reasoning,
+                            tool_calls=[ToolCall.model_validate(c.to_openai()) for c in calls] or None)
 
 
 @router.post("/v1/chat/completions")
 async def chat_completions(req: ChatCompletionRequest, request: Request, state: ServerState = Depends(ready_state)):
-    plan = chat_plan(state, req)
+    state.metrics.api_requests.labels(state.model_name, "chat").inc()
+    plan, kwargs, reasoning = prepare(state, req)
     tokenizer = state.engine.tokenizer
-    kwargs = convert.generate_kwargs(req, state.engine.n_vocab, tokenizer.eog_ids)
-    loras = convert.request_loras(req, state)
-    if loras:
-        kwargs["lora"] = loras
-    if plan.grammar is not None:
-        if "grammar" in kwargs:
-            raise InvalidArgumentError(f"tool_choice {req.tool_choice!r} constrains the output itself; it cannot "
-                                       "be combined with grammar or response_format")
-        kwargs["grammar"] = plan.grammar
     n_top = convert.requested_logprobs(req)
     handles = submit_all(state.scheduler, [plan.prompt], req.n, req.seed, kwargs)
     request_id = convert.new_id("chatcmpl")
@@ -63,8 +47,8 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
             return None     # nobody is listening
         choices = []
         for i, c in enumerate(completions):
-            content, calls = plan.parse(str(c))
-            choices.append(ChatCompletionChoice(index=i, message=assistant_message(content, calls),
+            thinking, content, calls = finished_output(plan, str(c), reasoning)
+            choices.append(ChatCompletionChoice(index=i, message=assistant_message(content, calls, thinking),
                                                 finish_reason=shapes.chat_finish_reason(c.finish_reason, calls),
                                                 logprobs=logprobs_of(c)))
         return ChatCompletionResponse(id=request_id, model=state.model_name, choices=choices,
@@ -88,7 +72,7 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
         try:
             for i in range(len(handles)):   # every choice opens with the role
                 yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(role="assistant", content=""))])
-            streamers = [plan.streamer() for _ in handles]
+            streamers = [ChatStreamDeltas(plan, reasoning) for _ in handles]
             # each delta carries the logprobs of the tokens behind it; tokens whose text is held back (a
             # tool call being parsed, a possible stop string) go with the next delta or the last chunk
             lps = [shapes.StreamedLogprobs(h, chunk_logprobs) if n_top is not None else None for h in handles]

@@ -16,7 +16,7 @@ from oxillama.server.errors import anthropic_error_body, classify
 from oxillama.server.protocol import messages as shapes
 from oxillama.server.protocol.messages import CountTokensRequest, MessagesRequest
 from oxillama.server.routes import ready_state
-from oxillama.server.routes._chat_run import OutputEvents, finished_output, prepare, reasoning_options
+from oxillama.server.routes._chat_run import OutputEvents, finished_output, prepare
 from oxillama.server.routes._generation import results_or_cancel, submit_all, usage_info
 from oxillama.server.state import ServerState
 
@@ -30,8 +30,7 @@ def new_id(prefix: str) -> str:
 @router.post("/v1/messages")
 async def create_message(req: MessagesRequest, request: Request, state: ServerState = Depends(ready_state)):
     state.metrics.api_requests.labels(state.model_name, "messages").inc()
-    plan, kwargs = prepare(state, req.to_chat())
-    reasoning = reasoning_options(state, plan, req.reasoning_format)
+    plan, kwargs, reasoning = prepare(state, req.to_chat())
     (handle,) = submit_all(state.scheduler, [plan.prompt], 1, req.seed, kwargs)
     message_id = new_id("msg")
     eog = state.engine.tokenizer.eog_ids
@@ -118,6 +117,6 @@ async def create_message(req: MessagesRequest, request: Request, state: ServerSt
 @router.post("/v1/messages/count_tokens")
 async def count_tokens(req: CountTokensRequest, state: ServerState = Depends(ready_state)):
     """The prompt's tokens as /v1/messages would run it (template, tools and all)."""
-    plan, _ = prepare(state, req.to_chat())
+    plan, _, _ = prepare(state, req.to_chat())
     return {"input_tokens": len(state.engine._encode_prompt(plan.prompt))}
 

@@ -17,7 +17,7 @@ from oxillama.server.errors import APIError, classify
 from oxillama.server.protocol import responses as shapes
 from oxillama.server.protocol.responses import ResponsesRequest
 from oxillama.server.routes import ready_state
-from oxillama.server.routes._chat_run import OutputEvents, finished_output, prepare, reasoning_options
+from oxillama.server.routes._chat_run import OutputEvents, finished_output, prepare
 from oxillama.server.routes._generation import results_or_cancel, submit_all, usage_info
 from oxillama.server.state import ServerState
 
@@ -40,8 +40,7 @@ async def create_response(req: ResponsesRequest, request: Request, state: Server
                            "invalid_request_error", "previous_response_id")
         history = previous.conversation
     chat = req.to_chat(history)
-    plan, kwargs = prepare(state, chat)
-    reasoning = reasoning_options(state, plan, req.reasoning_format)
+    plan, kwargs, reasoning = prepare(state, chat)
     (handle,) = submit_all(state.scheduler, [plan.prompt], 1, req.seed, kwargs)
     response_id = new_id("resp")
     created_at = int(time.time())
