@@ -43,8 +43,11 @@ ANTHROPIC_PATHS = ("/v1/messages",)
 
 def anthropic_error_body(status: int, message: str, type: str) -> dict:
     """Anthropic's error object: {"type": "error", "error": {"type", "message"}}."""
-    kind = _ANTHROPIC_TYPES.get(type) or ("overloaded_error" if status == 503 else
-                                          "api_error" if status >= 500 else "invalid_request_error")
+    if status == 413:
+        kind = "request_too_large"
+    else:
+        kind = _ANTHROPIC_TYPES.get(type) or ("overloaded_error" if status == 503 else
+                                              "api_error" if status >= 500 else "invalid_request_error")
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
