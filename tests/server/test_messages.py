@@ -178,38 +178,39 @@ def test_seeded_request_gives_the_same_text_through_every_api_alone_and_under_lo
 
 
 THINK = 'root ::= "<think>\\nI should greet them.\\n</think>\\n\\nHello!"'
+FORCED = {"grammar": THINK, "temperature": 0.0}     # greedy: the same tokens spell it every time
 
 
 def test_thinking_comes_apart_in_each_api(server, client):
     ox = server.openai()
-    chat = ox.chat.completions.create(model="smol", max_tokens=30, messages=QUESTION, extra_body={"grammar": THINK})
+    chat = ox.chat.completions.create(model="smol", max_tokens=60, messages=QUESTION, extra_body=FORCED)
     msg = chat.choices[0].message
     assert (msg.reasoning_content, msg.content) == ("I should greet them.", "Hello!")
-    kept = ox.chat.completions.create(model="smol", max_tokens=30, messages=QUESTION,
-                                      extra_body={"grammar": THINK, "reasoning_format": "none"})
+    kept = ox.chat.completions.create(model="smol", max_tokens=60, messages=QUESTION,
+                                      extra_body={**FORCED, "reasoning_format": "none"})
     assert kept.choices[0].message.content.startswith("<think>")
     reasoning, content = [], []
-    for chunk in ox.chat.completions.create(model="smol", max_tokens=30, messages=QUESTION, stream=True,
-                                            extra_body={"grammar": THINK}):
+    for chunk in ox.chat.completions.create(model="smol", max_tokens=60, messages=QUESTION, stream=True,
+                                            extra_body=FORCED):
         delta = chunk.choices[0].delta if chunk.choices else None
         if delta is not None:
             reasoning.append(getattr(delta, "reasoning_content", None) or "")
             content.append(delta.content or "")
     assert ("".join(reasoning), "".join(content)) == ("I should greet them.", "Hello!")
 
-    r = ox.responses.create(model="smol", input="Hi", max_output_tokens=30, extra_body={"grammar": THINK})
+    r = ox.responses.create(model="smol", input="Hi", max_output_tokens=60, extra_body=FORCED)
     assert [o.type for o in r.output] == ["reasoning", "message"] and r.output_text == "Hello!"
     assert r.output[0].content[0].text == "I should greet them."
-    kinds = [e.type for e in ox.responses.create(model="smol", input="Hi", max_output_tokens=30, stream=True,
-                                                 extra_body={"grammar": THINK})]
+    kinds = [e.type for e in ox.responses.create(model="smol", input="Hi", max_output_tokens=60, stream=True,
+                                                 extra_body=FORCED)]
     assert "response.reasoning_text.delta" in kinds and "response.output_text.delta" in kinds
     assert kinds.index("response.reasoning_text.delta") < kinds.index("response.output_text.delta")
 
-    m = client.messages.create(model="smol", max_tokens=30, messages=QUESTION, extra_body={"grammar": THINK})
+    m = client.messages.create(model="smol", max_tokens=60, messages=QUESTION, extra_body=FORCED)
     assert [b.type for b in m.content] == ["thinking", "text"]
     assert (m.content[0].thinking, m.content[1].text) == ("I should greet them.", "Hello!")
-    with client.messages.stream(model="smol", max_tokens=30, messages=QUESTION,
-                                extra_body={"grammar": THINK}) as stream:
+    with client.messages.stream(model="smol", max_tokens=60, messages=QUESTION,
+                                extra_body=FORCED) as stream:
         final = stream.get_final_message()
     assert [(b.type, getattr(b, "thinking", None) or getattr(b, "text", None)) for b in final.content] == \
         [("thinking", "I should greet them."), ("text", "Hello!")]
