@@ -23,6 +23,10 @@ def add_parser(sub) -> None:
     p.add_argument("--threads", "-t", type=int, default=None, metavar="N")
     p.add_argument("--api-key", default=None, metavar="KEY",
                    help="require 'Authorization: Bearer KEY' (not on /health and /metrics)")
+    p.add_argument("--api-key-file", default=None, metavar="FILE",
+                   help="accept the keys listed in FILE, one a line, each optionally followed by its limits "
+                        "rpm=N (requests a minute) and/or tpm=N (tokens a minute); over a limit: 429 with "
+                        "Retry-After; an unknown key: 401 (blank lines and # comments ignored)")
     p.add_argument("--alias", default=None, metavar="NAME", help="the model id clients see")
     p.add_argument("--max-queue", type=int, default=None, metavar="N",
                    help="answer 429 when N requests already wait (default: no limit)")
@@ -81,6 +85,10 @@ def run(args) -> int:
         raise InvalidArgumentError(f'`oxillama serve` needs the server extra ({e.name} is missing): '
                                    'pip install "oxillama[server]"') from None
     scale = _scale_out(args)
+    api_keys = None
+    if args.api_key_file is not None:
+        from oxillama.server.api_keys import parse_key_file
+        api_keys = parse_key_file(args.api_key_file)
     if scale is not None:
         try:
             from oxillama.server.ray_serve import serve_replicated
@@ -89,7 +97,8 @@ def run(args) -> int:
                                        'pip install "oxillama[ray]"') from None
     model = str(hub.resolve_model(args.model))      # fetch a known model before the port opens
     config = ServerConfig(model=model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.n_ctx,
-                          threads=args.threads, api_key=args.api_key, alias=args.alias or _default_alias(args.model),
+                          threads=args.threads, api_key=args.api_key, api_keys=api_keys,
+                          alias=args.alias or _default_alias(args.model),
                           max_queue=args.max_queue, max_batch_tokens=args.max_batch_tokens,
                           max_decode_slowdown=args.max_decode_slowdown,
                           drain_timeout=args.drain_timeout, loras=_lora_options(args.lora),

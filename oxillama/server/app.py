@@ -37,6 +37,8 @@ def load(state: ServerState) -> None:
                               max_decode_slowdown=c.max_decode_slowdown, max_queue=c.max_queue,
                               n_ctx=c.n_ctx or None)
         state.metrics.attach(scheduler)
+        if state.keys is not None:
+            scheduler.add_listener(state.keys.observe)
         scheduler.start()
     except BaseException:
         engine.close()

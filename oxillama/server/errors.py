@@ -20,9 +20,11 @@ log = logging.getLogger("oxillama")
 class APIError(Exception):
     """An error the server answers with a given status and OpenAI error type."""
 
-    def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None):
+    def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None,
+                 headers: dict | None = None):
         super().__init__(message)
         self.status, self.message, self.type, self.param = status, message, type, param
+        self.headers = headers
 
 
 def error_body(status: int, message: str, type: str, param: str | None = None) -> dict:
@@ -94,6 +96,8 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError):
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        if exc.headers:
+            headers = {**(headers or {}), **exc.headers}
         return error_response_for(request.url.path, exc.status, exc.message, exc.type, exc.param, headers)
 
     @app.exception_handler(RequestValidationError)

@@ -17,6 +17,7 @@ class ServerConfig:
     n_ctx: int = 0                   # per-sequence context; 0: the engine's default
     threads: int | None = None
     api_key: str | None = None
+    api_keys: dict | None = None     # --api-key-file: {key: (rpm or None, tpm or None)} (server.api_keys)
     alias: str | None = None         # the model id clients see; default: the file's stem
     max_queue: int | None = None     # waiting requests beyond which submissions get 429
     max_batch_tokens: int = 512
@@ -69,6 +70,11 @@ class ServerState:
         self.loras: dict = {}            # name -> LoraAdapter, validated against the model at load
         self.load_error: str | None = None
         self.embed_lock = threading.Lock()   # embeddings run one at a time, off the event loop
+        from oxillama.server.api_keys import KeyRing
+        keys = dict(config.api_keys or {})
+        if keys and config.api_key:
+            keys.setdefault(config.api_key, (None, None))
+        self.keys = KeyRing(keys, self.metrics.registry) if keys else None
         from oxillama.server.response_store import ResponseStore
         self.responses = ResponseStore(config.responses_store, config.responses_store_mb << 20)
 
