@@ -112,7 +112,11 @@ class BuildExt(build_ext):
     """build_ext that compiles each SIMD tier's sources with that tier's flags only."""
 
     def build_extensions(self):
-        cc = list(self.compiler.compiler_so[:1]) if hasattr(self.compiler, "compiler_so") else ["cc"]
+        cc = ["cc"]
+        if hasattr(self.compiler, "compiler_so"):
+            # the compiler command without its flags: CC="ccache gcc" is two words, both needed
+            so = list(self.compiler.compiler_so)
+            cc = so[:next((i for i, w in enumerate(so) if w.startswith("-")), len(so))] or so[:1]
         omp_c, omp_l, has_omp = detect_openmp(cc)
         tier_flags = {}
         for name, folder, flags in TIERS:
