@@ -7,7 +7,9 @@ text through /v1/chat/completions, /v1/responses and /v1/messages, alone or unde
 from __future__ import annotations
 
 import json
+import re
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -214,3 +216,43 @@ def test_thinking_comes_apart_in_each_api(server, client):
         final = stream.get_final_message()
     assert [(b.type, getattr(b, "thinking", None) or getattr(b, "text", None)) for b in final.content] == \
         [("thinking", "I should greet them."), ("text", "Hello!")]
+
+
+def metric(server, name: str, **labels) -> float:
+    with server.client() as c:
+        text = c.get("/metrics").text
+    total = 0.0
+    for line in text.splitlines():
+        m = re.match(r"^([^{\s]+)(?:\{([^}]*)\})? (\S+)$", line)
+        if m and m.group(1) == name and all(f'{k}="{v}"' in (m.group(2) or "") for k, v in labels.items()):
+            total += float(m.group(3))
+    return total
+
+
+def wait_idle(server, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while metric(server, "oxillama:num_requests_running") or metric(server, "oxillama:num_requests_waiting"):
+        assert time.monotonic() < deadline, "the server still has requests running"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/responses", {"input": "Write a very long essay.", "max_output_tokens": 400}),
+    ("/v1/messages", {"messages": [{"role": "user", "content": "Write a very long essay."}], "max_tokens": 400}),
+])
+@pytest.mark.parametrize("stream", [True, False])
+def test_disconnect_cancels(server, path, body, stream):
+    import httpx
+    wait_idle(server)
+    cancelled = metric(server, "oxillama:request_success_total", finished_reason="cancelled")
+    body = {"model": "smol", **body, "stream": stream, "ignore_eos": True}
+    if stream:
+        with server.client() as c, c.stream("POST", path, json=body) as r:
+            got = [line for line, _ in zip(r.iter_lines(), range(12))]
+            assert any(line.startswith("data: ") for line in got)
+    else:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(server.base_url + path, json=body, headers=server.headers(), timeout=1.5)
+    # the connection is closed: the request is cancelled at the next step, long before its 400 tokens
+    wait_idle(server, timeout=20)
+    assert metric(server, "oxillama:request_success_total", finished_reason="cancelled") == cancelled + 1

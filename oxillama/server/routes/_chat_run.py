@@ -10,6 +10,7 @@ whole text."""
 from __future__ import annotations
 
 import json
+import weakref
 
 from oxillama.compat import openai_shapes as shapes
 from oxillama.errors import InvalidArgumentError
@@ -55,10 +56,21 @@ def reasoning_options(state: ServerState, plan: shapes.ChatPlan, fmt: str | None
     server's --reasoning-format), the template's markers, whether the prompt opened the thinking, and
     whether the template thinks at all (it names a thinking marker)."""
     fmt = check_format(fmt if fmt is not None else getattr(state.config, "reasoning_format", None))
-    source = shapes._template_source(state.engine.tokenizer, None) or ""
-    markers = markers_of(source)
-    return {"fmt": fmt, "markers": markers, "opened": opens_thinking(plan.prompt, markers),
-            "thinks": markers[1] in source}
+    markers, thinks = _template_thinking(state.engine.tokenizer)
+    return {"fmt": fmt, "markers": markers, "opened": opens_thinking(plan.prompt, markers), "thinks": thinks}
+
+
+def _template_thinking(tokenizer) -> tuple[tuple[str, str], bool]:
+    """(thinking markers, whether the chat template writes them) of a model, read once."""
+    found = _THINKING.get(tokenizer)
+    if found is None:
+        source = shapes._template_source(tokenizer, None) or ""
+        markers = markers_of(source)
+        found = _THINKING[tokenizer] = (markers, markers[1] in source)
+    return found
+
+
+_THINKING: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def finished_output(plan: shapes.ChatPlan, text: str, reasoning: dict | None = None
