@@ -65,7 +65,7 @@ def test_max_output_tokens_makes_it_incomplete(client):
     r = client.responses.create(model="smol", input="Tell me a long story about a dragon.", max_output_tokens=5,
                                 **GREEDY)
     assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
-    assert r.usage.output_tokens == 5
+    assert r.usage.output_tokens == 5 and [o.status for o in r.output] == ["incomplete"]
 
 
 def test_previous_response_id_continues_the_conversation(client):
@@ -125,6 +125,7 @@ def test_stream_cut_by_max_output_tokens_ends_incomplete(client):
                                           **GREEDY))
     assert events[-1].type == "response.incomplete"
     assert events[-1].response.incomplete_details.reason == "max_output_tokens"
+    assert [o.status for o in events[-1].response.output] == ["incomplete"]
 
 
 def checked_calls(response) -> list:

@@ -70,7 +70,8 @@ async def create_response(req: ResponsesRequest, request: Request, state: Server
         if thinking:
             output.append(shapes.reasoning_item(new_id("rs"), thinking))
         if content or not calls:
-            output.append(shapes.message_item(new_id("msg"), content or ""))
+            status = "incomplete" if c.finish_reason == "length" else "completed"
+            output.append(shapes.message_item(new_id("msg"), content or "", status))
         output += [shapes.function_call_item(new_id("fc"), call) for call in calls]
         return finish(c, output)
 
@@ -88,7 +89,7 @@ async def create_response(req: ResponsesRequest, request: Request, state: Server
             c = await handle.aresult()
             for e in writer.on_events(source.finish()):
                 yield e
-            for e in writer.close(empty_message=True):
+            for e in writer.close(empty_message=True, cut=c.finish_reason == "length"):
                 yield e
             body = finish(c, writer.output)
             kind = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
@@ -157,8 +158,9 @@ class ResponseEvents:
                 self.event("response.content_part.added", item_id=item["id"], output_index=self._open["index"],
                            content_index=0, part=part)]
 
-    def close(self, empty_message: bool = False) -> list[ServerSentEvent]:
-        """Finish the open item; with empty_message, a response with no output gets an empty message."""
+    def close(self, empty_message: bool = False, cut: bool = False) -> list[ServerSentEvent]:
+        """Finish the open item (cut: by max_output_tokens, so a message is "incomplete"); with
+        empty_message, a response with no output gets an empty message."""
         out = []
         if self._open is None and empty_message and not self.output:
             out += self._start("message")
@@ -171,7 +173,7 @@ class ResponseEvents:
             out.append(self.event("response.reasoning_text.done", item_id=item["id"], output_index=index,
                                   content_index=0, text=text))
         else:
-            done = shapes.message_item(item["id"], text)
+            done = shapes.message_item(item["id"], text, "incomplete" if cut else "completed")
             out.append(self.event("response.output_text.done", item_id=item["id"], output_index=index,
                                   content_index=0, text=text, logprobs=[]))
         out.append(self.event("response.content_part.done", item_id=item["id"], output_index=index,
