@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import weakref
 
-from oxillama.compat import openai_shapes as shapes
+from oxillama.openai import chat as openai_chat
 from oxillama.errors import InvalidArgumentError
 from oxillama.server import convert
 from oxillama.server.protocol.chat import ChatCompletionRequest, NamedToolChoice
@@ -22,15 +22,15 @@ from oxillama.tools.reasoning import (ReasoningSplitter, check_format, grammar_a
                                       opens_thinking, split_reasoning)
 
 
-def chat_plan(state: ServerState, req: ChatCompletionRequest) -> shapes.ChatPlan:
+def chat_plan(state: ServerState, req: ChatCompletionRequest) -> openai_chat.ChatPlan:
     """The prompt, the grammar forcing a call (tool_choice "required" or named) and how to read calls."""
     tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
     choice = req.tool_choice.model_dump() if isinstance(req.tool_choice, NamedToolChoice) else req.tool_choice
-    return shapes.chat_plan(state.engine.tokenizer, [m.to_dict() for m in req.messages], tools, choice,
+    return openai_chat.chat_plan(state.engine.tokenizer, [m.to_dict() for m in req.messages], tools, choice,
                             parallel_tool_calls=req.parallel_tool_calls is True)
 
 
-def prepare(state: ServerState, req: ChatCompletionRequest) -> tuple[shapes.ChatPlan, dict, dict]:
+def prepare(state: ServerState, req: ChatCompletionRequest) -> tuple[openai_chat.ChatPlan, dict, dict]:
     """(plan, Scheduler.submit keywords without the seed, reasoning options) of a chat request; bad
     input raises here, before anything is queued. A grammar (the request's, its response_format's or
     a forced tool call's) constrains the answer: with thinking split off, the model may think first."""
@@ -51,7 +51,7 @@ def prepare(state: ServerState, req: ChatCompletionRequest) -> tuple[shapes.Chat
     return plan, kwargs, reasoning
 
 
-def reasoning_options(state: ServerState, plan: shapes.ChatPlan, fmt: str | None) -> dict:
+def reasoning_options(state: ServerState, plan: openai_chat.ChatPlan, fmt: str | None) -> dict:
     """How to tell thinking from the answer for this request: the format (the request's, else the
     server's --reasoning-format), the template's markers, whether the prompt opened the thinking, and
     whether the template thinks at all (it names a thinking marker)."""
@@ -64,7 +64,7 @@ def _template_thinking(tokenizer) -> tuple[tuple[str, str], bool]:
     """(thinking markers, whether the chat template writes them) of a model, read once."""
     found = _THINKING.get(tokenizer)
     if found is None:
-        source = shapes._template_source(tokenizer, None) or ""
+        source = openai_chat._template_source(tokenizer, None) or ""
         markers = markers_of(source)
         found = _THINKING[tokenizer] = (markers, markers[1] in source)
     return found
@@ -73,7 +73,7 @@ def _template_thinking(tokenizer) -> tuple[tuple[str, str], bool]:
 _THINKING: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def finished_output(plan: shapes.ChatPlan, text: str, reasoning: dict | None = None
+def finished_output(plan: openai_chat.ChatPlan, text: str, reasoning: dict | None = None
                     ) -> tuple[str | None, str | None, list[ToolCall]]:
     """(reasoning, content, calls) of a finished output (reasoning: reasoning_options())."""
     thinking, answer = split_reasoning(text, **(reasoning or {}))
@@ -84,7 +84,7 @@ def finished_output(plan: shapes.ChatPlan, text: str, reasoning: dict | None = N
 class OutputEvents:
     """Streamed output as ("reasoning", text), ("text", text) and ("call", ToolCall) events."""
 
-    def __init__(self, plan: shapes.ChatPlan, reasoning: dict | None = None):
+    def __init__(self, plan: openai_chat.ChatPlan, reasoning: dict | None = None):
         self._reasoning = ReasoningSplitter(**(reasoning or {}))
         self._deltas = plan.streamer()
         self._calls: list[ToolCall] = []
@@ -123,7 +123,7 @@ class ChatStreamDeltas:
     """plan.streamer() with the thinking split off: chat delta dicts, {"reasoning_content": ...} for
     the thinking (llama.cpp's and DeepSeek's field), then the answer's content and tool-call deltas."""
 
-    def __init__(self, plan: shapes.ChatPlan, reasoning: dict | None = None):
+    def __init__(self, plan: openai_chat.ChatPlan, reasoning: dict | None = None):
         self._reasoning = ReasoningSplitter(**(reasoning or {}))
         self._deltas = plan.streamer()
 
