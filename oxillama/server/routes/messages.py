@@ -118,5 +118,5 @@ async def create_message(req: MessagesRequest, request: Request, state: ServerSt
 async def count_tokens(req: CountTokensRequest, state: ServerState = Depends(ready_state)):
     """The prompt's tokens as /v1/messages would run it (template, tools and all)."""
     plan, _, _ = prepare(state, req.to_chat())
-    return {"input_tokens": len(state.engine._encode_prompt(plan.prompt))}
+    return {"input_tokens": len(state.engine.encode_prompt(plan.prompt))}
 
