@@ -63,6 +63,11 @@ cdef extern from "kernels.h" nogil:
     const oxl_type_traits *oxl_type_info(int type)
     int64_t oxl_row_size(int type, int64_t n)
 
+cdef extern from "quantize.h" nogil:
+    int oxl_can_quantize_chunk(int type, int with_weights)
+    int64_t oxl_quantize_chunk(int type, const float *src, void *dst, int64_t nrow, int64_t n_per_row,
+                               const float *qw)
+
 cdef extern from "matmul.h" nogil:
     int64_t oxl_act_size(const oxl_kernel_table *k, int type, int64_t cols, int64_t n)
     void oxl_quantize_act(const oxl_kernel_table *k, int type, const float *x, int64_t cols, int64_t n, void *xq)

@@ -120,7 +120,10 @@ def test_real_models_logits_do_not_depend_on_the_call_shape(real):
 @pytest.mark.slow
 def test_real_models_logits_do_not_depend_on_the_thread_count(real):
     toks = tokens_for(real, N_REAL)
-    ref = prefill_logits(real, toks)
+    # 1 thread against 2, both explicit (the default count may be 1 on a small host)
+    with InferenceEngine.from_gguf(real.gguf.path, n_ctx=256, n_threads=2) as two:
+        assert two.n_threads == 2
+        ref = prefill_logits(two, toks)
     with InferenceEngine.from_gguf(real.gguf.path, n_ctx=256, n_threads=1) as one:
         assert_same(prefill_logits(one, toks), ref, "1 thread against 2 (prefill)")
         assert_same(chunked_logits(one, toks, 1), ref, "1 thread against 2 (decode)")
