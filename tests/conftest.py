@@ -53,7 +53,12 @@ def _pulled(name: str) -> str:
     from oxillama.errors import DownloadError
     try:
         return str(hub.pull(name, progress=False))
-    except DownloadError as e:  # no registry reachable: the real-model tests cannot run
+    except DownloadError as e:
+        # On CI a model that cannot be fetched (no index, a size or hash mismatch) fails the run: about
+        # 320 tests need the real models, and a green run must mean they ran. Elsewhere (offline at a
+        # desk) they are skipped.
+        if os.environ.get("CI"):
+            pytest.fail(f"model {name} could not be fetched on CI: {e}", pytrace=False)
         pytest.skip(f"model {name} unavailable: {e}")
 
 

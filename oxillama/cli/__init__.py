@@ -9,7 +9,9 @@ import sys
 
 from oxillama.errors import ContextOverflowError, OxillamaError
 
-SUBCOMMANDS = ("run", "chat", "pull", "list", "rm", "inspect", "selftest", "convert_lora", "serve")
+SUBCOMMANDS = ("run", "chat", "pull", "list", "rm", "inspect", "selftest", "convert_lora", "serve",
+               # model tools (issue 32)
+               "quantize", "imatrix", "perplexity", "convert", "verify", "tokenize", "detokenize")
 _VERBOSE_HELP = "log more (-vv for debug); also shows pip's output when a model is downloaded"
 
 
