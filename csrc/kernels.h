@@ -26,10 +26,22 @@ typedef enum {
     OXL_TYPE_Q5_K = 13,
     OXL_TYPE_Q6_K = 14,
     OXL_TYPE_Q8_K = 15,
+    OXL_TYPE_IQ2_XXS = 16,
+    OXL_TYPE_IQ2_XS = 17,
+    OXL_TYPE_IQ3_XXS = 18,
+    OXL_TYPE_IQ1_S = 19,
     OXL_TYPE_IQ4_NL = 20,
+    OXL_TYPE_IQ3_S = 21,
+    OXL_TYPE_IQ2_S = 22,
     OXL_TYPE_IQ4_XS = 23,
+    OXL_TYPE_IQ1_M = 29,
     OXL_TYPE_BF16 = 30,
-    OXL_TYPE_COUNT = 40,
+    OXL_TYPE_TQ1_0 = 34,
+    OXL_TYPE_TQ2_0 = 35,
+    OXL_TYPE_MXFP4 = 39,
+    OXL_TYPE_NVFP4 = 40,
+    OXL_TYPE_Q1_0 = 41,
+    OXL_TYPE_COUNT = 42,
 } oxl_type;
 
 /* dst[0..n) = dequantized src; n is a multiple of the block size. */

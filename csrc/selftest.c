@@ -89,6 +89,21 @@ static void fill_random_blocks(rng_t *r, int type, const oxl_type_traits *t, uin
         case OXL_TYPE_Q2_K: off[0] = offsetof(block_q2_K, d); off[1] = offsetof(block_q2_K, dmin); break;
         case OXL_TYPE_Q3_K: off[0] = offsetof(block_q3_K, d); break;
         case OXL_TYPE_Q6_K: off[0] = offsetof(block_q6_K, d); break;
+        case OXL_TYPE_Q1_0: off[0] = 0; break;
+        case OXL_TYPE_TQ1_0: off[0] = offsetof(block_tq1_0, d); break;
+        case OXL_TYPE_TQ2_0: off[0] = offsetof(block_tq2_0, d); break;
+        case OXL_TYPE_MXFP4: p[0] = (uint8_t)(118 + next_u64(r) % 18); break;  /* E8M0 scales 2^-10 .. 2^7 */
+        case OXL_TYPE_IQ2_XXS: case OXL_TYPE_IQ2_XS: case OXL_TYPE_IQ2_S: case OXL_TYPE_IQ3_XXS: case OXL_TYPE_IQ3_S:
+        case OXL_TYPE_IQ1_S:
+            off[0] = 0; break;
+        case OXL_TYPE_IQ1_M: {   /* the fp16 scale lives in the top nibbles of the four scale words */
+            const uint16_t h = half_of((uniform(r) + 0.5f) * 0.01f * (uniform(r) < 0.25f ? -1.0f : 1.0f));
+            uint16_t sc[4];
+            memcpy(sc, ((block_iq1_m *)p)->scales, 8);
+            for (int k = 0; k < 4; k++) sc[k] = (uint16_t)((sc[k] & 0x0FFF) | (((h >> (4 * k)) & 0xF) << 12));
+            memcpy(((block_iq1_m *)p)->scales, sc, 8);
+            break;
+        }
         case OXL_TYPE_Q8_K: {
             block_q8_K *k = (block_q8_K *)p;
             k->d = (uniform(r) + 0.5f) * 0.01f * (uniform(r) < 0.5f ? -1.0f : 1.0f);
@@ -114,7 +129,7 @@ static void fill_random_blocks(rng_t *r, int type, const oxl_type_traits *t, uin
 static void make_weights(rng_t *r, const oxl_kernel_table *ref, int type, int64_t n, int round, float *tmp,
                          uint8_t *q) {
     const oxl_type_traits *t = &ref->type[type];
-    if (round % 2 == 1 && t->is_quantized) {
+    if ((round % 2 == 1 || !t->from_float_ref) && t->is_quantized) {
         fill_random_blocks(r, type, t, q, n / t->blck_size);
         return;
     }
@@ -773,7 +788,7 @@ int oxl_check_tier(int tier, int thorough, uint64_t seed, oxl_check_sink sink, v
     checker c = {.ref = ref, .k = k, .thorough = thorough, .rng = {seed}, .sink = sink, .ctx = ctx};
     for (int type = 0; type < OXL_TYPE_COUNT; type++) {
         const oxl_type_traits *t = &ref->type[type];
-        if (!t->name || !t->to_float || !t->from_float_ref || !t->vec_dot) continue;
+        if (!t->name || !t->to_float || !t->vec_dot) continue;   /* the i-quants have no quantizer */
         check_type(&c, type);
     }
     for (int op = 0; op < OP_COUNT; op++) check_op(&c, op);

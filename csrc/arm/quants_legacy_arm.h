@@ -17,13 +17,13 @@
 #include "../blocks.h"
 #include "../kernels.h"
 
-enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0, K_Q8_1, K_IQ4_NL };
+enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0, K_Q8_1, K_IQ4_NL, K_MXFP4 };
 
 static inline int kind_unsigned(int kind) { return kind == K_Q4_1 || kind == K_Q5_1; }
 static inline int kind_act_q8_1(int kind) { return kind == K_Q4_1 || kind == K_Q5_1 || kind == K_Q8_1; }
 static inline size_t kind_block_bytes(int kind) {
     static const size_t sz[] = {sizeof(block_q4_0), sizeof(block_q4_1), sizeof(block_q5_0), sizeof(block_q5_1),
-                                sizeof(block_q8_0), sizeof(block_q8_1), sizeof(block_iq4_nl)};
+                                sizeof(block_q8_0), sizeof(block_q8_1), sizeof(block_iq4_nl), sizeof(block_mxfp4)};
     return sz[kind];
 }
 
@@ -80,6 +80,15 @@ static inline void decode(int kind, const void *blk, int8x16_t q[2], float *d, f
         *d = oxl_fp16_to_fp32(b->d);
         q[0] = vld1q_s8(b->qs);
         q[1] = vld1q_s8(b->qs + 16);
+        break;
+    }
+    case K_MXFP4: {
+        const block_mxfp4 *b = (const block_mxfp4 *)blk;
+        const uint8x16_t v = vld1q_u8(b->qs);
+        const int8x16_t values = vld1q_s8(kvalues_mxfp4);
+        *d = oxl_e8m0_to_fp32_half(b->e);
+        q[0] = vqtbl1q_s8(values, vandq_u8(v, vdupq_n_u8(0x0F)));
+        q[1] = vqtbl1q_s8(values, vshrq_n_u8(v, 4));
         break;
     }
     default: { /* K_IQ4_NL */

@@ -55,4 +55,32 @@ OXL_KQUANT_DECL(iq4_xs)
 OXL_KQUANT_DECL(q8_K)
 void oxl_register_scalar_k(oxl_kernel_table *t);
 
+/* FP4 types (quants_fp4.c), against Q8_0 activations */
+#define OXL_QUANT_DECL(t, act) \
+    void dequantize_row_##t(const void *OXL_RESTRICT x, float *OXL_RESTRICT y, int64_t n); \
+    void quantize_row_##t##_ref(const float *OXL_RESTRICT x, void *OXL_RESTRICT y, int64_t n); \
+    void vec_dot_##t##_##act##_scalar(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, const void *OXL_RESTRICT y);
+OXL_QUANT_DECL(mxfp4, q8_0)
+OXL_QUANT_DECL(nvfp4, q8_0)
+void oxl_register_scalar_fp4(oxl_kernel_table *t);
+
+/* 1-bit and ternary types (quants_lowbit.c) */
+OXL_QUANT_DECL(q1_0, q8_0)
+OXL_QUANT_DECL(tq1_0, q8_K)
+OXL_QUANT_DECL(tq2_0, q8_K)
+void oxl_register_scalar_lowbit(oxl_kernel_table *t);
+
+/* the 1- to 3-bit i-quants (quants_iq.c): dequantize and vec_dot, no reference quantizer */
+#define OXL_IQ_DECL(t) \
+    void dequantize_row_##t(const void *OXL_RESTRICT x, float *OXL_RESTRICT y, int64_t n); \
+    void vec_dot_##t##_q8_K_scalar(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, const void *OXL_RESTRICT y);
+OXL_IQ_DECL(iq2_xxs)
+OXL_IQ_DECL(iq2_xs)
+OXL_IQ_DECL(iq2_s)
+OXL_IQ_DECL(iq3_xxs)
+OXL_IQ_DECL(iq3_s)
+OXL_IQ_DECL(iq1_s)
+OXL_IQ_DECL(iq1_m)
+void oxl_register_scalar_iq(oxl_kernel_table *t);
+
 #endif

@@ -23,6 +23,18 @@ void oxl_register_scalar(oxl_kernel_table *t) {
     TYPE(OXL_TYPE_Q8_K, "Q8_K", QK_K, sizeof(block_q8_K), 1, OXL_TYPE_Q8_K);
     TYPE(OXL_TYPE_IQ4_NL, "IQ4_NL", QK4_NL, sizeof(block_iq4_nl), 1, OXL_TYPE_Q8_0);
     TYPE(OXL_TYPE_IQ4_XS, "IQ4_XS", QK_K, sizeof(block_iq4_xs), 1, OXL_TYPE_Q8_K);
+    TYPE(OXL_TYPE_MXFP4, "MXFP4", QK_MXFP4, sizeof(block_mxfp4), 1, OXL_TYPE_Q8_0);
+    TYPE(OXL_TYPE_NVFP4, "NVFP4", QK_NVFP4, sizeof(block_nvfp4), 1, OXL_TYPE_Q8_0);
+    TYPE(OXL_TYPE_Q1_0, "Q1_0", QK1_0, sizeof(block_q1_0), 1, OXL_TYPE_Q8_0);
+    TYPE(OXL_TYPE_TQ1_0, "TQ1_0", QK_K, sizeof(block_tq1_0), 1, OXL_TYPE_Q8_K);
+    TYPE(OXL_TYPE_TQ2_0, "TQ2_0", QK_K, sizeof(block_tq2_0), 1, OXL_TYPE_Q8_K);
+    TYPE(OXL_TYPE_IQ2_XXS, "IQ2_XXS", QK_K, sizeof(block_iq2_xxs), 1, OXL_TYPE_Q8_K);
+    TYPE(OXL_TYPE_IQ2_XS, "IQ2_XS", QK_K, sizeof(block_iq2_xs), 1, OXL_TYPE_Q8_K);
+    TYPE(OXL_TYPE_IQ2_S, "IQ2_S", QK_K, sizeof(block_iq2_s), 1, OXL_TYPE_Q8_K);
+    TYPE(OXL_TYPE_IQ3_XXS, "IQ3_XXS", QK_K, sizeof(block_iq3_xxs), 1, OXL_TYPE_Q8_K);
+    TYPE(OXL_TYPE_IQ3_S, "IQ3_S", QK_K, sizeof(block_iq3_s), 1, OXL_TYPE_Q8_K);
+    TYPE(OXL_TYPE_IQ1_S, "IQ1_S", QK_K, sizeof(block_iq1_s), 1, OXL_TYPE_Q8_K);
+    TYPE(OXL_TYPE_IQ1_M, "IQ1_M", QK_K, sizeof(block_iq1_m), 1, OXL_TYPE_Q8_K);
 
     t->type[OXL_TYPE_F32].to_float = dequantize_row_f32;
     t->type[OXL_TYPE_F32].from_float_ref = quantize_row_f32_ref;
@@ -39,6 +51,9 @@ void oxl_register_scalar(oxl_kernel_table *t) {
 
     oxl_register_scalar_legacy(t);
     oxl_register_scalar_k(t);
+    oxl_register_scalar_fp4(t);
+    oxl_register_scalar_lowbit(t);
+    oxl_register_scalar_iq(t);
 
     /* the fast quantizer defaults to the reference one; tiers override it */
     for (int i = 0; i < OXL_TYPE_COUNT; i++) t->type[i].from_float = t->type[i].from_float_ref;

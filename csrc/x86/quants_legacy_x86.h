@@ -55,7 +55,7 @@ static inline __m256 dot_u8_f(__m256i ux, __m256i y) { return _mm256_cvtepi32_ps
 
 /* ---- weight block decoders: int8 lanes + scale (+ min for the _1 types) -------------------- */
 
-enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0, K_Q8_1, K_IQ4_NL };
+enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0, K_Q8_1, K_IQ4_NL, K_MXFP4 };
 
 static inline __m256i decode(int kind, const void *blk, float *d, float *m) {
     switch (kind) {
@@ -94,6 +94,12 @@ static inline __m256i decode(int kind, const void *blk, float *d, float *m) {
         *d = fp16(b->d);
         return _mm256_loadu_si256((const __m256i *)b->qs);
     }
+    case K_MXFP4: {
+        const block_mxfp4 *b = (const block_mxfp4 *)blk;
+        *d = oxl_e8m0_to_fp32_half(b->e);
+        const __m128i v = _mm_loadu_si128((const __m128i *)kvalues_mxfp4);
+        return _mm256_shuffle_epi8(_mm256_set_m128i(v, v), nibbles_32(b->qs));
+    }
     default: { /* K_IQ4_NL */
         const block_iq4_nl *b = (const block_iq4_nl *)blk;
         *d = fp16(b->d);
@@ -107,7 +113,7 @@ static inline int kind_unsigned(int kind) { return kind == K_Q4_1 || kind == K_Q
 static inline int kind_act_q8_1(int kind) { return kind == K_Q4_1 || kind == K_Q5_1 || kind == K_Q8_1; }
 static inline size_t kind_block_bytes(int kind) {
     static const size_t sz[] = {sizeof(block_q4_0), sizeof(block_q4_1), sizeof(block_q5_0), sizeof(block_q5_1),
-                                sizeof(block_q8_0), sizeof(block_q8_1), sizeof(block_iq4_nl)};
+                                sizeof(block_q8_0), sizeof(block_q8_1), sizeof(block_iq4_nl), sizeof(block_mxfp4)};
     return sz[kind];
 }
 

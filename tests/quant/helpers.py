@@ -148,3 +148,31 @@ def act_halfstep(x: np.ndarray, act_type: str) -> np.ndarray:
     half = d * (0.5 + 127 * 2.0 ** -11)
     return np.broadcast_to(half, xb.shape).reshape(x.shape)
 
+
+
+# the i-quants oxillama reads but cannot write (ggml's quantizers need an importance matrix)
+NO_QUANTIZER_TYPES = ("IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M")
+
+
+def random_iq_blocks(qtype: str, nb: int, rng: np.random.Generator, *, d_scale: float = 0.01) -> np.ndarray:
+    """nb blocks of an i-quant with random grid indices, signs and sub-scales and a finite fp16 scale
+    (every code the file format allows, as a file from llama-quantize may hold them), as uint8."""
+    size = type_info(qtype).type_size
+    raw = rng.integers(0, 256, size=(nb, size), dtype=np.uint8)
+    h = (rng.standard_normal(nb) * d_scale).astype(np.float16).view(np.uint16)
+    if qtype == "IQ1_M":   # the fp16 scale sits in the top nibbles of the four scale words
+        sc = raw[:, size - 8:].copy().view(np.uint16)
+        for k in range(4):
+            sc[:, k] = (sc[:, k] & 0x0FFF) | (((h >> (4 * k)) & 0xF) << 12)
+        raw[:, size - 8:] = sc.view(np.uint8)
+    else:
+        raw[:, 0:2] = h.view(np.uint8).reshape(nb, 2)
+    return raw.reshape(-1)
+
+
+def weights_bytes(W: np.ndarray, qtype: str, rng: np.random.Generator) -> np.ndarray:
+    """W quantized to qtype, or for the i-quants random blocks of the same shape."""
+    if qtype in NO_QUANTIZER_TYPES:
+        return random_iq_blocks(qtype, W.size // type_info(qtype).block_size, rng)
+    from oxillama.quant import quantize
+    return quantize(W, qtype)

@@ -15,7 +15,7 @@ import pytest
 from oxillama import _core
 from oxillama.quant import GGMLType, quantize, type_info
 
-from .helpers import qid, rng_rows
+from .helpers import qid, rng_rows, weights_bytes
 
 TIERS = _core.usable_tiers()
 TYPES_WITH_VEC_DOT = [name for _, (name, *_rest, has_vec_dot) in sorted(_core.type_table().items())
@@ -28,8 +28,8 @@ W_ROWS = 37   # not a multiple of the 4-row tiles / 4-row chunks
 # row ranges as threads and forward.c's matmul_share hand them out, and ones that start and end mid-tile
 ROW_RANGES = ((0, W_ROWS), (1, 30), (5, 6), (3, 37), (16, 32))
 # (cols) per block size: an odd and an even number of blocks, and for 32-value blocks more blocks than
-# one decoded panel holds (64) with an odd tail
-COLS = {1: (77, 160), 32: (288, 320, 4256), 256: (768, 1024)}
+# one decoded panel holds (64) with an odd tail (Q1_0's 128-value blocks: 132 activation blocks)
+COLS = {1: (77, 160), 32: (288, 320, 4256), 64: (192, 256), 128: (384, 512, 4224), 256: (768, 1024)}
 HOT_TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K")
 
 
@@ -40,7 +40,7 @@ def _act_type(qtype: str) -> str:
 def _case(qtype: str, cols: int, tier: str, seed: int):
     rng = np.random.default_rng(seed)
     W = rng_rows(rng, W_ROWS, cols)
-    w = quantize(W, qtype)
+    w = weights_bytes(W, qtype, rng)
     X = rng_rows(rng, N_ACT_MAX, cols)
     act = _act_type(qtype)
     # the tier's fast activation quantizer, as matmul uses it; blocks never straddle rows

@@ -16,6 +16,7 @@ VEC_DOT(vec_dot_q4_1_q8_1_dotprod, K_Q4_1)
 VEC_DOT(vec_dot_q5_0_q8_0_dotprod, K_Q5_0)
 VEC_DOT(vec_dot_q8_0_q8_0_dotprod, K_Q8_0)
 VEC_DOT(vec_dot_iq4_nl_q8_0_dotprod, K_IQ4_NL)
+VEC_DOT(vec_dot_mxfp4_q8_0_dotprod, K_MXFP4)
 
 void oxl_register_dotprod_legacy(oxl_kernel_table *t) {
     t->type[OXL_TYPE_Q4_0].vec_dot = vec_dot_q4_0_q8_0_dotprod;
@@ -23,4 +24,5 @@ void oxl_register_dotprod_legacy(oxl_kernel_table *t) {
     t->type[OXL_TYPE_Q5_0].vec_dot = vec_dot_q5_0_q8_0_dotprod;
     t->type[OXL_TYPE_Q8_0].vec_dot = vec_dot_q8_0_q8_0_dotprod;
     t->type[OXL_TYPE_IQ4_NL].vec_dot = vec_dot_iq4_nl_q8_0_dotprod;
+    t->type[OXL_TYPE_MXFP4].vec_dot = vec_dot_mxfp4_q8_0_dotprod;
 }

@@ -22,6 +22,7 @@ VEC_DOT(vec_dot_q4_1_q8_1_neon, K_Q4_1)
 VEC_DOT(vec_dot_q5_0_q8_0_neon, K_Q5_0)
 VEC_DOT(vec_dot_q8_0_q8_0_neon, K_Q8_0)
 VEC_DOT(vec_dot_iq4_nl_q8_0_neon, K_IQ4_NL)
+VEC_DOT(vec_dot_mxfp4_q8_0_neon, K_MXFP4)
 
 static void vec_dot_f16_f32_neon(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
     const uint16_t *x = (const uint16_t *)vx;
@@ -44,5 +45,6 @@ void oxl_register_neon_legacy(oxl_kernel_table *t) {
     t->type[OXL_TYPE_Q5_0].vec_dot = vec_dot_q5_0_q8_0_neon;
     t->type[OXL_TYPE_Q8_0].vec_dot = vec_dot_q8_0_q8_0_neon;
     t->type[OXL_TYPE_IQ4_NL].vec_dot = vec_dot_iq4_nl_q8_0_neon;
+    t->type[OXL_TYPE_MXFP4].vec_dot = vec_dot_mxfp4_q8_0_neon;
     t->type[OXL_TYPE_F16].vec_dot = vec_dot_f16_f32_neon;
 }

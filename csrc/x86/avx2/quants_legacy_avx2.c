@@ -96,6 +96,7 @@ VEC_DOT(vec_dot_q5_1_q8_1_avx2, K_Q5_1)
 VEC_DOT(vec_dot_q8_0_q8_0_avx2, K_Q8_0)
 VEC_DOT(vec_dot_q8_1_q8_1_avx2, K_Q8_1)
 VEC_DOT(vec_dot_iq4_nl_q8_0_avx2, K_IQ4_NL)
+VEC_DOT(vec_dot_mxfp4_q8_0_avx2, K_MXFP4)
 
 /* ---- multi-row product: nr weight rows x nc (<= 64) activation rows ----------------------
  * The activation rows go in groups of ROW_GROUP; a group's blocks are packed once per call (int8
@@ -344,6 +345,7 @@ GEMM_ROWS(gemm_rows_q5_1_avx2, K_Q5_1)
 GEMM_ROWS(gemm_rows_q8_0_avx2, K_Q8_0)
 GEMM_ROWS(gemm_rows_q8_1_avx2, K_Q8_1)
 GEMM_ROWS(gemm_rows_iq4_nl_avx2, K_IQ4_NL)
+GEMM_ROWS(gemm_rows_mxfp4_avx2, K_MXFP4)
 
 /* ---- activation quantizers, bit-identical to the scalar reference ------------------------ */
 
@@ -463,6 +465,8 @@ void oxl_register_avx2_legacy(oxl_kernel_table *t) {
     t->type[OXL_TYPE_Q8_0].gemm = gemm_rows_q8_0_avx2;
     t->type[OXL_TYPE_Q8_1].gemm = gemm_rows_q8_1_avx2;
     t->type[OXL_TYPE_IQ4_NL].gemm = gemm_rows_iq4_nl_avx2;
+    t->type[OXL_TYPE_MXFP4].vec_dot = vec_dot_mxfp4_q8_0_avx2;
+    t->type[OXL_TYPE_MXFP4].gemm = gemm_rows_mxfp4_avx2;
     t->type[OXL_TYPE_Q8_0].from_float = quantize_row_q8_0_avx2;
     t->type[OXL_TYPE_Q8_1].from_float = quantize_row_q8_1_avx2;
     t->type[OXL_TYPE_F32].vec_dot = vec_dot_f32_f32_avx2;
@@ -474,9 +478,13 @@ void oxl_register_avx2_legacy(oxl_kernel_table *t) {
  * canonical order above, so these multi-row kernels are exact for them too; dispatch.c registers them
  * for that tier after its own register function (which brings those vec_dots but no gemm).
  * tests/quant/test_invariance.py checks every usable tier's pairs bit for bit. */
+void oxl_register_avx512_gemm_lowbit(oxl_kernel_table *t);  /* quants_lowbit_avx2.c */
+
 void oxl_register_avx512_gemm(oxl_kernel_table *t) {
+    oxl_register_avx512_gemm_lowbit(t);
     t->type[OXL_TYPE_Q4_0].gemm = gemm_rows_q4_0_avx2;
     t->type[OXL_TYPE_Q4_1].gemm = gemm_rows_q4_1_avx2;
     t->type[OXL_TYPE_Q5_0].gemm = gemm_rows_q5_0_avx2;
     t->type[OXL_TYPE_Q8_0].gemm = gemm_rows_q8_0_avx2;
+    t->type[OXL_TYPE_MXFP4].gemm = gemm_rows_mxfp4_avx2;
 }

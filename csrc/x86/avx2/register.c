@@ -4,9 +4,13 @@
 void oxl_register_avx2_legacy(oxl_kernel_table *t);  /* quants_legacy_avx2.c */
 void oxl_register_avx2_k(oxl_kernel_table *t);       /* quants_k_avx2.c */
 void oxl_register_avx2_ops(oxl_kernel_table *t);     /* ops_avx2.c */
+void oxl_register_avx2_lowbit(oxl_kernel_table *t);  /* quants_lowbit_avx2.c */
+void oxl_register_avx2_iq(oxl_kernel_table *t);      /* quants_iq_avx2.c */
 
 void oxl_register_avx2(oxl_kernel_table *t) {
     oxl_register_avx2_legacy(t);
     oxl_register_avx2_k(t);
     oxl_register_avx2_ops(t);
+    oxl_register_avx2_lowbit(t);
+    oxl_register_avx2_iq(t);
 }

@@ -1,4 +1,4 @@
-/* AVX-512 (F/BW/VL/DQ) kernels for the hottest 32-value block types (Q4_0, Q4_1, Q5_0, Q8_0) and F16.
+/* AVX-512 (F/BW/VL/DQ) kernels for the hottest 32-value block types (Q4_0, Q4_1, Q5_0, Q8_0, MXFP4) and F16.
  * Same scheme as the AVX2 tier (csrc/x86/avx2/quants_legacy_avx2.c): two blocks per 512-bit register,
  * the lower 256 bits block i and the upper block i + 1, each decoded by the shared AVX2 decoder.
  * AVX-512 has no vpsignb, so the sign trick is |x| * (y negated where x < 0) with a mask. An odd last
@@ -66,6 +66,7 @@ VEC_DOT(vec_dot_q4_0_q8_0_avx512, K_Q4_0)
 VEC_DOT(vec_dot_q4_1_q8_1_avx512, K_Q4_1)
 VEC_DOT(vec_dot_q5_0_q8_0_avx512, K_Q5_0)
 VEC_DOT(vec_dot_q8_0_q8_0_avx512, K_Q8_0)
+VEC_DOT(vec_dot_mxfp4_q8_0_avx512, K_MXFP4)
 
 static void vec_dot_f16_f32_avx512(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
     const oxl_half *x = (const oxl_half *)vx;
@@ -87,5 +88,6 @@ void oxl_register_avx512_legacy(oxl_kernel_table *t) {
     t->type[OXL_TYPE_Q4_1].vec_dot = vec_dot_q4_1_q8_1_avx512;
     t->type[OXL_TYPE_Q5_0].vec_dot = vec_dot_q5_0_q8_0_avx512;
     t->type[OXL_TYPE_Q8_0].vec_dot = vec_dot_q8_0_q8_0_avx512;
+    t->type[OXL_TYPE_MXFP4].vec_dot = vec_dot_mxfp4_q8_0_avx512;
     t->type[OXL_TYPE_F16].vec_dot = vec_dot_f16_f32_avx512;
 }

@@ -4,7 +4,9 @@
 #include "../../kernels.h"
 
 void oxl_register_avx512_legacy(oxl_kernel_table *t);
+void oxl_register_avx512_lowbit(oxl_kernel_table *t);  /* quants_lowbit_avx512.c */
 
 void oxl_register_avx512(oxl_kernel_table *t) {
     oxl_register_avx512_legacy(t);
+    oxl_register_avx512_lowbit(t);
 }
