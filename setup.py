@@ -112,7 +112,11 @@ class BuildExt(build_ext):
     """build_ext that compiles each SIMD tier's sources with that tier's flags only."""
 
     def build_extensions(self):
-        cc = list(self.compiler.compiler_so[:1]) if hasattr(self.compiler, "compiler_so") else ["cc"]
+        cc = ["cc"]
+        if hasattr(self.compiler, "compiler_so"):
+            # the compiler command without its flags: CC="ccache gcc" is two words, both needed
+            so = list(self.compiler.compiler_so)
+            cc = so[:next((i for i, w in enumerate(so) if w.startswith("-")), len(so))] or so[:1]
         omp_c, omp_l, has_omp = detect_openmp(cc)
         tier_flags = {}
         for name, folder, flags in TIERS:
@@ -122,7 +126,10 @@ class BuildExt(build_ext):
                 tier_flags[name] = (folder, flags)
             else:
                 warnings.warn(f"oxillama: compiler does not accept {flags}; tier {name} not built")
+        stamp = self._force_if_flags_changed(cc, omp_c, tier_flags)
         for ext in self.extensions:
+            if not self.force and not self._outdated(ext):
+                continue    # build_ext skips it too: a second `pip install .[extra]` reuses build/
             macros = [("OXL_HAVE_OPENMP", "1" if has_omp else "0")]
             kernels, c_sources = EXTRA.get(ext.name, (False, []))
             if kernels:
@@ -132,20 +139,58 @@ class BuildExt(build_ext):
             ext.extra_link_args = list(ext.extra_link_args or []) + omp_l
             objects = []
             if c_sources:
-                objects += self.compiler.compile(
-                    c_sources, output_dir=os.path.join(self.build_temp, "base"),
-                    macros=ext.define_macros, include_dirs=["csrc"],
-                    extra_postargs=C_FLAGS + omp_c, depends=glob.glob("csrc/**/*.h", recursive=True))
+                objects += self._compile(c_sources, os.path.join(self.build_temp, "base"), ext.define_macros,
+                                         C_FLAGS + omp_c)
             if kernels:
                 for name, (folder, flags) in tier_flags.items():
                     srcs = _rel(glob.glob(os.path.join(ROOT, folder, "*.c")))
-                    objects += self.compiler.compile(
-                        srcs, output_dir=os.path.join(self.build_temp, "tier_" + name),
-                        macros=ext.define_macros + [("OXL_TIER", name)], include_dirs=["csrc"],
-                        extra_postargs=C_FLAGS + flags + omp_c,
-                        depends=glob.glob("csrc/**/*.h", recursive=True))
+                    objects += self._compile(srcs, os.path.join(self.build_temp, "tier_" + name),
+                                             ext.define_macros + [("OXL_TIER", name)], C_FLAGS + flags + omp_c)
             ext.extra_objects = list(ext.extra_objects or []) + objects
         super().build_extensions()
+        stamp()
+
+    def _compile(self, sources, output_dir, macros, postargs) -> list[str]:
+        """The kernel objects, compiling only those older than their source or any C header (distutils'
+        compile() would redo them all, e.g. when only the Cython wrapper changed)."""
+        headers = glob.glob("csrc/**/*.h", recursive=True)
+        objects = self.compiler.object_filenames(sources, output_dir=output_dir)
+        stale = [src for src, obj in zip(sources, objects) if self.force or _newer_group([src] + headers, obj)]
+        if stale:
+            self.compiler.compile(stale, output_dir=output_dir, macros=macros, include_dirs=["csrc"],
+                                  extra_postargs=postargs, depends=headers)
+        return objects
+
+    def _outdated(self, ext) -> bool:
+        """build_ext's own test: a source or dependency (every C file and header) is newer than the module."""
+        return _newer_group(list(ext.sources) + list(ext.depends or []), self.get_ext_fullpath(ext.name))
+
+    def _force_if_flags_changed(self, cc, omp_c, tier_flags):
+        """Rebuild everything when the compiler, OpenMP, the tiers or the C flags differ from the last build
+        (a file's timestamp does not say that); returns the function that notes this build's flags once it
+        succeeded."""
+        path = os.path.join(self.build_temp, "oxillama-build-flags.txt")
+        flags = repr((cc, omp_c, sorted(tier_flags.items()), C_FLAGS, sys.version))
+        try:
+            with open(path) as f:
+                same = f.read() == flags
+        except OSError:
+            same = False
+        if not same:
+            self.force = True
+
+        def stamp():
+            os.makedirs(self.build_temp, exist_ok=True)
+            with open(path, "w") as f:
+                f.write(flags)
+        return stamp
+
+
+def _newer_group(sources, target) -> bool:
+    if not os.path.exists(target):
+        return True
+    mtime = os.path.getmtime(target)
+    return any(not os.path.exists(s) or os.path.getmtime(s) > mtime for s in sources)
 
 
 # extension name -> (links the kernel library with its SIMD tiers, extra C sources).
@@ -169,10 +214,28 @@ def make_extensions():
         modname = pyx[:-4].replace(os.sep, ".")
         exts.append(Extension(modname, [pyx], include_dirs=["csrc"], depends=depends))
         EXTRA[modname] = (False, _rel(glob.glob(os.path.join(ROOT, "csrc", pkg, "*.c"))))
-    return cythonize(exts, language_level=3, compiler_directives={
+    # a module whose generated C is newer than our .pyx/.pxd/.pxi files and setup.py, by this Cython
+    # version, is not generated again: pip's isolated build env holds a fresh copy of Cython's own
+    # includes each time, which would otherwise make every `pip install .[extra]` start from scratch
+    fresh = [ext for ext in exts if _fresh_cython_output(ext.sources[0])]
+    for ext in fresh:
+        ext.sources = [ext.sources[0][:-len(".pyx")] + ".c"]
+    stale = [ext for ext in exts if ext not in fresh]
+    return fresh + (cythonize(stale, language_level=3, compiler_directives={
         "boundscheck": False, "wraparound": False, "cdivision": True, "initializedcheck": False,
         "embedsignature": True,
-    })
+    }) if stale else [])
+
+
+def _fresh_cython_output(pyx: str) -> bool:
+    import Cython
+    c = pyx[:-len(".pyx")] + ".c"
+    ours = [pyx, "setup.py"] + glob.glob("oxillama/**/*.pxd", recursive=True) + glob.glob("oxillama/**/*.pxi",
+                                                                                            recursive=True)
+    if _newer_group(ours, c):
+        return False
+    with open(c, encoding="utf-8", errors="replace") as f:
+        return f.readline().strip() == f"/* Generated by Cython {Cython.__version__} */"
 
 
 setup(ext_modules=make_extensions(), cmdclass={"build_ext": BuildExt})

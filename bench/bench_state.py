@@ -11,7 +11,7 @@ sizes are in each benchmark's extra_info (kv_bytes, blob_bytes).
 import pytest
 
 from oxillama import hub
-from oxillama.runtime import InferenceEngine, PagePool, PrefixKvCache
+from oxillama.runtime import ContiguousKVCache, InferenceEngine, PrefixKvCache
 
 HISTORY_TOKENS = 1000
 TURN_TOKENS = 24
@@ -36,8 +36,8 @@ def test_chat_turn_time_to_first_token(benchmark, engine, mode):
     engine.reset()
     engine.prefix_cache = None
     engine.forward(history)                   # the previous turn
-    stored = PagePool.for_cache(engine.kv).new_sequence()
-    stored.scatter_from(engine.kv)            # the history's K/V, kept aside for the prefix cache
+    stored = ContiguousKVCache.like(engine.kv)
+    stored.write(*engine.kv.read(0, engine.kv.n_past), 0)   # the history's K/V, kept aside for the prefix cache
 
     def setup():
         engine.reuse_prefix = mode != "no_reuse"

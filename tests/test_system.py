@@ -27,11 +27,14 @@ def test_disable_cpu_features_forces_scalar(python_runner):
     assert out.stdout.strip() == "scalar"
 
 
-def test_active_tier_is_highest_usable():
-    # with nothing disabled, the active tier is the last usable one
-    if os.environ.get("OXILLAMA_DISABLE_CPU_FEATURES"):
-        return
-    assert _core.active_tier() == _core.usable_tiers()[-1]
+def test_active_tier_is_highest_usable(python_runner):
+    # with nothing disabled (a fresh process without OXILLAMA_DISABLE_CPU_FEATURES), the active tier is
+    # the last usable one
+    env = {k: v for k, v in os.environ.items() if k != "OXILLAMA_DISABLE_CPU_FEATURES"}
+    out = python_runner("from oxillama import _core; print(_core.active_tier(), _core.usable_tiers()[-1])", env=env)
+    assert out.returncode == 0, out.stderr
+    active, highest = out.stdout.split()
+    assert active == highest
 
 
 def test_more_threads_than_cpus_are_clamped_with_one_warning(monkeypatch, caplog):

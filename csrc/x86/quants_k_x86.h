@@ -1,4 +1,4 @@
-/* x86 helpers and multi-row kernels (tiles) shared by the tiers for the K-quants Q4_K, Q5_K and Q6_K: the
+/* x86 helpers and multi-row kernels (tiles) shared by the tiers for the K-quants Q4_K, Q5_K, Q6_K and IQ4_XS: the
  * AVX2 tier (csrc/x86/avx2/quants_k_avx2.c, with its vec_dots) and the AVX-512 VNNI tier
  * (csrc/x86/avx512vnni/quants_k_vnni.c). Static inline: each tier compiles them with its own flags and its own
  * OXL_K_ACC_MADD(acc, a, b) = acc + vpmaddwd(a, b) per int32 lane: vpaddd + vpmaddwd on AVX2, one vpdpwssd
@@ -77,6 +77,10 @@ static inline __m256 k4_accumulate(__m256 acc, __m256i sumi, __m128i sm, const i
 #define TILE_R 4
 #define TILE_RC 4
 #define K_SMALL_BATCH 8
+/* activation rows of the tiles of larger batches: 2 with AVX2's 16 vector registers; a tier with 32 sets more */
+#ifndef K_WIDE_RC
+#define K_WIDE_RC 2
+#endif
 
 /* Q4_K (has_qh = 0) and Q5_K (has_qh = 1) */
 OXL_INLINE void tile_k4(const int has_qh, const int R, const int rc, int nb, float *S, int64_t lds, const char *w,
@@ -169,6 +173,71 @@ OXL_INLINE void tile_q6_K(const int R, const int rc, int nb, float *S, int64_t l
         for (int r = 0; r < R; r++) S[j * lds + r] = hsum_f32_8(acc[r][j]);
 }
 
+/* ---------------------------------------------------------------- IQ4_XS */
+
+/* signed x signed int8 products, pairwise summed to int16 (|x| <= 127 so |x| fits maddubs' unsigned side) */
+static inline __m256i madd_i8_signed(__m256i x, __m256i y) {
+    return _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+/* IQ4_XS sub-blocks ib, ib + 1 decoded: codebook values of the low nibbles (values 0..15 of each sub-block,
+ * sub-block ib in the low 128 bits), of the high nibbles (values 16..31), and the two int16 scales */
+typedef struct {
+    __m256i v_lo, v_hi, sc;
+} iq4_xs_pair;
+
+static inline iq4_xs_pair iq4_xs_decode_pair(const block_iq4_xs *x, int ib, __m256i values) {
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const __m256i q4 = _mm256_loadu_si256((const __m256i *)(x->qs + 16 * ib));
+    iq4_xs_pair p;
+    p.v_lo = _mm256_shuffle_epi8(values, _mm256_and_si256(q4, m4));
+    p.v_hi = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4));
+    p.sc = _mm256_set_m128i(_mm_set1_epi16((short)oxl_iq4xs_scale(x, ib + 1)), _mm_set1_epi16((short)oxl_iq4xs_scale(x, ib)));
+    return p;
+}
+
+/* sumi + the pair's scaled products with the Q8_K values q8 (the super-block's, from value 32 ib) */
+static inline __m256i iq4_xs_dot_pair(__m256i sumi, const iq4_xs_pair *p, const int8_t *q8) {
+    const __m256i a = _mm256_loadu_si256((const __m256i *)q8);
+    const __m256i b = _mm256_loadu_si256((const __m256i *)(q8 + 32));
+    const __m256i q8_lo = _mm256_permute2x128_si256(a, b, 0x20);
+    const __m256i q8_hi = _mm256_permute2x128_si256(a, b, 0x31);
+    sumi = OXL_K_ACC_MADD(sumi, madd_i8_signed(p->v_lo, q8_lo), p->sc);
+    return OXL_K_ACC_MADD(sumi, madd_i8_signed(p->v_hi, q8_hi), p->sc);
+}
+
+static inline __m256i iq4_xs_values(void) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl));
+}
+
+/* The steps of vec_dot_iq4_xs_q8_K_avx2 for R x rc outputs: per super-block acc = fma(dy dx, sumi, acc) */
+OXL_INLINE void tile_iq4_xs(const int R, const int rc, int nb, float *S, int64_t lds, const char *w, size_t w_row,
+                            const char *y, size_t y_row) {
+    const __m256i values = iq4_xs_values();
+    __m256 acc[TILE_R][TILE_RC];
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < rc; j++) acc[r][j] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const block_q8_K *yb[TILE_RC];
+        for (int j = 0; j < rc; j++) yb[j] = (const block_q8_K *)(y + j * y_row) + i;
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const block_iq4_xs *x = (const block_iq4_xs *)(w + r * w_row) + i;
+            __m256i sumi[TILE_RC];
+            for (int j = 0; j < rc; j++) sumi[j] = _mm256_setzero_si256();
+            for (int ib = 0; ib < QK_K / 32; ib += 2) {
+                const iq4_xs_pair p = iq4_xs_decode_pair(x, ib, values);
+                for (int j = 0; j < rc; j++) sumi[j] = iq4_xs_dot_pair(sumi[j], &p, yb[j]->qs + 32 * ib);
+            }
+            const float dx = _cvtsh_ss(x->d);
+            for (int j = 0; j < rc; j++)
+                acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(yb[j]->d * dx), _mm256_cvtepi32_ps(sumi[j]), acc[r][j]);
+        }
+    }
+    for (int j = 0; j < rc; j++)
+        for (int r = 0; r < R; r++) S[j * lds + r] = hsum_f32_8(acc[r][j]);
+}
+
 /* nr x nc outputs from tiles with compile-time R and rc */
 #define GEMM_ROWS_K(name, call)                                                                                \
     static void name(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,      \
@@ -179,6 +248,8 @@ OXL_INLINE void tile_q6_K(const int R, const int rc, int nb, float *S, int64_t l
         if (nc > K_SMALL_BATCH) {                                                                              \
             for (; r + TILE_R <= nr; r += TILE_R) {                                                            \
                 int j = 0;                                                                                     \
+                for (; j + K_WIDE_RC <= nc; j += K_WIDE_RC)                                                    \
+                    call(TILE_R, K_WIDE_RC, nb, S + j * lds + r, lds, wc + r * w_row, w_row, yc + j * y_row, y_row); \
                 for (; j + 2 <= nc; j += 2) call(TILE_R, 2, nb, S + j * lds + r, lds, wc + r * w_row, w_row, yc + j * y_row, y_row); \
                 if (j < nc) call(TILE_R, 1, nb, S + j * lds + r, lds, wc + r * w_row, w_row, yc + j * y_row, y_row); \
             }                                                                                                  \

@@ -7,9 +7,11 @@ import importlib
 import logging
 import sys
 
-from oxillama.errors import OxillamaError
+from oxillama.errors import ContextOverflowError, OxillamaError
 
-SUBCOMMANDS = ("run", "chat", "pull", "inspect", "selftest", "convert_lora", "serve")
+SUBCOMMANDS = ("run", "chat", "pull", "list", "rm", "inspect", "selftest", "convert_lora", "serve",
+               # model tools (issue 32)
+               "quantize", "imatrix", "perplexity", "convert", "verify", "tokenize", "detokenize")
 _VERBOSE_HELP = "log more (-vv for debug); also shows pip's output when a model is downloaded"
 
 
@@ -50,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     logger.setLevel(level)
     try:
         return int(args.func(args) or 0)
+    except ContextOverflowError as e:
+        print(f"oxillama: error: {e}; give a larger context with -c N (the model's trained context bounds it)",
+              file=sys.stderr)
+        return 1
     except OxillamaError as e:
         print(f"oxillama: error: {e}", file=sys.stderr)
         return 1

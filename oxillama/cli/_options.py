@@ -5,7 +5,9 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 
 from oxillama import hub
 from oxillama.errors import InvalidArgumentError
@@ -52,7 +54,8 @@ def positive_int(text: str) -> int:
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--model", default=None, metavar="MODEL",
-                   help=f"a GGUF path or a known model name ({', '.join(hub.KNOWN_MODELS)}); "
+                   help=f"a GGUF path, a known model name ({', '.join(hub.KNOWN_MODELS)}) or a Hugging Face "
+                        "model hf://ORG/REPO[:QUANT]; "
                         f"default: {hub.DEFAULT_MODEL}")
     p.add_argument("-c", "--ctx-size", type=int, default=0, metavar="N",
                    help="context size in tokens (0: the model's trained context, capped at 4096)")
@@ -133,3 +136,25 @@ def warn_if_no_chat_template(engine) -> None:
         log.warning("this model's GGUF file has no chat template, so it is probably a base model, not a chat "
                     "model: guessing a chat format from its special tokens (pass --chat-template FILE to "
                     "choose one); expect poor answers")
+
+
+class StopOnInterrupt:
+    """While an answer streams (`run`, `chat`), Ctrl-C sets .hit (checked between pieces) instead of
+    raising, so the engine is never interrupted half-way through a step. Outside the main thread it does
+    nothing."""
+
+    def __init__(self):
+        self.hit = False
+        self._old = None
+
+    def _handler(self, signum, frame):
+        self.hit = True
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)

@@ -13,9 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sys
-import threading
 
 from oxillama import hub
 from oxillama.cli import _options as opt
@@ -92,7 +90,7 @@ class ChatSession:
         kwargs = dict(self.gen_kwargs)
         n = kwargs.get("max_tokens", -1)
         kwargs["max_tokens"] = room if n is None or n <= 0 else min(n, room)
-        with _StopOnInterrupt() as interrupt:     # from the prompt's prefill on
+        with opt.StopOnInterrupt() as interrupt:     # from the prompt's prefill on
             pieces = engine.generate(prompt, stream=True, **kwargs)
             try:
                 for piece in () if interrupt.hit else pieces:
@@ -200,27 +198,6 @@ def _read_line(stdin) -> str:
     if not line:
         raise EOFError
     return line
-
-
-class _StopOnInterrupt:
-    """While an answer streams, Ctrl-C sets .hit (checked between pieces) instead of raising, so the
-    engine is never interrupted half-way through a step. Outside the main thread it does nothing."""
-
-    def __init__(self):
-        self.hit = False
-        self._old = None
-
-    def _handler(self, signum, frame):
-        self.hit = True
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, self._handler)
-        return self
-
-    def __exit__(self, *exc):
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
 
 
 def _readline_history():

@@ -26,7 +26,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("inspect", help="show a GGUF file's metadata and tensors",
                               description="Show a GGUF file's architecture, hyper-parameters, tokenizer "
                                           "and tensor table without loading the weights.")
-    p.add_argument("file", metavar="FILE.gguf", help="the GGUF file, or a known model name (as `run -m` takes)")
+    p.add_argument("file", metavar="FILE.gguf",
+                   help="the GGUF file, a known model name or hf://ORG/REPO[:QUANT] (as `run -m` takes)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--no-tensors", action="store_true", help="leave out the tensor table")
     p.set_defaults(func=run)
@@ -35,8 +36,8 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from oxillama import hub
     path = args.file
-    if not os.path.exists(path) and path in hub.KNOWN_MODELS:
-        path = hub.pull(path)
+    if hub.is_hf(path) or (not os.path.exists(path) and path in hub.KNOWN_MODELS):
+        path = hub.resolve_model(path)
     with GGUFFile(path) as f:
         report = summarize(f, tensors=not args.no_tensors)
     # ASCII-escaped JSON is valid whatever the terminal's encoding, and so are strings that were
@@ -91,6 +92,27 @@ def _summary_of(value, vtype: GGUFValueType, etype: GGUFValueType | None):
     return value
 
 
+def _experts(f: GGUFFile, hparams: dict) -> dict | None:
+    """A mixture of experts' sizes: experts, used per token, bytes of one expert (gate, up and down in one
+    layer), and the parameters and bytes a token reads (the other tensors whole, n_used / n_expert of the
+    experts'; the embedding table counted whole, as the file holds it)."""
+    n_expert, n_used = hparams.get("expert_count"), hparams.get("expert_used_count")
+    if not isinstance(n_expert, int) or n_expert <= 0:
+        return None
+    stacked = [t for t in f.tensors.values() if t.name.endswith(("_exps.weight", "_exps.bias"))]
+    exp_params = sum(t.n_elements for t in stacked)
+    exp_bytes = sum(t.nbytes for t in stacked)
+    n_layers = len({t.name.split(".")[1] for t in stacked}) or 1
+    all_params = sum(t.n_elements for t in f.tensors.values())
+    all_bytes = sum(t.nbytes for t in f.tensors.values())
+    used = n_used if isinstance(n_used, int) and 0 < n_used <= n_expert else 0
+    return {"n_expert": n_expert, "n_expert_used": n_used,
+            "shared_expert": any(n.endswith("ffn_up_shexp.weight") for n in f.tensors),
+            "expert_nbytes": exp_bytes // (n_expert * n_layers),
+            "active_params": all_params - exp_params + exp_params * used // n_expert,
+            "active_nbytes": all_bytes - exp_bytes + exp_bytes * used // n_expert}
+
+
 def summarize(f: GGUFFile, tensors: bool = True) -> dict:
     arch = f.architecture
     prefix = f"{arch}." if arch else None
@@ -115,6 +137,9 @@ def summarize(f: GGUFFile, tensors: bool = True) -> dict:
         "tensor_types": {q: {"count": types[q], "nbytes": type_bytes[q]} for q in sorted(types)},
         "hparams": hparams, "tokenizer": _tokenizer(f), "metadata": other,
     }
+    experts = _experts(f, hparams)
+    if experts:
+        report["experts"] = experts
     if tensors:
         report["tensors"] = [{"name": t.name, "type": t.qtype, "shape": list(t.shape), "nbytes": t.nbytes,
                               "offset": t.offset} for t in f.tensors.values()]
@@ -155,6 +180,12 @@ def format_text(r: dict) -> str:
         lines.append(f"name           {r['name']}")
     types = ", ".join(f"{q} x{v['count']} ({_size(v['nbytes'])})" for q, v in r["tensor_types"].items())
     lines.append(f"parameters     {_count(r['n_params'])} in {r['n_tensors']} tensors: {types or '-'}")
+    e = r.get("experts")
+    if e:
+        lines.append(f"experts        {e['n_expert']}, {e['n_expert_used']} used per token"
+                     + (" + a shared expert" if e["shared_expert"] else "")
+                     + f", {_size(e['expert_nbytes'])} per expert per layer; per token "
+                       f"{_count(e['active_params'])} parameters active ({_size(e['active_nbytes'])} read)")
     if r["hparams"]:
         lines.append("")
         lines.append(f"hyper-parameters ({r['architecture']}.*)")

@@ -1,26 +1,32 @@
 """`oxillama serve -m MODEL`: an OpenAI-compatible HTTP server with continuous batching."""
 from __future__ import annotations
 
+import logging
+
 from oxillama import hub
+from oxillama.cli import _options as opt
 from oxillama.errors import InvalidArgumentError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API",
+    p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API", formatter_class=opt.formatter,
                        description="Serve MODEL over HTTP: /v1/chat/completions, /v1/completions, /v1/embeddings, "
                                    "/v1/models, /tokenize, /detokenize, /health, /metrics. Requests are batched "
                                    "together (continuous batching); SIGINT/SIGTERM let running requests finish. "
-                                   'Needs the server extra: pip install "oxillama[server]".')
+                                   'Needs the server extra: pip install "oxillama[server]". It logs where it '
+                                   "listens, the model, and one line per request on stderr (-q: warnings only).")
     p.add_argument("-m", "--model", default=None,
-                   help=f"a GGUF path or a known model name ({', '.join(hub.KNOWN_MODELS)}); "
-                        f"default {hub.DEFAULT_MODEL}")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000)
+                   help=f"a GGUF path, a known model name ({', '.join(hub.KNOWN_MODELS)}) or a Hugging Face "
+                        "model hf://ORG/REPO[:QUANT]; "
+                        f"default: {hub.DEFAULT_MODEL}")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free one)")
     p.add_argument("--parallel", "-np", type=int, default=8, metavar="N",
-                   help="sequences generated together in one batch (default 8)")
+                   help="sequences generated together in one batch")
     p.add_argument("--n-ctx", "-c", type=int, default=0, metavar="N",
                    help="context size of each sequence (0: the model's, capped)")
-    p.add_argument("--threads", "-t", type=int, default=None, metavar="N")
+    p.add_argument("--threads", "-t", type=int, default=None, metavar="N",
+                   help="threads (default: OXILLAMA_NUM_THREADS, else the physical cores)")
     p.add_argument("--api-key", default=None, metavar="KEY",
                    help="require 'Authorization: Bearer KEY' (not on /health and /metrics)")
     p.add_argument("--alias", default=None, metavar="NAME", help="the model id clients see")
@@ -35,9 +41,13 @@ def add_parser(sub) -> None:
                    help="serve a LoRA adapter (GGUF) under NAME (repeatable); a request picks it with "
                         '"model": "<model>:NAME" or "lora": [{"name": NAME, "scale": S}]; none applies by default')
     p.add_argument("--max-body-mb", type=int, default=16, metavar="MB",
-                   help="refuse request bodies larger than this with 413 (default 16)")
+                   help="refuse request bodies larger than this with 413")
     p.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
-                   help="on SIGINT/SIGTERM, seconds running requests get to finish (default 30)")
+                   help="on SIGINT/SIGTERM, seconds running requests get to finish")
+    p.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="text lines, or one JSON object per line (the access fields as keys) for log collectors")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="log warnings and errors only (no address, model or access lines)")
     ray = p.add_argument_group("scale-out on Ray Serve (needs the ray extra: pip install \"oxillama[ray]\")")
     ray.add_argument("--replicas", type=int, default=None, metavar="N",
                      help="serve with N replicas behind Ray Serve's HTTP proxy, each its own engine")
@@ -66,9 +76,15 @@ def run(args) -> int:
         raise InvalidArgumentError(f"--port must be in 0..65535, got {args.port}")
     try:
         from oxillama.server import ServerConfig, serve
+        from oxillama.server.logs import use_json_format
     except ModuleNotFoundError as e:
         raise InvalidArgumentError(f'`oxillama serve` needs the server extra ({e.name} is missing): '
                                    'pip install "oxillama[server]"') from None
+    if args.log_format == "json":
+        use_json_format()
+    if not args.quiet and args.verbose == 0:
+        # the address, the model, draining and one line per request, at INFO; the rest stays at -v's level
+        logging.getLogger("oxillama.server").setLevel(logging.INFO)
     scale = _scale_out(args)
     if scale is not None:
         try:
@@ -124,7 +140,10 @@ def _scale_out(args):
 
 
 def _default_alias(model: str | None) -> str | None:
-    """A known model's name is what clients see (not its cache file's name)."""
+    """A known model's name, or a Hugging Face model's ORG/REPO[:QUANT], is what clients see (not its cache
+    file's name)."""
     if model is None:
         return hub.DEFAULT_MODEL
+    if hub.is_hf(model):
+        return model[len(hub.HF_PREFIX):]
     return model if model in hub.KNOWN_MODELS else None

@@ -2,20 +2,29 @@
 
 Same constructor keywords, methods and return dicts (llama-cpp-python's `llama_types` shapes, with
 plain Python floats), so code written for llama_cpp runs after changing one import. It is a thin
-layer: generation, tokenization, embeddings and state are the engine's; the OpenAI shapes come from
-oxillama.compat.openai_shapes, which the HTTP server shares.
+layer: generation, tokenization, embeddings and state are the engine's; the request translation, the
+OpenAI shapes and the stream assembly are oxillama.openai's, which the HTTP server shares.
 """
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
 from collections.abc import Iterator
 
 import numpy as np
 
-from oxillama.compat import openai_shapes as shapes
-from oxillama.errors import ContextOverflowError, InvalidArgumentError, ModelNotFoundError
+from oxillama.errors import ContextOverflowError, DownloadError, InvalidArgumentError, ModelNotFoundError
 from oxillama.grammar import Grammar
+from oxillama.grammar.json_schema import json_schema_to_gbnf
+from oxillama.hub import KNOWN_MODELS
+from oxillama.openai import request as openai_request
+from oxillama.openai import shapes
+from oxillama.openai.chat import chat_plan
+from oxillama.openai.stream import ChatChoiceStream, CompletionChoiceStream
+from oxillama.runtime import InferenceEngine
+from oxillama.runtime.embeddings import hidden_states, pool
+from oxillama.tokenizer.chat import BUILTIN_TEMPLATES
 
 log = logging.getLogger("oxillama")
 
@@ -50,7 +59,6 @@ class LlamaGrammar(Grammar):
 
     @classmethod
     def from_json_schema(cls, json_schema, verbose: bool = True) -> "LlamaGrammar":
-        from oxillama.grammar.json_schema import json_schema_to_gbnf
         return cls(json_schema_to_gbnf(json_schema))
 
 
@@ -84,7 +92,6 @@ class Llama:
                  lora_scale: float = 1.0, lora_path: str | None = None, chat_format: str | None = None,
                  chat_handler=None, type_k: int | None = None, type_v: int | None = None, verbose: bool = True,
                  **kwargs):
-        from oxillama.runtime import InferenceEngine
 
         unknown = set(kwargs) - _IGNORED
         if unknown:
@@ -99,7 +106,6 @@ class Llama:
                                        "chat template (or chat_format=)")
         self.model_path = os.fspath(model_path)
         if not os.path.exists(self.model_path):
-            from oxillama.hub import KNOWN_MODELS
             if self.model_path not in KNOWN_MODELS:
                 raise ModelNotFoundError(f"Model path does not exist: {self.model_path}")
         if n_threads_batch is not None and n_threads is not None and n_threads_batch != n_threads:
@@ -123,6 +129,32 @@ class Llama:
                          if isinstance(v, (str, int, float, bool))}
         self.scores = np.zeros((0, self.n_vocab()), dtype=np.float32)
 
+    @classmethod
+    def from_pretrained(cls, repo_id: str, filename: str | None = None, additional_files: list[str] | None = None,
+                        local_dir: str | None = None, local_dir_use_symlinks="auto", cache_dir: str | None = None,
+                        **kwargs) -> "Llama":
+        """llama-cpp-python's: a GGUF file of a Hugging Face repository, downloaded once through huggingface_hub
+        (its cache or `cache_dir`, or a copy in `local_dir`; HF_TOKEN, HF_ENDPOINT), then `Llama(path, **kwargs)`.
+        `filename` is a file name or a glob pattern ("*Q4_K_M.gguf") that must match one file; None picks as
+        `hf://ORG/REPO` does (the only GGUF, else Q4_K_M)."""
+        from oxillama import hub
+        files = hub.hf_repo_files(repo_id, cache_dir=cache_dir)
+        if filename is None:
+            name = hub.hf_pick_file(repo_id, files, None)
+        else:
+            matches = [f for f in files if f == filename or fnmatch.fnmatch(f, filename)
+                       or fnmatch.fnmatch(f.rsplit("/", 1)[-1], filename)]
+            if not matches:
+                raise DownloadError(f"{repo_id} has no file matching {filename!r}; its GGUF files: "
+                                    f"{', '.join(f for f in files if f.endswith('.gguf')) or 'none'}")
+            if len(matches) > 1:
+                raise DownloadError(f"{filename!r} matches {len(matches)} files in {repo_id}: {', '.join(matches)}")
+            name = matches[0]
+        for extra in additional_files or ():
+            hub.hf_download(repo_id, extra, cache_dir=cache_dir, local_dir=local_dir)
+        path = hub.hf_download(repo_id, name, cache_dir=cache_dir, local_dir=local_dir)
+        return cls(model_path=str(path), **kwargs)
+
     # ---- construction helpers ----
 
     def _pooling(self, pooling_type) -> str:
@@ -141,7 +173,6 @@ class Llama:
         """chat_format -> a template text (None: the model's own)."""
         if chat_format is None:
             return None
-        from oxillama.tokenizer.chat import BUILTIN_TEMPLATES
         builtin = {name: src for name, _, src in BUILTIN_TEMPLATES}
         if chat_format in builtin:
             return builtin[chat_format]
@@ -242,37 +273,29 @@ class Llama:
 
     def _generate_kwargs(self, *, temperature, top_p, min_p, typical_p, top_k, repeat_penalty, frequency_penalty,
                          presence_penalty, tfs_z, mirostat_mode, mirostat_tau, mirostat_eta, stop, seed,
-                         logits_processor, stopping_criteria, grammar, logit_bias, logprobs) -> dict:
-        kw = dict(temperature=temperature, top_p=top_p, min_p=min_p, typical_p=typical_p, top_k=top_k,
-                  repeat_penalty=repeat_penalty, frequency_penalty=frequency_penalty,
-                  presence_penalty=presence_penalty, tfs_z=tfs_z, mirostat=mirostat_mode,
-                  mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta)
-        if stop:
-            kw["stop"] = [stop] if isinstance(stop, str) else list(stop)
+                         logits_processor, stopping_criteria, grammar, logit_bias, logprobs,
+                         response_format=None) -> dict:
+        sampling = dict(temperature=temperature, top_p=top_p, min_p=min_p, typical_p=typical_p, top_k=top_k,
+                        repeat_penalty=repeat_penalty, frequency_penalty=frequency_penalty,
+                        presence_penalty=presence_penalty, tfs_z=tfs_z, mirostat=mirostat_mode,
+                        mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta, logits_processor=logits_processor,
+                        stopping_criteria=stopping_criteria)
         if seed is not None and seed not in (-1, LLAMA_DEFAULT_SEED):
-            kw["seed"] = int(seed)
-        if logits_processor is not None:
-            kw["logits_processor"] = logits_processor
-        if stopping_criteria is not None:
-            kw["stopping_criteria"] = stopping_criteria
-        if grammar is not None:
-            kw["grammar"] = grammar
-        if logit_bias:
-            kw["logit_bias"] = {int(k): float(v) for k, v in logit_bias.items()}
-        if logprobs is not None:
-            kw["logprobs"] = int(logprobs)
-        return kw
+            sampling["seed"] = int(seed)
+        return openai_request.generate_kwargs(
+            sampling, stop=stop, logit_bias=logit_bias, n_vocab=self.n_vocab(), bias_bound=None, grammar=grammar,
+            response_format=response_format, logprobs=None if logprobs is None else int(logprobs))
 
     def _run(self, prompt, stream: bool, max_tokens, kw):
         """engine.generate on the prompt's token ids; max_tokens None or <= 0 means until the context is
         full, and a larger one is cut to the room left (as llama-cpp-python does). Returns (number of
         prompt tokens, the Completion or the piece iterator)."""
-        ids = self._engine._encode_prompt(prompt)
+        ids = self._engine.encode_prompt(prompt)
         room = self.n_ctx() - len(ids)
         if room <= 0:
             raise ContextWindowError(f"Requested tokens ({len(ids)}) exceed context window of {self.n_ctx()}")
         n = room if max_tokens is None or max_tokens <= 0 else min(int(max_tokens), room)
-        return len(ids), self._engine.generate(ids, stream=stream, max_tokens=n, **kw)
+        return len(ids), self._engine.generate(ids, stream=stream, **dict(kw, max_tokens=n))
 
     def _n_generated(self, completion) -> int:
         return shapes.generated_token_count(completion.tokens, self._engine.tokenizer.eog_ids)
@@ -316,18 +339,16 @@ class Llama:
             return shapes.completion_response(response_id, name, [choice], shapes.usage(n_prompt, n_gen), created)
         _, pieces = self._run(prompt, True, max_tokens, kw)
         # each chunk carries the logprobs of the tokens behind its text (the last one those left)
-        lps = None if logprobs is None else shapes.StreamedLogprobs(
-            lambda: self._engine._streamed, shapes.completion_logprobs_from(tok, int(logprobs), len(prefix)))
+        choice = CompletionChoiceStream(0, lambda: self._engine.streamed, tok, logprobs, prefix)
 
         def chunks() -> Iterator[dict]:
-            if prefix:
-                yield shapes.completion_chunk(response_id, name, created, shapes.completion_choice(prefix))
+            for c in choice.opening():
+                yield shapes.completion_chunk(response_id, name, created, c)
             for piece in pieces:
-                yield shapes.completion_chunk(response_id, name, created,
-                                              shapes.completion_choice(piece, 0, None, lps and lps.take()))
-            c = self._engine.last_completion
-            yield shapes.completion_chunk(response_id, name, created,
-                                          shapes.completion_choice("", 0, c.finish_reason, lps and lps.take()))
+                for c in choice.piece(piece):
+                    yield shapes.completion_chunk(response_id, name, created, c)
+            for c in choice.finish(self._engine.last_completion.finish_reason):
+                yield shapes.completion_chunk(response_id, name, created, c)
         return chunks()
 
     def __call__(self, prompt: str | list[int], *args, **kwargs):
@@ -360,22 +381,19 @@ class Llama:
                 tool_choice = {"type": "function", "function": {"name": function_call.get("name")}}
             elif function_call is not None:
                 tool_choice = function_call
-        plan = shapes.chat_plan(self._engine.tokenizer, messages, tools, tool_choice,
+        plan = chat_plan(self._engine.tokenizer, messages, tools, tool_choice,
                                 chat_template=self._chat_template, parallel_tool_calls=bool(parallel_tool_calls))
         if plan.grammar is not None and (grammar is not None or response_format is not None):
             raise InvalidArgumentError(f"tool_choice={tool_choice!r} constrains the output itself; "
                                        "it cannot be combined with grammar or response_format")
-        if top_logprobs is not None and not logprobs:
-            raise InvalidArgumentError("top_logprobs needs logprobs=True")
-        n_top = (top_logprobs or 0) if logprobs else None
+        n_top = openai_request.chat_logprobs_count(logprobs, top_logprobs)
         kw = self._generate_kwargs(
             temperature=temperature, top_p=top_p, min_p=min_p, typical_p=typical_p, top_k=top_k,
             repeat_penalty=repeat_penalty, frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
             tfs_z=tfs_z, mirostat_mode=mirostat_mode, mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta,
             stop=stop, seed=seed, logits_processor=logits_processor, stopping_criteria=None,
-            grammar=plan.grammar if plan.grammar is not None else grammar, logit_bias=logit_bias, logprobs=n_top)
-        if response_format is not None:
-            kw["response_format"] = response_format
+            grammar=plan.grammar if plan.grammar is not None else grammar, logit_bias=logit_bias, logprobs=n_top,
+            response_format=response_format)
         response_id, created, name = shapes.new_id("chatcmpl"), shapes.now(), model or self._model_name
         tok = self._engine.tokenizer
 
@@ -389,23 +407,18 @@ class Llama:
             choice = shapes.chat_choice(0, content, calls, c.finish_reason, logprobs_of(c))
             return shapes.chat_response(response_id, name, [choice], shapes.usage(n_prompt, n_gen), created)
         _, pieces = self._run(plan.prompt, True, max_tokens, kw)
-        # each delta carries the logprobs of the tokens behind it; tokens whose text is held back (a tool
-        # call being parsed, a possible stop string) go with the next delta or the last chunk
-        lps = None if n_top is None else shapes.StreamedLogprobs(
-            lambda: self._engine._streamed, lambda t, e: shapes.chat_logprobs(tok, t, e, n_top))
+        # each delta carries the logprobs of the tokens behind it (oxillama.openai.stream)
+        choice = ChatChoiceStream(0, plan, lambda: self._engine.streamed, tok, n_top)
 
         def chunks() -> Iterator[dict]:
-            yield shapes.chat_chunk(response_id, name, created, {"role": "assistant"})
-            deltas = plan.streamer()
+            for c in choice.opening():
+                yield shapes.chat_chunk(response_id, name, created, c["delta"])
             for piece in pieces:
-                for delta in deltas.feed(piece):
-                    yield shapes.chat_chunk(response_id, name, created, delta, logprobs=lps and lps.take())
-            for delta in deltas.finish():
-                yield shapes.chat_chunk(response_id, name, created, delta, logprobs=lps and lps.take())
-            c = self._engine.last_completion
-            finish = shapes.chat_finish_reason(c.finish_reason, range(deltas.n_calls))
-            yield shapes.chat_chunk(response_id, name, created, {}, finish_reason=finish,
-                                    logprobs=lps and lps.take())
+                for c in choice.piece(piece):
+                    yield shapes.chat_chunk(response_id, name, created, c["delta"], logprobs=c["logprobs"])
+            for c in choice.finish(self._engine.last_completion.finish_reason):
+                yield shapes.chat_chunk(response_id, name, created, c["delta"], finish_reason=c["finish_reason"],
+                                        logprobs=c["logprobs"])
         return chunks()
 
     # ---- embeddings ----
@@ -415,7 +428,6 @@ class Llama:
         """Embeddings as lists of floats: one vector per text with a pooling type, else (pooling
         "none", what a decoder model's GGUF declares) one vector per token. A str (or a list of token
         ids) gives one result, a list of strs a list of them."""
-        from oxillama.runtime.embeddings import hidden_states, pool
         single = isinstance(input, str) or (isinstance(input, list) and input and isinstance(input[0], int))
         inputs = [input] if single else list(input)
         out, n_tokens = [], 0

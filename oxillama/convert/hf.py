@@ -38,7 +38,7 @@ MODEL_TYPES: dict[str, str] = {
     "starcoder2": "starcoder2", "cohere": "command-r",
 }
 
-OUT_TYPES = {"f32": ("F32", 0), "f16": ("F16", 1), "q8_0": ("Q8_0", 7)}   # name -> (tensor type, general.file_type)
+OUT_TYPES = {"f32": ("F32", 0), "f16": ("F16", 1), "bf16": ("BF16", 32), "q8_0": ("Q8_0", 7)}   # name -> (tensor type, general.file_type)
 
 # HF per-layer suffix -> GGUF per-layer name; `None` drops the tensor (buffers HF keeps in the state dict)
 _LAYER_MAP = {

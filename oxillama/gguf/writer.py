@@ -57,10 +57,11 @@ def _f32_to_bf16(x: np.ndarray) -> np.ndarray:
 
 
 class _Tensor:
-    __slots__ = ("name", "ggml_shape", "info", "data")
+    __slots__ = ("name", "ggml_shape", "info", "data", "nbytes")
 
-    def __init__(self, name: str, ggml_shape: tuple[int, ...], info: TypeInfo, data: np.ndarray):
-        self.name, self.ggml_shape, self.info, self.data = name, ggml_shape, info, data
+    def __init__(self, name: str, ggml_shape: tuple[int, ...], info: TypeInfo, data: np.ndarray | None,
+                 nbytes: int):
+        self.name, self.ggml_shape, self.info, self.data, self.nbytes = name, ggml_shape, info, data, nbytes
 
 
 class GGUFWriter:
@@ -331,7 +332,30 @@ class GGUFWriter:
         if raw.nbytes != need:
             raise GGUFError(f"tensor {name!r}: {info.name} of shape {list(shape)} needs {need} bytes, "
                             f"got {raw.nbytes}")
-        self._tensors[name] = _Tensor(name, ggml_shape, info, raw)
+        self._tensors[name] = _Tensor(name, ggml_shape, info, raw, raw.nbytes)
+
+    def add_tensor_info(self, name: str, shape: Sequence[int], qtype: str | int) -> None:
+        """Declare a tensor whose bytes are given only when the file is written: write(stream=...)
+        asks stream(name) for them (an iterable of buffers), so a tool that makes a large file
+        tensor by tensor never holds it all in memory. shape is row-major, as for add_tensor."""
+        if not isinstance(name, str) or not name:
+            raise GGUFError(f"tensor name must be a non-empty str, got {name!r}")
+        _check_utf8(name, "tensor name")
+        if len(name.encode("utf-8")) >= GGML_MAX_NAME:
+            raise GGUFError(f"tensor name {name!r} is too long (at most {GGML_MAX_NAME - 1} bytes)")
+        if name in self._tensors:
+            raise GGUFError(f"duplicate tensor name {name!r}")
+        try:
+            info = type_info(qtype)
+        except QuantError as e:
+            raise GGUFError(f"tensor {name!r}: {e}") from None
+        shape = self._check_shape(name, shape)
+        self._check_block(name, shape, info)
+        n = 1
+        for d in shape:
+            n *= d
+        self._tensors[name] = _Tensor(name, tuple(reversed(shape)), info, None,
+                                      n // info.block_size * info.type_size)
 
     def add_tensor_from(self, tensor) -> None:
         """Copy a TensorInfo of an open GGUFFile (its raw bytes, type and shape)."""
@@ -388,7 +412,7 @@ class GGUFWriter:
             _put_string(out, t.name.encode("utf-8"))
             out += struct.pack(f"<I{len(t.ggml_shape)}QIQ", len(t.ggml_shape), *t.ggml_shape, t.info.qtype, rel)
             offsets.append(rel)
-            rel += (t.data.nbytes + align - 1) // align * align
+            rel += (t.nbytes + align - 1) // align * align
         out += b"\0" * (-len(out) % align)
         return out, offsets
 
@@ -398,13 +422,19 @@ class GGUFWriter:
         align = self.alignment
         parts = [bytes(head)]
         for t in self._tensors.values():
+            if t.data is None:
+                raise GGUFError(f"tensor {t.name!r} was declared with add_tensor_info: use write(stream=...)")
             parts.append(t.data.tobytes())
-            parts.append(b"\0" * (-t.data.nbytes % align))
+            parts.append(b"\0" * (-t.nbytes % align))
         return b"".join(parts)
 
-    def write(self) -> None:
+    def write(self, stream=None) -> None:
         """Write the file: to a temporary file in the same folder, then renamed over path, so a
-        crash or an error never leaves a partial file under the final name."""
+        crash or an error never leaves a partial file under the final name. stream(name) gives
+        the bytes of the tensors declared with add_tensor_info, in order, as an iterable of buffers."""
+        missing = [t.name for t in self._tensors.values() if t.data is None]
+        if missing and stream is None:
+            raise GGUFError(f"tensor {missing[0]!r} was declared with add_tensor_info: use write(stream=...)")
         head, _ = self._header()
         align = self.alignment
         folder = os.path.dirname(os.path.abspath(self.path))
@@ -413,10 +443,17 @@ class GGUFWriter:
             with os.fdopen(fd, "wb") as f:
                 f.write(head)
                 for t in self._tensors.values():
-                    flat = t.data.reshape(-1)
-                    for start in range(0, flat.nbytes, _COPY_CHUNK):
-                        f.write(memoryview(flat[start:start + _COPY_CHUNK]))
-                    f.write(b"\0" * (-flat.nbytes % align))
+                    if t.data is None:
+                        written = 0
+                        for part in stream(t.name):
+                            written += f.write(part)
+                        if written != t.nbytes:
+                            raise GGUFError(f"tensor {t.name!r}: {written} bytes given, {t.nbytes} declared")
+                    else:
+                        flat = t.data.reshape(-1)
+                        for start in range(0, flat.nbytes, _COPY_CHUNK):
+                            f.write(memoryview(flat[start:start + _COPY_CHUNK]))
+                    f.write(b"\0" * (-t.nbytes % align))
                 f.flush()
                 os.fsync(f.fileno())
             os.chmod(tmp, 0o644)  # mkstemp makes 0600; a model file is meant to be shared

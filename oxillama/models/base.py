@@ -35,6 +35,26 @@ class RopeScaling:
 
 
 @dataclass(frozen=True)
+class Experts:
+    """A sparse mixture-of-experts FFN: `n_expert` experts of FFN width `n_ff_exp`, `n_used` chosen per token by
+    a router (`gating`: softmax over all then top-k | sigmoid then top-k | softmax_weight: top-k logits then
+    softmax over them), the chosen weights renormalised to sum 1 if `norm_topk`, times `scale`; optionally a
+    shared expert of width `n_ff_shared` that every token runs, gated by a sigmoid where the family has one."""
+    n_expert: int
+    n_used: int
+    n_ff_exp: int
+    gating: str = "softmax"
+    norm_topk: bool = False
+    scale: float = 1.0
+    n_ff_shared: int = 0
+
+
+# llama.cpp's expert_gating_func values
+GATING_FUNCS = {1: "softmax", 2: "sigmoid", 3: "softmax_weight"}
+MAX_EXPERTS = 512   # the C forward's OXL_MAX_EXPERTS
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     arch: str
     n_vocab: int
@@ -50,6 +70,7 @@ class ModelConfig:
     n_rot: int
     rope_scaling: RopeScaling = field(default_factory=RopeScaling)
     extra: dict = field(default_factory=dict)   # family-specific values
+    experts: Experts | None = None              # None: a dense FFN
 
     @property
     def q_dim(self) -> int:
@@ -84,6 +105,11 @@ class Architecture:
     gated_ffn = True            # down(act(gate(x)) * up(x)); False: down(act(up(x)))
     parallel_residual = False
     norm_eps_key = "attention.layer_norm_rms_epsilon"
+    qk_norm_full = False        # q/k norms over all heads at once (olmoe), not per head
+    # the router where the file does not say (expert_gating_func, expert_weights_norm): llama.cpp's per family
+    expert_gating = "softmax"
+    expert_norm_topk = False
+    shared_expert_gate = False  # the shared expert's output times sigmoid(ffn_gate_inp_shexp . x) (qwen2moe)
 
     def __init__(self, gguf: GGUFFile):
         self.gguf = gguf
@@ -152,9 +178,57 @@ class Architecture:
             norm_eps=self.hp_float(eps_key, 1e-5, lo=0.0, hi=1.0),
             rope_base=self.hp_float("rope.freq_base", 10000.0, lo=0.0, lo_open=True),
             n_rot=self.hp_int("rope.dimension_count", head_dim, lo=0, hi=head_dim),
-            rope_scaling=self.read_rope_scaling(), extra=self.read_extra())
+            rope_scaling=self.read_rope_scaling(), extra=self.read_extra(), experts=self.read_experts())
         self.validate(config)
         return config
+
+    def read_experts(self) -> Experts | None:
+        """The mixture-of-experts hyper-parameters, checked against the first block's tensors (before any weight
+        is read); None for a dense model."""
+        n_expert = self.hp_int("expert_count", 0, lo=0, hi=MAX_EXPERTS)
+        has_tensors = self.has("blk.0.ffn_gate_inp.weight") or self.has("blk.0.ffn_up_exps.weight")
+        if n_expert == 0:
+            if has_tensors:
+                raise ModelError(f"{self.arch} model has expert tensors (blk.0.ffn_gate_inp / ffn_up_exps) but "
+                                 f"{self.arch}.expert_count is missing or 0")
+            return None
+        if n_expert < 1:
+            raise ModelError(f"{self.arch}.expert_count = {n_expert} must be >= 1")
+        n_used = self.hp_int("expert_used_count", required=True, lo=0, hi=INT32_MAX)
+        if not 1 <= n_used <= n_expert:
+            raise ModelError(f"{self.arch}.expert_used_count = {n_used} must be in [1, expert_count {n_expert}]")
+        gating_id = self.hp("expert_gating_func")
+        if gating_id is None:
+            gating = self.expert_gating
+        else:
+            gating_id = self.hp_int("expert_gating_func")
+            if gating_id not in GATING_FUNCS:
+                raise ModelError(f"{self.arch}.expert_gating_func = {gating_id} is not a gating function this "
+                                 f"code knows ({', '.join(f'{k}: {v}' for k, v in GATING_FUNCS.items())})")
+            gating = GATING_FUNCS[gating_id]
+        norm = self.hp("expert_weights_norm", self.expert_norm_topk)
+        if not isinstance(norm, (bool, np.bool_)):
+            raise ModelError(f"{self.arch}.expert_weights_norm must be a bool, got {_short(norm)}")
+        scale = self.hp_float("expert_weights_scale", 1.0, lo=0.0, lo_open=True)
+        n_embd = self.tensor("token_embd.weight").shape[1]
+        router = self.tensor("blk.0.ffn_gate_inp.weight")
+        if router.shape != (n_expert, n_embd):
+            raise ModelError(f"blk.0.ffn_gate_inp.weight (the router) has shape {router.shape}; "
+                             f"{self.arch}.expert_count {n_expert} and n_embd {n_embd} give ({n_expert}, {n_embd})")
+        up = self.tensor("blk.0.ffn_up_exps.weight")
+        if len(up.shape) != 3 or up.shape[0] != n_expert or up.shape[2] != n_embd:
+            raise ModelError(f"blk.0.ffn_up_exps.weight has shape {up.shape}; {self.arch}.expert_count {n_expert} "
+                             f"gives ({n_expert}, n_ff_exp, {n_embd})")
+        n_ff_exp = self.hp_int("expert_feed_forward_length", up.shape[1], lo=1)
+        if up.shape[1] != n_ff_exp:
+            raise ModelError(f"blk.0.ffn_up_exps.weight has {up.shape[1]} rows per expert but "
+                             f"{self.arch}.expert_feed_forward_length is {n_ff_exp}")
+        n_ff_shared = 0
+        if self.has("blk.0.ffn_up_shexp.weight"):
+            n_ff_shared = self.hp_int("expert_shared_feed_forward_length",
+                                      self.tensor("blk.0.ffn_up_shexp.weight").shape[0], lo=1)
+        return Experts(n_expert=n_expert, n_used=n_used, n_ff_exp=n_ff_exp, gating=gating, norm_topk=bool(norm),
+                       scale=scale, n_ff_shared=n_ff_shared)
 
     def validate(self, c: ModelConfig) -> None:
         """What the hyper-parameters must satisfy together, and with the tensors' shapes, before a
@@ -231,6 +305,13 @@ class Architecture:
             raise ModelError(f"tensor {name!r} should be 2-D, has shape {t.shape}")
         return (t.data, t.qtype_id, t.shape[0], t.shape[1])
 
+    def experts_weight(self, name: str, n_expert: int):
+        """A stacked (n_expert, rows, cols) expert tensor as one (bytes, type id, n_expert * rows, cols) matrix."""
+        t = self.tensor(name)
+        if len(t.shape) != 3 or t.shape[0] != n_expert:
+            raise ModelError(f"tensor {name!r} should be (n_expert {n_expert}, rows, cols), has shape {t.shape}")
+        return (t.data, t.qtype_id, t.shape[0] * t.shape[1], t.shape[2])
+
     def vector(self, name: str, *, optional: bool = True):
         """A 1-D float32 vector (norm weights, biases); None if optional and absent."""
         if optional and name not in self.tensors:
@@ -279,9 +360,11 @@ class Architecture:
             "post_attn_norm": self.vector(p + "post_attention_norm.weight"),
             "ffn_norm": None if self.parallel_residual else self.vector(p + "ffn_norm.weight", optional=False),
             "ffn_norm_b": self.vector(p + "ffn_norm.bias"),
-            "w_gate": self.weight(p + "ffn_gate.weight", optional=True) if self.gated_ffn else None,
-            "w_up": self.weight(p + "ffn_up.weight"),
-            "w_down": self.weight(p + "ffn_down.weight"),
+            "w_gate": (self.weight(p + "ffn_gate.weight", optional=True)
+                       if self.gated_ffn and c.experts is None else None),
+            "w_up": self.weight(p + "ffn_up.weight") if c.experts is None else None,
+            "w_down": self.weight(p + "ffn_down.weight") if c.experts is None else None,
+            "qk_norm_full": self.qk_norm_full,
             "b_up": self.vector(p + "ffn_up.bias"), "b_gate": self.vector(p + "ffn_gate.bias"),
             "b_down": self.vector(p + "ffn_down.bias"),
             "post_ffn_norm": self.vector(p + "post_ffw_norm.weight"),
@@ -289,11 +372,34 @@ class Architecture:
             "attn_scale": self.attn_scale(il), "sliding_window": self.sliding_window(il),
             "rope": self.rope(il),
         }
-        if self.gated_ffn and d["w_gate"] is None:
+        if c.experts is not None:
+            d.update(self.moe_ffn(il))
+        elif self.gated_ffn and d["w_gate"] is None:
             # gate and up fused in one matrix of 2 n_ff rows: [gate; up] (phi3)
             if d["w_up"][2] != 2 * c.n_ff:
                 raise ModelError(f"{p}ffn_gate.weight is missing and ffn_up is not a fused gate|up matrix")
             d["fused_gate_up"] = True
+        return d
+
+    def moe_ffn(self, il: int) -> dict:
+        """The FFN of a mixture-of-experts block: the router, the stacked experts and the shared expert if any
+        (as the dense w_gate / w_up / w_down, which the C forward runs beside the experts)."""
+        e = self.config.experts
+        p = f"blk.{il}."
+        d = {"n_expert": e.n_expert, "n_expert_used": e.n_used, "n_ff_exp": e.n_ff_exp, "gating": e.gating,
+             "norm_topk": e.norm_topk, "expert_scale": e.scale,
+             "router": self.weight(p + "ffn_gate_inp.weight"),
+             "exp_gate": self.experts_weight(p + "ffn_gate_exps.weight", e.n_expert),
+             "exp_up": self.experts_weight(p + "ffn_up_exps.weight", e.n_expert),
+             "exp_down": self.experts_weight(p + "ffn_down_exps.weight", e.n_expert)}
+        if d["router"][2:] != (e.n_expert, self.config.n_embd):
+            raise ModelError(f"{p}ffn_gate_inp.weight has shape {d['router'][2:]}; expected "
+                             f"(expert_count {e.n_expert}, n_embd {self.config.n_embd})")
+        if e.n_ff_shared:
+            d.update({"n_ff": e.n_ff_shared, "w_gate": self.weight(p + "ffn_gate_shexp.weight"),
+                      "w_up": self.weight(p + "ffn_up_shexp.weight"),
+                      "w_down": self.weight(p + "ffn_down_shexp.weight"),
+                      "shexp_gate": self.vector(p + "ffn_gate_inp_shexp.weight") if self.shared_expert_gate else None})
         return d
 
     def build(self) -> dict:

@@ -1,4 +1,4 @@
-"""The runtime: the inference engine and its session state.
+"""The runtime: a loaded model with its session, and everything that decodes tokens with it.
 
     engine = InferenceEngine.from_gguf(path, prefix_cache=PrefixKvCache())  # prompts share cached prefixes
     engine.generate(prompt, max_tokens=20, seed=1)
@@ -6,19 +6,26 @@
     engine = InferenceEngine.resume("session.oxs", path)
     engine.generate(None, max_tokens=20)           # continues exactly where the saved one stopped
 
-Many sequences: SequencePool (batch.py) holds them in one pool of KV pages that the C forward reads through
-each sequence's block table, one forward per step for all of them.
-
-KV caches share one interface (kv_cache.KVCache): ContiguousKVCache is one sequence's pages in order;
-PagePool / PagedKVCache store rows of many sequences in Python-side 16-token pages (moved in and out of a
-ContiguousKVCache by copies).
+One file, one job:
+- engine.py: InferenceEngine, a loaded model (plan, tokenizer, weights, LoRA adapters) with one session
+  (KV cache, token history, sampler and grammar state) and the generate() face over the others below.
+- request.py: one generate() request, its keywords checked once, and the sampler, grammar matcher and
+  stop strings it decodes with.
+- decode.py: the per-token step (Decoder.advance) and the Completion it builds, for every caller.
+- completion.py: what generate() returns (Completion, Usage, Timings, TokenLogprob).
+- scheduler.py: continuous batching of many requests over one engine, one forward per step.
+- batch.py: SequencePool, many sequences in one pool of KV pages, run in one batched C forward.
+- kv_cache.py: one sequence's contiguous KV cache (the KVCache interface) and KV memory helpers.
+- prefix_cache.py: PrefixKvCache, K/V of prompt prefixes shared between requests (a radix tree).
+- snapshot.py: a session as one checked msgpack blob, and its hardened loader.
+- speculative.py: speculative decoding with a draft model or n-gram prompt lookup.
+- beam.py: beam search, each beam a forked sequence of a SequencePool.
+- embeddings.py: text embeddings pooled from the final hidden states.
 """
 from oxillama.runtime.batch import SequencePool
 from oxillama.runtime.engine import InferenceEngine
 from oxillama.runtime.kv_cache import ContiguousKVCache, KVCache
-from oxillama.runtime.paged_kv import PagePool, PagedKVCache
 from oxillama.runtime.prefix_cache import PrefixKvCache
 from oxillama.runtime.snapshot import KVState
 
-__all__ = ["ContiguousKVCache", "InferenceEngine", "KVCache", "KVState", "PagePool", "PagedKVCache", "PrefixKvCache",
-           "SequencePool"]
+__all__ = ["ContiguousKVCache", "InferenceEngine", "KVCache", "KVState", "PrefixKvCache", "SequencePool"]

@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from oxillama import _core
+from oxillama.lora import bound, check_loras
 from oxillama.errors import BatchError, ContextOverflowError, InvalidArgumentError, KVPoolExhaustedError
 from oxillama.runtime.kv_cache import check_kv_memory, kv_storage, kv_zeros
 
@@ -147,7 +148,6 @@ class SequencePool:
     def set_loras(self, seq_id: int, loras) -> None:
         """The LoRA adapters ([(LoraAdapter, scale)] or adapters) applied to the sequence's next tokens;
         sequences with different adapters (or none) run in the same step."""
-        from oxillama.lora import check_loras
         s = self._seq(seq_id)
         loras = check_loras(loras)
         for adapter, _ in loras:
@@ -227,9 +227,7 @@ class SequencePool:
             arr = np.asarray(toks)
             if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
                 raise InvalidArgumentError(f"sequence {seq_id}: tokens must be a non-empty 1-D sequence of ints")
-            if arr.min() < 0 or arr.max() >= self.n_vocab:
-                bad = int(arr[(arr < 0) | (arr >= self.n_vocab)][0])
-                raise InvalidArgumentError(f"token id {bad} is outside the vocabulary (0..{self.n_vocab - 1})")
+            arr = self.engine.check_tokens(arr)     # ids within the vocabulary
             if len(s.tokens) + arr.size > self.n_ctx:
                 raise ContextOverflowError(f"sequence {seq_id}: {len(s.tokens)} cached + {arr.size} new tokens "
                                            f"exceed n_ctx={self.n_ctx}")
@@ -278,7 +276,6 @@ class SequencePool:
     def _forward(self, call, out: np.ndarray) -> None:
         """One C forward of the pieces; their logits rows (the last row of a piece without all_logits) go to
         out, directly when every piece is wanted (then their rows are consecutive there)."""
-        from oxillama.lora import bound
         n_rows = sum(chunk.size if all_logits else 1 for chunk, _, _, all_logits, _ in call)
         direct = all(at is not None for *_, at in call)
         dest = out[call[0][4]:call[0][4] + n_rows] if direct else np.empty((n_rows, self.n_vocab), np.float32)

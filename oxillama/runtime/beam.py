@@ -24,6 +24,7 @@ import numpy as np
 from oxillama.errors import ContextOverflowError, InvalidArgumentError
 from oxillama.runtime.batch import SequencePool
 from oxillama.sampling.logprobs import top_logprobs
+from oxillama.sampling.validation import MAX_NUM_BEAMS
 
 log = logging.getLogger("oxillama.beam")
 
@@ -42,7 +43,6 @@ class BeamSearchConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
                 raise InvalidArgumentError(f"{name} must be an int, got {v!r}")
-        from oxillama.sampling.validation import MAX_NUM_BEAMS
         if not 1 <= self.beam_width <= MAX_NUM_BEAMS:
             raise InvalidArgumentError(f"beam_width must be in [1, {MAX_NUM_BEAMS}], got {self.beam_width}")
         if self.max_new_tokens < 1:
@@ -71,7 +71,7 @@ def beam_search(engine, prompt, config: BeamSearchConfig) -> list[BeamHypothesis
     """Up to beam_width hypotheses, best score first. The engine's session is left holding the prompt."""
     if not isinstance(config, BeamSearchConfig):
         raise InvalidArgumentError(f"config must be a BeamSearchConfig, got {type(config).__name__}")
-    ids = engine._encode_prompt(prompt)
+    ids = engine.encode_prompt(prompt)
     W, max_new, lp_pow = config.beam_width, config.max_new_tokens, config.length_penalty
     n_prompt = len(ids)
     if n_prompt + max_new > engine.n_ctx + 1:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Usage:
     """Token counts, as in OpenAI's and llama-cpp-python's `usage`. prompt_tokens is the context the
     completion followed: the prompt, or for a continuation (generate(None)) the session's tokens."""
@@ -16,6 +16,10 @@ class Usage:
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    def __repr__(self) -> str:     # total_tokens too, as the OpenAI usage object prints
+        return (f"Usage(prompt_tokens={self.prompt_tokens}, completion_tokens={self.completion_tokens}, "
+                f"total_tokens={self.total_tokens})")
 
 
 @dataclass(frozen=True)

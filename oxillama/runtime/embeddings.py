@@ -25,7 +25,7 @@ POOLING_MODES = ("last", "mean", "max", "cls")
 
 def hidden_states(engine, ids) -> np.ndarray:
     """(n, n_embd) float32 final normed hidden states of the token ids, in a fresh cache."""
-    arr = engine._check_tokens(ids)
+    arr = engine.check_tokens(ids)
     n = len(arr)
     if n == 0:
         raise InvalidArgumentError("cannot embed an empty input (no tokens)")
@@ -70,7 +70,7 @@ def _ids(engine, text) -> list[int]:
         if not text:
             raise InvalidArgumentError("cannot embed an empty string")
         return engine.tokenize(text, add_special=True, parse_special=False)
-    ids = [int(t) for t in engine._check_tokens(list(text))]
+    ids = [int(t) for t in engine.check_tokens(list(text))]
     if not ids:
         raise InvalidArgumentError("cannot embed an empty input (no tokens)")
     return ids

@@ -14,23 +14,30 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oxillama import _core
+from oxillama import _core, hub
 from oxillama._system import release_free_heap, resolve_threads
 from oxillama.errors import ContextOverflowError, InvalidArgumentError, SnapshotError
 from oxillama.gguf import GGUFFile
-from oxillama.models import architecture_for
+from oxillama.grammar import GrammarMatcher
+from oxillama.lora import LoraAdapter, bound, check_loras, check_scale
 from oxillama.runtime import snapshot as _snap
-from oxillama.runtime.completion import Completion, Timings, Usage, logprob_entries
+from oxillama.runtime.beam import BeamSearchConfig, beam_search
+from oxillama.runtime.completion import Completion, Timings, Usage
+from oxillama.runtime.decode import Decoder, text_pieces
+from oxillama.runtime.embeddings import embed, embed_batch
 from oxillama.runtime.kv_cache import ContiguousKVCache, kv_type_from
+from oxillama.runtime.model import Model
 from oxillama.runtime.prefix_cache import PrefixKvCache
+from oxillama.runtime.request import Prepared, Request
+from oxillama.runtime.scheduler import Scheduler
+from oxillama.runtime.speculative import SpeculativeEngine
 from oxillama.runtime.snapshot import KVState
+from oxillama.sampling import Sampler, StopStrings
+from oxillama.tokenizer import Tokenizer
 
 log = logging.getLogger("oxillama.engine")
 
-DEFAULT_MAX_CTX = 4096
-# generate() keywords that do not describe the sampler: continuing with only these keeps its state
-_NON_SAMPLING_KEYS = frozenset({"max_tokens", "max_new_tokens", "n_predict", "stop", "stop_strings", "logprobs",
-                                "stopping_criteria"})   # n_ctx=0 means the trained context, capped here to keep the KV cache modest
+DEFAULT_MAX_CTX = 4096     # n_ctx=0 means the trained context, capped here to keep the KV cache modest
 
 
 class InferenceEngine:
@@ -40,12 +47,11 @@ class InferenceEngine:
             print(engine.generate("The capital of France is", max_tokens=16, temperature=0))
     """
 
-    def __init__(self, gguf: GGUFFile, *, n_ctx: int = 0, n_threads: int | None = None, n_batch: int = 512,
+    def __init__(self, gguf: GGUFFile | Model, *, n_ctx: int = 0, n_threads: int | None = None, n_batch: int = 512,
                  seed: int | None = None, kv_type: str = "f16", tokenizer=None,
                  prefix_cache: PrefixKvCache | None = None, n_seq_max: int = 1, type_k=None, type_v=None):
-        self.gguf = gguf
-        self.arch = architecture_for(gguf)
-        self.config = self.arch.config
+        # the loaded model (immutable, shareable: a Model given is not closed with this engine's session)
+        self.model = gguf if isinstance(gguf, Model) else Model(gguf, tokenizer=tokenizer)
         c = self.config
         if n_ctx < 0:
             raise InvalidArgumentError(f"n_ctx must be >= 0, got {n_ctx}")
@@ -67,14 +73,12 @@ class InferenceEngine:
         self.n_seq_max = int(n_seq_max)   # sequences a Scheduler / generate_batch runs at once by default
         kv_type = kv_type_from(kv_type, type_k, type_v)
         self.seed = seed
-        self.plan = _core.ForwardPlan(self.arch.build())
-        self.kv = ContiguousKVCache(c.n_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv)
+        self.kv = ContiguousKVCache(self.model.n_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv)
         self._ctx = _core.ForwardContext(self.plan, self.kv.buffers, self.n_batch, self.n_threads)
         self._logits = np.zeros(c.n_vocab, dtype=np.float32)   # last position's logits, reused
         self._tok_buf = np.zeros(self.n_batch, dtype=np.int32)
         self._one = np.zeros(1, dtype=np.int32)
         self._hist = np.zeros(n_ctx + 1, dtype=np.int32)   # the cached tokens, for the sampler's penalties
-        self._dry_breakers: dict[tuple, list] = {}
         self._tokens: list[int] = []          # tokens whose K/V are in the cache
         self._pending: int | None = None      # last sampled token, not yet run through the model
         self._has_logits = False
@@ -84,9 +88,8 @@ class InferenceEngine:
         self.last_completion = None
         # a streaming generate()'s tokens so far and their logprob entries (None unless asked), appended
         # in order as it runs: what a caller of the stream needs to send each piece's logprobs with it
-        self._streamed = _StreamProgress([], None)
+        self._streamed = _Progress([], None)
         self.load_ms: float | None = None     # set by from_gguf()
-        self._tokenizer = tokenizer
         # session reuse: generate() keeps the cached prefix a new prompt shares with the session
         # (reuse_prefix) and restores longer ones from prefix_cache; n_tokens_run counts the tokens
         # actually run through the model, so the saving can be measured
@@ -94,12 +97,11 @@ class InferenceEngine:
         self.prefix_cache = prefix_cache
         self.n_tokens_run = 0
         self.last_prefix_reused = 0     # prompt tokens the last generate() did not have to run
-        self._fingerprint: dict | None = None
         self._loras: list = []             # [(LoraAdapter, scale)]: the session's adapters (add_lora)
         self._call_loras: list | None = None   # generate(lora=...) for one call
         self._kv_lora_key: tuple = ()      # the adapters the cached positions were computed with
         log.info("loaded %s: %d layers, n_embd %d, vocab %d, n_ctx %d, %d threads, KV %.1f MB", c.arch,
-                 c.n_layer, c.n_embd, c.n_vocab, n_ctx, self.n_threads, self.kv.memory_bytes() / 1e6)
+                 self.model.n_layer, c.n_embd, c.n_vocab, n_ctx, self.n_threads, self.kv.memory_bytes() / 1e6)
         release_free_heap()     # the metadata parse's temporaries
 
     @classmethod
@@ -113,15 +115,13 @@ class InferenceEngine:
         generate_batch (llama.cpp's name); type_k / type_v: the KV cache type in llama-cpp-python's
         spelling ("f16", "f32", "q8_0", or GGML type ids 1, 0, 8), an alternative to kv_type. lora_path /
         lora_scale: a GGUF LoRA adapter added at load (llama-cpp-python's names)."""
-        from oxillama.hub import resolve_model
-        path = resolve_model(path)
+        path = hub.resolve_model(path)
         t0 = time.perf_counter()
         gguf = GGUFFile(path)
         try:
             engine = cls(gguf, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, seed=seed, kv_type=kv_type,
                          prefix_cache=prefix_cache, n_seq_max=n_seq_max, type_k=type_k, type_v=type_v)
             if lora_path is not None:
-                from oxillama.lora import LoraAdapter
                 engine.add_lora(LoraAdapter.from_gguf(lora_path), lora_scale)
         except BaseException:
             gguf.close()
@@ -135,9 +135,27 @@ class InferenceEngine:
     def n_ctx(self) -> int:
         return self.kv.n_ctx
 
+    # the model's facts (self.model: oxillama.runtime.model.Model)
+
+    @property
+    def gguf(self) -> GGUFFile:
+        return self.model.gguf
+
+    @property
+    def arch(self):
+        return self.model.arch
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def plan(self):
+        return self.model.plan
+
     @property
     def n_vocab(self) -> int:
-        return self.config.n_vocab
+        return self.model.n_vocab
 
     @property
     def n_past(self) -> int:
@@ -149,22 +167,26 @@ class InferenceEngine:
         return self._tokens + ([self._pending] if self._pending is not None else [])
 
     @property
-    def metadata(self) -> dict:
-        return self.gguf.metadata
+    def streamed(self):
+        """The streaming generate() call's progress: .tokens generated so far and their .token_logprobs
+        (None unless asked), appended in order as it runs (what a stream needs to send each piece's
+        logprobs with it)."""
+        return self._streamed
 
     @property
-    def tokenizer(self):
-        if self._tokenizer is None:
-            from oxillama.tokenizer import Tokenizer
-            self._tokenizer = Tokenizer.from_gguf(self.gguf)
-        return self._tokenizer
+    def metadata(self) -> dict:
+        return self.model.metadata
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.model.tokenizer
 
     # ---- lifecycle ----
 
     def close(self) -> None:
+        """Free the session and the model (a model shared with another engine stays open)."""
         self._ctx = None
-        self.plan = None
-        self.gguf.close()
+        self.model.close()
 
     def __enter__(self) -> "InferenceEngine":
         return self
@@ -202,7 +224,6 @@ class InferenceEngine:
     def add_lora(self, adapter, scale: float = 1.0) -> None:
         """Apply an adapter from the next token on (stacked on those already added; W is never modified).
         Prompts run later do not reuse cached positions computed with other adapters."""
-        from oxillama.lora import LoraAdapter, check_scale
         if not isinstance(adapter, LoraAdapter):
             raise InvalidArgumentError(f"add_lora takes a LoraAdapter, got {type(adapter).__name__}")
         scale = check_scale(scale)
@@ -231,7 +252,7 @@ class InferenceEngine:
         as possible: the prefix already in this session's cache is kept (as llama-cpp-python does),
         a longer one is restored from prefix_cache, and only the rest is run. The last prompt token
         is always run, since its logits are what the first sampled token needs."""
-        ids = self._check_tokens(ids)
+        ids = self.check_tokens(ids)
         n = len(ids)
         keep = 0
         same_loras = self._kv_lora_key == self._lora_key()
@@ -266,15 +287,15 @@ class InferenceEngine:
         The sampler is left as it is."""
         if not isinstance(state, KVState):
             raise InvalidArgumentError(f"kv_restore takes a KVState from kv_snapshot(), got {type(state).__name__}")
-        tokens = self._check_tokens(state.tokens)
+        tokens = self.check_tokens(state.tokens)
         n = len(tokens)
         for name, a in (("k", state.k), ("v", state.v)):
-            if not isinstance(a, np.ndarray) or a.shape != (self.config.n_layer, n, self.kv.kv_dim):
+            if not isinstance(a, np.ndarray) or a.shape != (self.model.n_layer, n, self.kv.kv_dim):
                 raise InvalidArgumentError(f"KV state {name} has shape {getattr(a, 'shape', None)}, expected "
-                                           f"{(self.config.n_layer, n, self.kv.kv_dim)} for {n} tokens")
+                                           f"{(self.model.n_layer, n, self.kv.kv_dim)} for {n} tokens")
         pending = state.pending
         if pending is not None:
-            pending = int(self._check_tokens([pending])[0])
+            pending = int(self.check_tokens([pending])[0])
         if n + (pending is not None) > self.n_ctx:
             raise ContextOverflowError(f"KV state of {n} tokens (+ pending) exceeds n_ctx={self.n_ctx}")
         logits = state.logits
@@ -291,9 +312,7 @@ class InferenceEngine:
 
     def fingerprint(self) -> dict:
         """The model file's fingerprint (size, sha256 of its first and last few MB)."""
-        if self._fingerprint is None:
-            self._fingerprint = _snap.model_fingerprint(self.gguf.path)
-        return self._fingerprint
+        return self.model.fingerprint()
 
     def snapshot(self) -> bytes:
         """The session as bytes: tokens (with the pending one), K/V of [0, n_past), the sampler with
@@ -326,7 +345,6 @@ class InferenceEngine:
         n_ctx, kv_type and seed default to the snapshot's; other keywords go to from_gguf(). The blob
         is validated and the model's fingerprint compared before the model is loaded.
         """
-        from oxillama import hub
         snap = _snap.decode(_snap.read_blob(blob_or_path))
         if not os.path.exists(model_path) and str(model_path) in hub.KNOWN_MODELS:
             model_path = hub.pull(str(model_path))
@@ -340,7 +358,7 @@ class InferenceEngine:
         engine_kwargs.setdefault("seed", snap.seed)
         engine = cls.from_gguf(model_path, **engine_kwargs)
         try:
-            engine._fingerprint = fp
+            engine.model._fingerprint = fp
             engine._restore_session(snap)
         except BaseException:
             engine.close()
@@ -381,14 +399,9 @@ class InferenceEngine:
 
     # ---- the model ----
 
-    def _check_tokens(self, tokens) -> np.ndarray:
-        arr = np.asarray(tokens)
-        if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
-            raise InvalidArgumentError("tokens must be a 1-D sequence of ints")
-        if arr.size and (arr.min() < 0 or arr.max() >= self.n_vocab):
-            bad = int(arr[(arr < 0) | (arr >= self.n_vocab)][0])
-            raise InvalidArgumentError(f"token id {bad} is outside the vocabulary (0..{self.n_vocab - 1})")
-        return arr.astype(np.int32, copy=False)
+    def check_tokens(self, tokens) -> np.ndarray:
+        """tokens as an int32 array, each checked to be an id of the vocabulary (InvalidArgumentError)."""
+        return self.model.check_tokens(tokens)
 
     def _run(self, tokens: np.ndarray, all_logits: bool = False) -> np.ndarray | None:
         """Append tokens to the cache in chunks of n_batch; logits of the last (or every) position."""
@@ -399,7 +412,6 @@ class InferenceEngine:
         active = self._active_loras()
         loras = None
         if active:
-            from oxillama.lora import bound
             loras = bound(self, active)
         self._kv_lora_key = self._lora_key()
         for start in range(0, n, self.n_batch):
@@ -425,7 +437,7 @@ class InferenceEngine:
 
     def forward(self, tokens, *, all_logits: bool = False) -> np.ndarray:
         """Run tokens after the cached ones; logits of the last position (n_vocab,), or of all (n, n_vocab)."""
-        arr = self._check_tokens(tokens)
+        arr = self.check_tokens(tokens)
         if arr.size == 0:
             raise InvalidArgumentError("forward needs at least one token")
         if self._pending is not None:   # a sampled token not yet run: it comes first
@@ -450,78 +462,64 @@ class InferenceEngine:
         one after a call that stopped mid-grammar (max_tokens, a stop string) keeps the grammar.
 
         Keywords, in llama.cpp / llama-cpp-python or Hugging Face spelling (conflicting aliases
-        raise): max_tokens/max_new_tokens (default 256), temperature/temp (0: greedy), top_k, top_p,
-        min_p, repeat_penalty/repetition_penalty, do_sample, ... (see oxillama.sampling.SamplerConfig,
+        raise): max_tokens/max_new_tokens (default 256; None or <= 0: until the end of generation or
+        of the context), temperature/temp (0: greedy), top_k, top_p, min_p,
+        repeat_penalty/repetition_penalty, do_sample, ... (see oxillama.sampling.SamplerConfig,
         or pass sampler=SamplerConfig(...)), stop/stop_strings, logprobs=N (top-N log-probabilities
-        of every generated token), logits_processor, stopping_criteria, seed. grammar= a Grammar, or
-        response_format={"type": "json_object", "schema": {...}} (also OpenAI's json_schema shape),
-        constrains the output. Generation ends at an end-of-generation token, a stop string, a
-        stopping criterion, the end of the grammar, or max_tokens.
+        of every generated token), logits_processor, stopping_criteria, seed, ignore_eos. grammar= a
+        Grammar, or response_format={"type": "json_object", "schema": {...}} (also OpenAI's json_schema
+        shape), constrains the output. Generation ends at an end-of-generation token, a stop string, a
+        stopping criterion, the end of the grammar, or max_tokens. num_beams=N (oxillama.runtime.beam)
+        and speculative="ngram" or a draft engine (oxillama.runtime.speculative) choose another decoding.
         """
-        from oxillama.sampling import StopStrings
-        from oxillama.sampling.validation import check_generate_kwargs
-
         if "lora" in kwargs:   # adapters for this call only: [(LoraAdapter, scale), ...]
             return self._generate_with_loras(kwargs.pop("lora"), prompt, stream=stream, callback=callback, seed=seed,
                                              grammar=grammar, response_format=response_format, **kwargs)
         # every keyword's type and range, token ids within the vocabulary (InvalidArgumentError naming it)
-        kwargs = check_generate_kwargs(dict(kwargs, prompt=prompt, stream=stream, seed=seed, callback=callback,
-                                            response_format=response_format), n_vocab=self.n_vocab)
-        prompt, stream, seed, callback, response_format = (
-            kwargs.pop(k) for k in ("prompt", "stream", "seed", "callback", "response_format"))
-        stream = bool(stream)
-        num_beams, speculative = kwargs.pop("num_beams", None) or 1, kwargs.pop("speculative", None)
-        speculative_k = kwargs.pop("speculative_k", None) or 4
-        if num_beams != 1 or speculative not in (None, False):   # oxillama.runtime.beam / speculative
-            return self._generate_decoding(prompt, stream, callback, seed, grammar, response_format, num_beams,
-                                           speculative, speculative_k, kwargs)
+        req = Request.from_kwargs(dict(kwargs, prompt=prompt, stream=stream, seed=seed, callback=callback,
+                                       grammar=grammar, response_format=response_format), n_vocab=self.n_vocab)
+        if req.decoding != "sample":
+            return self._generate_decoding(req)
         t_call = time.perf_counter()
-        continuing = prompt is None
-        config, max_tokens, stops, n_logprobs, processors, criteria, grammar = request_options(
-            kwargs, grammar, response_format)
-
+        continuing = req.prompt is None
         if continuing:
             if not self.tokens:
                 raise InvalidArgumentError("generate(None) continues a session, but there is none: give a prompt")
-            sampler_changed = seed is not None or processors is not None or any(
-                k not in _NON_SAMPLING_KEYS for k in kwargs)
+            sampler_changed = req.seed is not None or req.processors is not None or bool(req.sampler_keys)
             if self._sampler is None or sampler_changed:
-                self._sampler = self._new_sampler(config, seed, processors)
+                self._sampler = req.new_sampler(self)
             n_context = len(self.tokens)
-            if grammar is not None:
-                self._matcher = self._new_matcher(grammar)
+            if req.grammar is not None:
+                self._matcher = self.new_matcher(req.grammar)
             elif self._matcher is not None and self._matcher.is_finished:
                 # the last call completed its grammar: what follows is free text (as a new call
                 # without grammar= would be in llama-cpp-python or transformers); a grammar left
                 # unfinished by max_tokens or a stop string keeps constraining
                 self._matcher = None
+            max_tokens = req.token_limit(n_context, self.n_ctx, len(self._tokens))
         else:
-            ids = self._encode_prompt(prompt)
+            ids = self.encode_prompt(req.prompt)
             if len(ids) >= self.n_ctx:
-                raise ContextOverflowError(f"the prompt has {len(ids)} tokens; n_ctx={self.n_ctx}")
-            self._sampler = self._new_sampler(config, seed, processors)
-            self._matcher = self._new_matcher(grammar) if grammar is not None else None
-            self._prefill(ids)
+                raise ContextOverflowError(f"the prompt has {len(ids)} tokens and n_ctx={self.n_ctx}: the context "
+                                           f"needs room for the prompt and one token more (n_ctx >= {len(ids) + 1})")
             n_context = len(ids)
-        room = self.n_ctx - len(self.tokens) + (1 if self._pending is None else 0)
-        if max_tokens is None:              # until the context is full
-            max_tokens = room
-        elif max_tokens > room:
-            raise ContextOverflowError(f"{len(self.tokens)} tokens + max_tokens={max_tokens} exceed "
-                                       f"n_ctx={self.n_ctx}")
+            max_tokens = req.token_limit(n_context, self.n_ctx)
+            prepared = req.prepare(self)
+            self._sampler, self._matcher = prepared.sampler, prepared.matcher
+            self._prefill(ids)
+        decoder = Decoder(req, Prepared(self._sampler, self._matcher, StopStrings(req.stop)), self.tokenizer,
+                          max_tokens)
         self.last_completion = None
         prompt_n = 0 if continuing else len(ids) - self.last_prefix_reused
         prompt_ms = 0.0 if continuing else (time.perf_counter() - t_call) * 1e3
-        pieces = self._generate_iter(max_tokens, StopStrings(stops), criteria, n_logprobs, callback,
-                                     (t_call, n_context, prompt_n, prompt_ms))
-        if stream:
+        pieces = self._generate_iter(decoder, req.callback, (t_call, n_context, prompt_n, prompt_ms))
+        if req.stream:
             return pieces
         for _ in pieces:
             pass
         return self.last_completion
 
     def _generate_with_loras(self, lora, prompt, *, stream: bool, **kwargs):
-        from oxillama.lora import check_loras
         loras = check_loras(lora)
         for adapter, _ in loras:
             adapter.bind(self)
@@ -542,134 +540,67 @@ class InferenceEngine:
                 self._call_loras = None
         return pieces()
 
-    def _new_sampler(self, config, seed: int | None, processors):
-        from oxillama.sampling import Sampler
-        from oxillama.sampling.penalties import dry_breakers_from_vocab
-        breakers = None
-        if config.dry_multiplier > 0 and config.dry_sequence_breakers:
-            key = tuple(config.dry_sequence_breakers)
-            if key not in self._dry_breakers:   # a scan of the vocabulary: once per model and breaker set
-                texts = [""] * self.n_vocab
-                for tid, data in self.tokenizer.vocab_bytes():
-                    if 0 <= tid < self.n_vocab:
-                        texts[tid] = data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
-                self._dry_breakers[key] = dry_breakers_from_vocab(
-                    key, texts, lambda t: self.tokenizer.encode(t, add_special=False))
-            breakers = self._dry_breakers[key]
-        return Sampler(config, seed=self.seed if seed is None else seed, n_vocab=self.n_vocab,
-                       logits_processors=processors, dry_breakers=breakers)
+    def new_sampler(self, config, seed: int | None = None, processors=None) -> Sampler:
+        """A Sampler for config on this model (seed None: the engine's seed)."""
+        return self.model.new_sampler(config, self.seed if seed is None else seed, processors)
 
-    def _token_text(self, token_id: int) -> str:
-        return self.tokenizer.token_to_bytes(token_id).decode("utf-8", errors="replace")
+    def new_matcher(self, grammar) -> GrammarMatcher:
+        """A matcher following grammar over this model's vocabulary."""
+        return self.model.new_matcher(grammar)
 
-    def _new_matcher(self, grammar):
-        from oxillama.grammar import Grammar, GrammarMatcher
-        if not isinstance(grammar, Grammar):
-            raise InvalidArgumentError(f"grammar must be an oxillama.Grammar, got {type(grammar).__name__}")
-        return GrammarMatcher.from_tokenizer(grammar, self.tokenizer)
+    def token_text(self, token_id: int) -> str:
+        """One token's text (its bytes decoded, invalid UTF-8 replaced)."""
+        return self.model.token_text(token_id)
 
-    def _encode_prompt(self, prompt) -> list[int]:
-        if isinstance(prompt, str):
-            ids = self.tokenize(prompt, add_special=True, parse_special=True)
-            bos = self.tokenizer.bos_id
-            if len(ids) > 1 and bos is not None and ids[0] == ids[1] == bos:
-                # a chat template already wrote the BOS the model adds: keep one, as llama.cpp advises
-                ids = ids[1:]
-        else:
-            ids = [int(t) for t in self._check_tokens(list(prompt))]
-        if not ids:
-            raise InvalidArgumentError("the prompt is empty (no tokens)")
-        return ids
+    def encode_prompt(self, prompt) -> list[int]:
+        """A prompt (text, or token ids) as checked token ids (see Model.encode_prompt)."""
+        return self.model.encode_prompt(prompt)
 
-    def _sample(self, history: np.ndarray) -> int:
-        """Sample the next token; under a grammar, check the sampled token first and mask the whole
-        vocabulary only when it is rejected."""
-        token = int(self._sampler.sample(self._logits, history))
-        m = self._matcher
-        if m is None or m.is_token_allowed(token):
-            return token
-        masked = self._masked
-        if masked is None:
-            masked = self._masked = np.empty_like(self._logits)
-        m.apply_to_logits(self._logits, out=masked)
-        return int(self._sampler.sample(masked, history))
-
-    def _generate_iter(self, max_tokens: int, stops, criteria, n_logprobs, callback, start) -> Iterator[str]:
-        """The text pieces of a generation; when it ends (or the caller stops iterating), last_completion
-        holds the text emitted, the tokens, the finish reason, usage and timings."""
-        from oxillama.sampling import top_logprobs
+    def _generate_iter(self, decoder: Decoder, callback, start) -> Iterator[str]:
+        """The text pieces of a generation, one Decoder.advance per token; when it ends (or the caller
+        stops iterating), last_completion holds the text emitted, the tokens, the finish reason, usage and
+        timings."""
         t_call, n_context, prompt_n, prompt_ms = start
-        tok = self.tokenizer
-        detok = tok.detokenizer()
-        eog = tok.eog_ids
-        generated: list[int] = []
-        emitted: list[str] = []
-        logprobs: list[dict[int, float]] | None = [] if n_logprobs is not None else None
-        self._streamed = _StreamProgress(generated, logprobs)
-        finish = "length"
+        self._streamed = decoder
         t_first = None
         busy = 0.0                              # time spent here, not in a streaming caller
         t = time.perf_counter()
         try:
-            for _ in range(max_tokens):
+            finished = decoder.max_tokens <= 0
+            while not finished:
                 if self._pending is not None:     # run the last sampled token to get the next logits
                     self._one[0] = self._pending
                     self._pending = None
                     self._run(self._one)
-                token = self._sample(self._hist[:len(self._tokens)])
+                token, text, finished = decoder.advance(self._logits, self._hist[:len(self._tokens)])
                 self._pending = token
-                generated.append(token)
                 if t_first is None:
                     t_first = time.perf_counter()
-                if logprobs is not None:
-                    ids, lps = top_logprobs(self._logits, n_logprobs)
-                    entry = {int(i): float(v) for i, v in zip(ids, lps)}
-                    if token not in entry:
-                        from oxillama.sampling import token_logprobs
-                        entry[token] = float(token_logprobs(self._logits, [token])[0])
-                    logprobs.append(entry)
-                if self._matcher is not None:
-                    self._matcher.accept_token(token)
-                if token in eog:
-                    finish = "stop"
-                    break
-                text, stopped = stops.feed(detok.add(token))
                 if text:
-                    emitted.append(text)
                     busy += time.perf_counter() - t
-                    yield from _emit(text, callback)
+                    if callback is not None:
+                        callback(text)
+                    yield text
                     t = time.perf_counter()
-                if stopped:
-                    finish = "stop"
-                    return
-                if criteria and criteria(self.tokens, self._logits):
-                    finish = "stop"
-                    break
-                if self._matcher is not None and self._matcher.is_finished:
-                    finish = "stop"
-                    break
-            text, stopped = stops.feed(detok.flush())
-            text += "" if stopped else stops.flush()
+            text = decoder.end("length")
             if text:
-                emitted.append(text)
                 busy += time.perf_counter() - t
-                yield from _emit(text, callback)
+                if callback is not None:
+                    callback(text)
+                yield text
                 t = time.perf_counter()
         finally:
             busy += time.perf_counter() - t
             ttft_ms = ((t_first or time.perf_counter()) - t_call) * 1e3
-            timings = Timings(prompt_n, prompt_ms, len(generated), busy * 1e3, ttft_ms)
-            self.last_completion = Completion(
-                "".join(emitted), tokens=generated, finish_reason=finish, logprobs=logprobs,
-                usage=Usage(n_context, len(generated)), timings=timings,
-                token_logprobs=None if logprobs is None else logprob_entries(generated, logprobs, self._token_text))
+            n = len(decoder.tokens)
+            self.last_completion = decoder.completion(Usage(n_context, n), Timings(prompt_n, prompt_ms, n, busy * 1e3,
+                                                                                   ttft_ms), self.token_text)
 
     def generate_batch(self, prompts, *, n_seq_max: int = 8, max_batch_tokens: int = 512, **kwargs) -> list:
         """Completions of many prompts, in their order, generated together by a temporary Scheduler
         (oxillama.runtime.scheduler): up to n_seq_max at once, one forward per step. Keywords are
         generate()'s (the same for every prompt), plus ignore_eos=True; each text equals the prompt's
         generate() text for the same keywords. The session is untouched."""
-        from oxillama.runtime.scheduler import Scheduler
         if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
             raise InvalidArgumentError(f"prompts must be a list of prompts, got {type(prompts).__name__}")
         if not prompts:
@@ -680,12 +611,12 @@ class InferenceEngine:
             handles = [sched.submit(p, **kwargs) for p in prompts]   # a bad request raises before any runs long
             return [h.result() for h in handles]
 
+
     # ---- decoding strategies: beam search, speculative decoding, embeddings ----
 
     def beam_generate(self, prompt: str | list[int], config=None, **kwargs) -> list:
         """Beam search (oxillama.runtime.beam): a list of BeamHypothesis, best score first.
         config: a BeamSearchConfig, or its fields as keywords (beam_width=4, max_new_tokens=256, ...)."""
-        from oxillama.runtime.beam import BeamSearchConfig, beam_search
         if config is None:
             config = BeamSearchConfig(**kwargs)
         elif kwargs:
@@ -694,63 +625,54 @@ class InferenceEngine:
 
     def embed(self, text: str | list[int], *, pooling: str = "last", normalize: bool = True) -> np.ndarray:
         """(n_embd,) float32 embedding of text (oxillama.runtime.embeddings); the session is untouched."""
-        from oxillama.runtime.embeddings import embed
         return embed(self, text, pooling, normalize)
 
     def embed_batch(self, texts, *, pooling: str = "last", normalize: bool = True) -> np.ndarray:
         """(len(texts), n_embd) float32 embeddings, each text independent of the others."""
-        from oxillama.runtime.embeddings import embed_batch
         return embed_batch(self, texts, pooling, normalize)
 
-    def _generate_decoding(self, prompt, stream, callback, seed, grammar, response_format, num_beams, speculative,
-                           speculative_k, kwargs):
+    def _generate_decoding(self, req: Request):
         """generate(..., num_beams=N) or generate(..., speculative="ngram" | draft engine)."""
-        from oxillama.sampling import resolve_generate_kwargs
-        from oxillama.runtime.speculative import text_pieces
-        if isinstance(num_beams, bool) or not isinstance(num_beams, int) or num_beams < 1:
-            raise InvalidArgumentError(f"num_beams must be an int >= 1, got {num_beams!r}")
-        if grammar is not None or response_format is not None:
+        if req.grammar is not None:
             raise InvalidArgumentError("grammar/response_format cannot be combined with num_beams or speculative")
-        extra = {k: kwargs.pop(k) for k in ("length_penalty", "early_stopping") if k in kwargs}
-        config, other = resolve_generate_kwargs(**kwargs)
-        max_tokens = other.pop("max_tokens", 256)
-        stops = other.pop("stop", [])
-        stops = [stops] if isinstance(stops, str) else [s for s in (stops or ()) if s]
-        if other:
-            raise InvalidArgumentError(f"generate() argument(s) {', '.join(sorted(other))} are not supported with "
+        if req.n_logprobs is not None or req.processors is not None or req.criteria or req.ignore_eos:
+            given = [name for name, on in (("logprobs", req.n_logprobs is not None),
+                                           ("logits_processor", req.processors is not None),
+                                           ("stopping_criteria", bool(req.criteria)), ("ignore_eos", req.ignore_eos))
+                     if on]
+            raise InvalidArgumentError(f"generate() argument(s) {', '.join(given)} are not supported with "
                                        "num_beams or speculative")
-        if max_tokens is None:
-            max_tokens = self.n_ctx - (0 if prompt is None else len(self._encode_prompt(prompt)))
+        prompt = req.prompt
+        n_context = len(self.tokens) if prompt is None else len(self.encode_prompt(prompt))
+        max_tokens = self.n_ctx - n_context if req.max_tokens is None else req.max_tokens
         generated: list[int] = []
-        if num_beams > 1:
-            from oxillama.runtime.beam import BeamSearchConfig
-            if speculative not in (None, False):
+        if req.decoding == "beam":
+            if req.speculative not in (None, False):
                 raise InvalidArgumentError("num_beams > 1 and speculative cannot be combined")
             if prompt is None:
                 raise InvalidArgumentError("beam search needs a prompt (it does not continue a session)")
-            bad = {k for k in kwargs if k not in _NON_SAMPLING_KEYS and not (k in ("temperature", "temp")
-                                                                             and kwargs[k] == 0)}
+            bad = {k for k in req.sampler_keys if not (k in ("temperature", "temp") and req.config.temperature == 0)}
             if bad:
                 raise InvalidArgumentError(f"beam search is deterministic; sampling options {sorted(bad)} "
                                            "do not apply")
-            best = self.beam_generate(prompt, BeamSearchConfig(num_beams, max(max_tokens, 1), **extra))[0]
+            best = self.beam_generate(prompt, BeamSearchConfig(req.num_beams, max(max_tokens, 1),
+                                                               **req.beam_options))[0]
             generated = (best.tokens[:-1] if best.finished else best.tokens)[:max_tokens]
             finish = "stop" if best.finished else "length"
-            pieces = text_pieces(self.tokenizer, iter(generated), stops, callback)
+            pieces = text_pieces(self.tokenizer, iter(generated), req.stop, req.callback)
         else:
-            from oxillama.runtime.speculative import SpeculativeEngine
-            if extra:
-                raise InvalidArgumentError(f"{sorted(extra)} apply to beam search only")
-            spec = SpeculativeEngine(self, speculative, k=speculative_k)
+            if req.beam_options:
+                raise InvalidArgumentError(f"{sorted(req.beam_options)} apply to beam search only")
+            spec = SpeculativeEngine(self, req.speculative, k=req.speculative_k)
             self.last_speculative_stats = spec.stats
             finish = "length"
 
             def tokens():
-                for t in spec.generate_tokens(prompt, max_tokens=max_tokens, sampler=config, seed=seed):
+                sampler = req.new_sampler(self)
+                for t in spec.generate_tokens(prompt, max_tokens=max_tokens, sampler=sampler):
                     generated.append(t)
                     yield t
-            pieces = text_pieces(self.tokenizer, tokens(), stops, callback)
-        n_context = len(self.tokens) if prompt is None else len(self._encode_prompt(prompt))
+            pieces = text_pieces(self.tokenizer, tokens(), req.stop, req.callback)
 
         def recorded():     # last_completion holds what was produced, streamed or not
             emitted = []
@@ -763,37 +685,12 @@ class InferenceEngine:
                     "".join(emitted), tokens=generated, finish_reason="stop" if len(generated) < max_tokens
                     else finish, usage=Usage(n_context, len(generated)))
         self.last_completion = None
-        self._streamed = _StreamProgress(generated, None)
-        if stream:
+        self._streamed = _Progress(generated, None)
+        if req.stream:
             return recorded()
         for _ in recorded():
             pass
         return self.last_completion
-
-
-def request_options(kwargs: dict, grammar, response_format):
-    """generate()'s keywords resolved (the Scheduler's too): (SamplerConfig, max_tokens, stop strings,
-    logprobs N or None, logits processors, StoppingCriteriaList, Grammar or None)."""
-    from oxillama.sampling import StoppingCriteriaList, resolve_generate_kwargs
-    config, other = resolve_generate_kwargs(**kwargs)
-    max_tokens = other.pop("max_tokens", 256)
-    stops = other.pop("stop", [])
-    n_logprobs = other.pop("logprobs", None)
-    processors = other.pop("logits_processor", None)
-    criteria = other.pop("stopping_criteria", None)
-    if other:
-        raise InvalidArgumentError(f"unknown generate() argument(s): {', '.join(sorted(other))}")
-    if n_logprobs is not None and (isinstance(n_logprobs, bool) or not isinstance(n_logprobs, int)
-                                   or n_logprobs < 0):
-        raise InvalidArgumentError(f"logprobs must be an int >= 0, got {n_logprobs!r}")
-    criteria = StoppingCriteriaList(criteria if isinstance(criteria, (list, tuple)) else
-                                    [criteria] if criteria is not None else [])
-    if grammar is not None and response_format is not None:
-        raise InvalidArgumentError("give grammar or response_format, not both")
-    if response_format is not None:
-        from oxillama.grammar import grammar_from_response_format
-        grammar = grammar_from_response_format(response_format)
-    return config, max_tokens, stops, n_logprobs, processors, criteria, grammar
 
 
 def _common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:
@@ -809,12 +706,7 @@ def _check_fingerprint(theirs: dict, ours: dict) -> None:
 
 
 @dataclass
-class _StreamProgress:
+class _Progress:
+    """A streaming call's tokens and logprob entries so far (what InferenceEngine.streamed gives)."""
     tokens: list
     token_logprobs: list | None
-
-
-def _emit(piece: str, callback) -> Iterator[str]:
-    if callback is not None:
-        callback(piece)
-    yield piece

@@ -12,8 +12,9 @@ so state moves between any two of them with `dst.write(*src.read(0, src.n_past),
 - ContiguousKVCache: head-major (n_layer, n_head_kv, n_ctx, head_dim) arrays the C forward pass writes
   into directly; the only layout the forward reads (each KV head's rows are one contiguous stream for
   attention). read() and write() still speak rows of kv_dim = n_head_kv * head_dim.
-- PagedKVCache (oxillama.runtime.paged_kv): 16-token pages from a shared PagePool, a block table per
-  sequence; the storage for many sequences, copied into an engine's contiguous cache once per switch.
+Many sequences do not use this interface: runtime.batch.SequencePool keeps their K/V in one pool of
+KV pages that the C forward reads through each sequence's block table (kv_storage / kv_zeros here make
+those pages), and a PrefixKvCache stores prefixes as rows read from any cache.
 """
 from __future__ import annotations
 

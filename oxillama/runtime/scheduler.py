@@ -19,8 +19,8 @@ A background thread owns the SequencePool and runs steps. Each step, as vLLM's s
 3. when the pool has too few free pages for the step, the newest running request is preempted: its
    pages are freed and it waits at the head of the queue to be recomputed from its prompt and the
    tokens it has generated (its sampler, grammar and text state are kept, so its output is unchanged);
-4. the pool runs the step; requests whose last known token was run sample their next one, exactly
-   as InferenceEngine.generate() does (same sampler, grammar masking, stop strings, logprobs).
+4. the pool runs the step; requests whose last known token was run take their next one through the
+   same Decoder.advance as InferenceEngine.generate() (oxillama.runtime.decode).
 
 A new request whose prompt starts with the tokens cached by a live sequence forks it (the pages are
 shared) and runs only the rest. A request's life: WAITING -> PREFILL -> DECODE -> finished ("stop",
@@ -44,7 +44,11 @@ import numpy as np
 
 from oxillama.errors import (BatchError, ContextOverflowError, InvalidArgumentError, KVPoolExhaustedError,
                              OxillamaError, QueueFullError, SchedulerStoppedError)
+from oxillama.lora import check_loras
 from oxillama.runtime.batch import SequencePool
+from oxillama.runtime.completion import Timings, Usage
+from oxillama.runtime.decode import Decoder
+from oxillama.runtime.request import Request
 
 log = logging.getLogger("oxillama.scheduler")
 
@@ -187,23 +191,16 @@ class RequestHandle:
 
 
 class _Request:
-    """A request's state on the scheduler thread."""
+    """A request's state on the scheduler thread: its sequence in the pool and its Decoder."""
 
-    def __init__(self, handle, ids, sampler, matcher, max_tokens, stops, n_logprobs, criteria, ignore_eos,
-                 detok, t_submit):
+    def __init__(self, handle, ids, decoder: Decoder, t_submit):
         self.handle = handle
         self.prompt = ids
         self.n_prompt = len(ids)
         self.known: list[int] = list(ids)         # prompt + generated: what the sequence must cache
-        self.hist = np.zeros(len(ids) + max_tokens, dtype=np.int32)   # for the sampler's penalties
+        self.hist = np.zeros(len(ids) + decoder.max_tokens, dtype=np.int32)   # for the sampler's penalties
         self.hist[:len(ids)] = ids
-        self.sampler, self.matcher, self.max_tokens = sampler, matcher, max_tokens
-        self.stops, self.n_logprobs, self.criteria, self.ignore_eos = stops, n_logprobs, criteria, ignore_eos
-        self.detok = detok
-        self.generated: list[int] = []
-        self.logprobs: list[dict[int, float]] | None = [] if n_logprobs is not None else None
-        self.text: list[str] = []
-        self.masked: np.ndarray | None = None
+        self.decoder = decoder
         self.seq: int | None = None
         self.n_cached = 0
         self.state = WAITING
@@ -212,7 +209,6 @@ class _Request:
         self.t_last: float | None = None
         self.loras: list = []                     # [(LoraAdapter, scale)] applied to its rows
         self.lora_key: tuple = ()                 # what its cached positions were computed with
-
 
 
 class Scheduler:
@@ -260,7 +256,6 @@ class Scheduler:
         self._ids = itertools.count()
         self._admissions = itertools.count()
         self._listeners: list[Callable] = []
-        self._eog = engine.tokenizer.eog_ids
         self._m = {"prompt_tokens_total": 0, "generation_tokens_total": 0, "prefix_cache_hits_total": 0,
                    "request_success_total": {"stop": 0, "length": 0, "cancelled": 0}, "request_failure_total": 0,
                    "num_preemptions_total": 0, "num_steps_total": 0, "step_time_total": 0.0,
@@ -336,57 +331,38 @@ class Scheduler:
             handle.cancel()
 
     def _prepare(self, prompt, kwargs: dict) -> _Request:
-        """Validate a request as engine.generate() does and build its sampler, grammar and stop state."""
-        from oxillama.runtime.engine import request_options
-        from oxillama.sampling import StopStrings
+        """Validate a request as engine.generate() does and make its Decoder (sampler, grammar, stop strings)."""
         engine = self.engine
-        kwargs = dict(kwargs)
         for name in ("stream", "callback"):
             if name in kwargs:
                 raise InvalidArgumentError(f"{name}= is not a submit() argument: iterate the handle for pieces")
-        num_beams, speculative = kwargs.pop("num_beams", 1), kwargs.pop("speculative", None)
-        kwargs.pop("speculative_k", None)
-        if num_beams != 1 or speculative not in (None, False):
-            raise InvalidArgumentError("num_beams and speculative are engine.generate() options; the scheduler "
-                                       "samples one token per step")
-        seed = kwargs.pop("seed", None)
-        grammar = kwargs.pop("grammar", None)
-        response_format = kwargs.pop("response_format", None)
-        ignore_eos = kwargs.pop("ignore_eos", False)
-        from oxillama.lora import check_loras
+        kwargs = dict(kwargs)
         loras = check_loras(kwargs.pop("lora", None))   # [(LoraAdapter, scale)] for this request's rows
         for adapter, _ in loras:
             adapter.bind(engine)
-        if not isinstance(ignore_eos, bool):
-            raise InvalidArgumentError(f"ignore_eos must be a bool, got {ignore_eos!r}")
-        config, max_tokens, stops, n_logprobs, processors, criteria, grammar = request_options(
-            kwargs, grammar, response_format)
+        req = Request.from_kwargs(kwargs, n_vocab=engine.n_vocab)
+        if req.decoding != "sample":
+            raise InvalidArgumentError("num_beams and speculative are engine.generate() options; the scheduler "
+                                       "samples one token per step")
         if prompt is None:
             raise InvalidArgumentError("the scheduler needs a prompt (it does not continue a session)")
-        ids = engine._encode_prompt(prompt)
+        ids = engine.encode_prompt(prompt)
         if len(ids) >= self.n_ctx:
-            raise ContextOverflowError(f"the prompt has {len(ids)} tokens; n_ctx={self.n_ctx}")
-        room = self.n_ctx - len(ids) + 1     # the last sampled token is never run
-        if max_tokens is None:
-            max_tokens = room
-        elif max_tokens > room:
-            raise ContextOverflowError(f"{len(ids)} prompt tokens + max_tokens={max_tokens} exceed "
-                                       f"n_ctx={self.n_ctx}")
+            raise ContextOverflowError(f"the prompt has {len(ids)} tokens and n_ctx={self.n_ctx}: the context "
+                                       f"needs room for the prompt and one token more (n_ctx >= {len(ids) + 1})")
+        max_tokens = req.token_limit(len(ids), self.n_ctx)
         pages = -(-(len(ids) + max_tokens - 1) // self.pool.page_size)
         if pages > self.pool.n_pages:
             raise KVPoolExhaustedError(f"{len(ids)} prompt tokens + max_tokens={max_tokens} need {pages} KV pages; "
                                        f"the pool has {self.pool.n_pages}")
-        stop_state = StopStrings(stops)
-        sampler = engine._new_sampler(config, seed, processors)
-        matcher = engine._new_matcher(grammar) if grammar is not None else None
+        decoder = Decoder(req, req.prepare(engine), engine.tokenizer, max_tokens)
         handle = RequestHandle(self, f"req-{next(self._ids)}")
         handle.stats["n_prompt_tokens"] = len(ids)
-        req = _Request(handle, ids, sampler, matcher, max_tokens, stop_state, n_logprobs, criteria, ignore_eos,
-                       engine.tokenizer.detokenizer(), time.perf_counter())
-        handle.tokens, handle.token_logprobs = req.generated, req.logprobs    # shared, appended to in order
-        req.loras = loras
-        req.lora_key = tuple((a.sha256, sc) for a, sc in loras if sc != 0.0)
-        return req
+        r = _Request(handle, ids, decoder, time.perf_counter())
+        handle.tokens, handle.token_logprobs = decoder.tokens, decoder.token_logprobs   # shared, appended in order
+        r.loras = loras
+        r.lora_key = tuple((a.sha256, sc) for a, sc in loras if sc != 0.0)
+        return r
 
     # ---- metrics ----
 
@@ -414,6 +390,21 @@ class Scheduler:
             m["num_requests_waiting"] = len(self._waiting) + len(self._incoming)
         m["kv_cache_usage_perc"] = 1.0 - self.pool.free_pages / self.pool.n_pages
         return m
+
+    def slots(self) -> list[dict]:
+        """One entry per sequence the batch can hold (llama.cpp server's slots): its id, whether a request
+        is in it, that request's id and state ("prefill" or "decode"), prompt tokens, tokens generated
+        and still allowed (max_tokens left)."""
+        with self._lock:
+            busy = {r.seq: r for r in self._running if r.seq is not None}
+            out = []
+            for i in range(self.n_seq_max):
+                r = busy.get(i)
+                out.append({"id": i, "is_processing": r is not None, "id_task": r.handle.id if r else None,
+                            "state": r.state if r else "idle", "n_prompt_tokens": r.n_prompt if r else 0,
+                            "n_decoded": len(r.generated) if r else 0,
+                            "n_remain": r.max_tokens - len(r.generated) if r else 0})
+        return out
 
     # ---- the scheduler thread ----
 
@@ -625,71 +616,36 @@ class Scheduler:
             self._waiting.appendleft(r)
             self._m["num_preemptions_total"] += 1
 
-    # ---- per request: sampling and output, as InferenceEngine._generate_iter ----
-
-    def _sample(self, r: _Request, logits: np.ndarray) -> int:
-        history = r.hist[:len(r.known)]
-        token = int(r.sampler.sample(logits, history))
-        m = r.matcher
-        if m is None or m.is_token_allowed(token):
-            return token
-        if r.masked is None:
-            r.masked = np.empty_like(logits)
-        m.apply_to_logits(logits, out=r.masked)
-        return int(r.sampler.sample(r.masked, history))
+    # ---- per request: the step of oxillama.runtime.decode, as InferenceEngine.generate takes it ----
 
     def _advance(self, r: _Request, logits: np.ndarray, now: float) -> None:
         """r's last known token was run: sample the next one and emit its text; maybe finish."""
-        from oxillama.sampling import token_logprobs, top_logprobs
         r.state = DECODE
-        token = self._sample(r, logits)
+        token, text, finished = r.decoder.advance(logits, r.hist[:len(r.known)])
         stats = r.handle.stats
         if r.t_last is None:
             stats["time_to_first_token"] = now - r.t_submit
         else:
             stats["inter_token_latencies"].append(now - r.t_last)
         r.t_last = now
-        r.generated.append(token)
         r.known.append(token)
         r.hist[len(r.known) - 1] = token
-        stats["n_generated_tokens"] = len(r.generated)
+        stats["n_generated_tokens"] = len(r.decoder.tokens)
         with self._lock:
             self._m["generation_tokens_total"] += 1
-        if r.logprobs is not None:
-            ids, lps = top_logprobs(logits, r.n_logprobs)
-            entry = {int(i): float(v) for i, v in zip(ids, lps)}
-            if token not in entry:
-                entry[token] = float(token_logprobs(logits, [token])[0])
-            r.logprobs.append(entry)
-        if r.matcher is not None:
-            r.matcher.accept_token(token)
-        if token in self._eog and not r.ignore_eos:
-            return self._finish(r, "stop")
-        text, stopped = r.stops.feed(r.detok.add(token))
-        self._emit(r, text)
-        if stopped:
-            return self._finish(r, "stop", flush=False)
-        if r.criteria and r.criteria(r.known, logits):
-            return self._finish(r, "stop")
-        if r.matcher is not None and r.matcher.is_finished:
-            return self._finish(r, "stop")
-        if len(r.generated) >= r.max_tokens:
-            return self._finish(r, "length")
-
-    def _emit(self, r: _Request, text: str) -> None:
         if text:
-            r.text.append(text)
-            r.handle._push(text, mark=len(r.generated))
+            r.handle._push(text, mark=len(r.decoder.tokens))
+        if finished:
+            self._finish(r, r.decoder.finish_reason)
 
-    def _finish(self, r: _Request, reason: str | None, error: BaseException | None = None, *,
-                flush: bool = True) -> None:
+    def _finish(self, r: _Request, reason: str | None, error: BaseException | None = None) -> None:
         """End r: free its sequence, complete its handle (with reason, or with error), tell listeners."""
-        from oxillama.runtime.completion import Completion, Timings, Usage, logprob_entries
         if r.state == FINISHED:
             return
-        if flush and error is None and reason != "cancelled":
-            text, stopped = r.stops.feed(r.detok.flush())
-            self._emit(r, text + ("" if stopped else r.stops.flush()))
+        if error is None:
+            text = r.decoder.end(reason)    # what the detokenizer and the stop strings held back
+            if text:
+                r.handle._push(text, mark=len(r.decoder.tokens))
         if r.seq is not None:
             self.pool.remove(r.seq)
             r.seq = None
@@ -708,13 +664,10 @@ class Scheduler:
         completion = None
         if error is None:
             ttft = stats.get("time_to_first_token") or stats["e2e_latency"]
-            timings = Timings(r.n_prompt - (stats.get("n_cached_prompt_tokens") or 0), ttft * 1e3, len(r.generated),
+            n = len(r.decoder.tokens)
+            timings = Timings(r.n_prompt - (stats.get("n_cached_prompt_tokens") or 0), ttft * 1e3, n,
                               (stats["e2e_latency"] - ttft) * 1e3, ttft * 1e3)
-            completion = Completion(
-                "".join(r.text), tokens=r.generated, finish_reason=reason, logprobs=r.logprobs,
-                usage=Usage(r.n_prompt, len(r.generated)), timings=timings,
-                token_logprobs=None if r.logprobs is None else logprob_entries(r.generated, r.logprobs,
-                                                                               self.engine._token_text))
+            completion = r.decoder.completion(Usage(r.n_prompt, n), timings, self.engine.token_text)
         r.handle._push(completion=completion, error=error)
         for fn in list(self._listeners):
             try:

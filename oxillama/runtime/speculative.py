@@ -25,14 +25,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oxillama import _core
 from oxillama.errors import ContextOverflowError, InvalidArgumentError
-from oxillama.runtime.engine import InferenceEngine
-from oxillama.runtime.kv_cache import ContiguousKVCache
+from oxillama.runtime.decode import text_pieces
+from oxillama.sampling import Sampler
+from oxillama.sampling.base import StepContext, as_history, check_logits, copy_checked
+from oxillama.sampling.candidates import Candidates
+from oxillama.sampling.selection import Greedy, WeightedDraw
+from oxillama.runtime.request import Request
 
 log = logging.getLogger("oxillama.speculative")
 
-__all__ = ["SpeculativeEngine", "SpeculativeStats", "NGramDrafter", "ModelDrafter", "layer_draft", "LayerDraftEngine",
+__all__ = ["SpeculativeEngine", "SpeculativeStats", "NGramDrafter", "ModelDrafter", "layer_draft",
            "accept_or_resample", "sampler_probs"]
 
 
@@ -74,8 +77,6 @@ def accept_or_resample(p_target: np.ndarray, p_draft: np.ndarray | None, token: 
 def sampler_probs(sampler, logits: np.ndarray, history) -> np.ndarray:
     """The probability vector (float64, n_vocab) from which `sampler` would draw for this logits
     row and history: its chain's stages (penalties, truncations, temperature) then softmax."""
-    from oxillama.sampling.base import StepContext, as_history, check_logits, copy_checked
-    from oxillama.sampling.candidates import Candidates
     row = check_logits(logits, sampler.n_vocab, scan=False)
     if sampler._ws is None:
         sampler._set_vocab(row.shape[0])
@@ -94,7 +95,6 @@ def sampler_probs(sampler, logits: np.ndarray, history) -> np.ndarray:
 
 
 def _decoding_mode(sampler) -> str:
-    from oxillama.sampling.selection import Greedy, WeightedDraw
     sel = sampler.chain.selector
     if isinstance(sel, Greedy):
         return "greedy"
@@ -185,7 +185,6 @@ class ModelDrafter:
         logits = e.forward(todo)
         greedy = _decoding_mode(sampler) == "greedy"
         if self._for is not sampler:   # a new generation: the draft's sampler is seeded from the target's
-            from oxillama.sampling import Sampler
             self._sampler = Sampler(sampler.config, seed=(sampler.seed + 1) % 2**63)
             self._for = sampler
         hist = list(seq)
@@ -205,32 +204,16 @@ class ModelDrafter:
         return drafts, (None if greedy else qs)
 
 
-def layer_draft(target, n_layer: int) -> "LayerDraftEngine":
-    """A draft engine made of the target's first n_layer blocks plus its output norm and head,
-    sharing the target's (memory-mapped) weights, tokenizer and settings; its own KV cache."""
-    full = target.plan.n_layer
-    if isinstance(n_layer, bool) or not isinstance(n_layer, (int, np.integer)) or not 1 <= n_layer < full:
-        raise InvalidArgumentError(f"a layer draft needs 1 <= n_layer < {full} (the target's layers), got {n_layer!r}")
-    return LayerDraftEngine(target, int(n_layer))
-
-
-class LayerDraftEngine(InferenceEngine):
-    """The first n_layer blocks of a target engine (early exit); closing it leaves the target open."""
-
-    def __init__(self, target, n_layer: int):
-        super().__init__(target.gguf, n_ctx=target.n_ctx, n_threads=target.n_threads, n_batch=target.n_batch,
-                         seed=target.seed, kv_type=target.kv.kv_type, tokenizer=target.tokenizer)
-        spec = self.arch.build()
-        spec["layers"] = spec["layers"][:n_layer]
-        self.plan = _core.ForwardPlan(spec)
-        self.kv = ContiguousKVCache.like(self.kv, n_layer=n_layer)
-        self._ctx = _core.ForwardContext(self.plan, self.kv.buffers, self.n_batch, self.n_threads)
-        self.n_layer_draft = n_layer
-        log.info("layer draft: first %d of %d layers", n_layer, target.plan.n_layer)
-
-    def close(self) -> None:   # the GGUF file belongs to the target
-        self._ctx = None
-        self.plan = None
+def layer_draft(target, n_layer: int):
+    """A draft engine made of the target's first n_layer blocks plus its output norm and head
+    (Model.first_layers): it shares the target's memory-mapped weights, tokenizer and settings and has
+    its own KV cache; closing it leaves the target open."""
+    model = target.model.first_layers(n_layer)
+    draft = type(target)(model, n_ctx=target.n_ctx, n_threads=target.n_threads, n_batch=target.n_batch,
+                         seed=target.seed, kv_type=target.kv.kv_type)
+    draft.n_layer_draft = model.n_layer
+    log.info("layer draft: first %d of %d layers", model.n_layer, target.model.n_layer)
+    return draft
 
 
 # ---- the speculative loop ----
@@ -285,23 +268,21 @@ class SpeculativeEngine:
         prompt: text, token ids, or None to continue the target's session."""
         t = self.target
         if sampler is None or not hasattr(sampler, "chain"):   # none, or a SamplerConfig
-            from oxillama.sampling import resolve_generate_kwargs
-            if sampler is not None:
-                sampling["sampler"] = sampler
-            config, other = resolve_generate_kwargs(**sampling)
-            if other:
-                raise InvalidArgumentError(f"unknown sampling argument(s): {', '.join(sorted(other))}")
-            sampler = t._new_sampler(config, seed, None)
+            req = Request.from_kwargs(dict(sampling, sampler=sampler, seed=seed), n_vocab=t.n_vocab)
+            extra = sorted(k for k in sampling if k not in req.sampler_keys)
+            if extra:
+                raise InvalidArgumentError(f"unknown sampling argument(s): {', '.join(extra)}")
+            sampler = req.new_sampler(t)
         mode = _decoding_mode(sampler)
         if prompt is None:
             if not t.tokens:
                 raise InvalidArgumentError("prompt None continues a session, but there is none: give a prompt")
             seq = list(t.tokens)
         else:
-            seq = t._encode_prompt(prompt)
+            seq = t.encode_prompt(prompt)
             t.reset()
             if len(seq) > 1:
-                t._run(t._check_tokens(seq[:-1]))
+                t._run(t.check_tokens(seq[:-1]))
         if len(seq) + max_tokens > t.n_ctx + 1:
             raise ContextOverflowError(f"{len(seq)} tokens + max_tokens={max_tokens} exceed n_ctx={t.n_ctx}")
         t._sampler = sampler
@@ -373,44 +354,6 @@ class SpeculativeEngine:
     def generate(self, prompt, *, max_tokens: int = 256, stop=(), stream: bool = False,
                  callback: Callable[[str], None] | None = None, seed: int | None = None, **sampling):
         """Like InferenceEngine.generate (text, or an iterator of pieces with stream=True)."""
-        stops = [stop] if isinstance(stop, str) else [s for s in (stop or ()) if s]
         tokens = self.generate_tokens(prompt, max_tokens=max_tokens, seed=seed, **sampling)
-        pieces = text_pieces(self.target.tokenizer, tokens, stops, callback)
+        pieces = text_pieces(self.target.tokenizer, tokens, stop or (), callback)
         return pieces if stream else "".join(pieces)
-
-
-def text_pieces(tokenizer, tokens: Iterator[int], stops: list[str], callback=None) -> Iterator[str]:
-    """Detokenize a token stream, cutting at the first stop string (text that may start one is held back)."""
-    detok = tokenizer.detokenizer()
-    hold = max((len(s) for s in stops), default=1) - 1
-    text = ""
-
-    def emit(piece):
-        if callback is not None:
-            callback(piece)
-        return piece
-
-    for tok in tokens:
-        text += detok.add(tok)
-        if stops:
-            cuts = [i for i in (text.find(s) for s in stops) if i >= 0]
-            if cuts:
-                text = text[:min(cuts)]
-                if text:
-                    yield emit(text)
-                if hasattr(tokens, "close"):   # a generator: let it restore the session now
-                    tokens.close()
-                return
-            if len(text) > hold:
-                out, text = text[:len(text) - hold], text[len(text) - hold:]
-                yield emit(out)
-        elif text:
-            yield emit(text)
-            text = ""
-    text += detok.flush()
-    if stops:
-        cuts = [i for i in (text.find(s) for s in stops) if i >= 0]
-        if cuts:
-            text = text[:min(cuts)]
-    if text:
-        yield emit(text)

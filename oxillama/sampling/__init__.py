@@ -6,7 +6,8 @@ order is documented once, on SamplerChain.
 """
 from oxillama.sampling.base import Selector, Stage, StepContext
 from oxillama.sampling.chain import SamplerChain, build_chain
-from oxillama.sampling.config import DEFAULT_STAGE_ORDER, STAGE_NAMES, SamplerConfig, resolve_generate_kwargs
+from oxillama.sampling.config import (DEFAULT_STAGE_ORDER, STAGE_NAMES, SamplerConfig, resolve_generate_kwargs,
+                                      validate_generate_kwargs)
 from oxillama.sampling.logprobs import token_logprobs, top_logprobs
 from oxillama.sampling.penalties import (DRY, BanTokens, FrequencyPresencePenalty, LogitBias, LogitsProcessorStage,
                                          RepetitionPenalty, dry_breakers_from_vocab)
@@ -16,7 +17,7 @@ from oxillama.sampling.selection import Greedy, MirostatV1, MirostatV2, Weighted
 from oxillama.sampling.stopping import MaxNewTokens, StoppingCriteria, StoppingCriteriaList, StopStrings, StopTokens
 from oxillama.sampling.temperature import Temperature
 from oxillama.sampling.truncation import XTC, EpsilonCutoff, EtaCutoff, MinP, TopA, TopK, TopP, TypicalP
-from oxillama.sampling.validation import check_generate_kwargs, check_prompt, validate_generate_kwargs
+from oxillama.sampling.validation import check_generate_kwargs, check_prompt
 
 __all__ = [
     "Sampler", "SamplerConfig", "SamplerChain", "SamplerRNG", "build_chain", "resolve_generate_kwargs",

@@ -13,9 +13,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from oxillama.errors import SamplerError
+from oxillama.errors import InvalidArgumentError, SamplerError
+from oxillama.sampling.validation import check_generate_kwargs, check_token_id
 
-__all__ = ["SamplerConfig", "STAGE_NAMES", "DEFAULT_STAGE_ORDER", "resolve_generate_kwargs"]
+__all__ = ["SamplerConfig", "STAGE_NAMES", "DEFAULT_STAGE_ORDER", "resolve_generate_kwargs",
+           "validate_generate_kwargs"]
 
 log = logging.getLogger("oxillama.sampling")
 
@@ -325,9 +327,27 @@ def resolve_generate_kwargs(**kwargs) -> tuple[SamplerConfig, dict[str, Any]]:
     (`max_tokens`, `stop` as a list of strings, and anything not about sampling, such as `seed`,
     `logprobs`, `logits_processor`, `stopping_criteria`, `stream`, unchanged).
     """
-    from oxillama.sampling.validation import check_generate_kwargs
+    return _resolve_checked(check_generate_kwargs(kwargs))    # types and ranges of every known keyword
 
-    kwargs = check_generate_kwargs(kwargs)     # types and ranges of every known keyword
+
+def validate_generate_kwargs(kwargs: dict[str, Any], *, n_vocab: int | None = None):
+    """(SamplerConfig, other options) from generate()-style keywords, every value checked once (token ids
+    against n_vocab): the one call a request, a scheduler, a server or a drop-in face needs before it
+    queues anything."""
+    checked = check_generate_kwargs(kwargs, n_vocab=n_vocab)
+    base = checked.get("sampler")
+    if base is not None and not isinstance(base, (SamplerConfig, dict)):
+        raise InvalidArgumentError(f"sampler must be a SamplerConfig or a dict, got {type(base).__name__}")
+    config, other = _resolve_checked(checked)
+    if n_vocab is not None:     # ids that came in through sampler=
+        for tid in list(config.logit_bias) + list(config.banned_tokens):
+            check_token_id("sampler token id", tid, n_vocab)
+    return config, other
+
+
+def _resolve_checked(kwargs: dict[str, Any]) -> tuple[SamplerConfig, dict[str, Any]]:
+    """resolve_generate_kwargs on keywords check_generate_kwargs has already checked."""
+    kwargs = dict(kwargs)
     base = kwargs.pop("sampler", None)
     if base is None:
         base = SamplerConfig()

@@ -5,8 +5,8 @@ take the same keywords from callers they do not control (a request body is JSON 
 call `check_generate_kwargs` first: it checks each keyword's type and range, turns NumPy scalars
 into Python numbers, checks token ids against the vocabulary, and raises InvalidArgumentError
 naming the keyword -- never a bare TypeError, an OverflowError deep in C or "truth value of an array
-is ambiguous". `validate_generate_kwargs` adds the split into a SamplerConfig and the other options
-(oxillama.sampling.config.resolve_generate_kwargs) and checks the final config's token ids.
+is ambiguous". `oxillama.sampling.config.validate_generate_kwargs` adds the split into a SamplerConfig and
+the other options. This module is a leaf: it imports nothing of oxillama but the errors.
 
 Bounds that protect the process rather than the caller: num_beams <= MAX_NUM_BEAMS,
 speculative_k <= MAX_SPECULATIVE_K, at most MAX_STOP_STRINGS stop strings of MAX_STOP_CHARS each,
@@ -22,7 +22,7 @@ import numpy as np
 
 from oxillama.errors import InvalidArgumentError, SamplerError
 
-__all__ = ["check_generate_kwargs", "validate_generate_kwargs", "check_prompt", "MAX_NUM_BEAMS",
+__all__ = ["check_generate_kwargs", "check_prompt", "check_token_id", "MAX_NUM_BEAMS",
            "MAX_SPECULATIVE_K", "MAX_STOP_STRINGS", "MAX_STOP_CHARS"]
 
 MAX_NUM_BEAMS = 64
@@ -91,6 +91,11 @@ def _bool(name: str, value) -> bool:
     if not isinstance(value, bool):
         raise _fail(name, "True or False", value)
     return value
+
+
+def check_token_id(name: str, value, n_vocab: int | None) -> int:
+    """value as a token id (an int in [0, n_vocab)), or InvalidArgumentError naming `name`."""
+    return _token_id(name, value, n_vocab)
 
 
 def _token_id(name: str, value, n_vocab: int | None) -> int:
@@ -261,19 +266,3 @@ def _check_one(name: str, value, n_vocab: int | None):
         return check_prompt(value, n_vocab)
     else:
         return value
-
-
-def validate_generate_kwargs(kwargs: Mapping[str, Any], *, n_vocab: int | None = None):
-    """(SamplerConfig, other options) from generate()-style keywords, every value checked: the one
-    call a scheduler, a server or a drop-in face needs before it queues a request."""
-    from oxillama.sampling.config import SamplerConfig, resolve_generate_kwargs
-
-    checked = check_generate_kwargs(kwargs, n_vocab=n_vocab)
-    base = checked.get("sampler")
-    if base is not None and not isinstance(base, (SamplerConfig, dict)):
-        raise _fail("sampler", "a SamplerConfig or a dict", base)
-    config, other = resolve_generate_kwargs(**checked)
-    if n_vocab is not None:     # ids that came in through sampler=
-        for tid in list(config.logit_bias) + list(config.banned_tokens):
-            _token_id("sampler token id", tid, n_vocab)
-    return config, other

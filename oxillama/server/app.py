@@ -19,9 +19,11 @@ import uvicorn
 from fastapi import FastAPI
 
 from oxillama.server import errors
+from oxillama.server.logs import AccessLog
 from oxillama.server.state import ServerConfig, ServerState
 
 log = logging.getLogger("oxillama")
+server_log = logging.getLogger("oxillama.server")     # what `oxillama serve` says at INFO by default
 
 
 def load(state: ServerState) -> None:
@@ -43,8 +45,8 @@ def load(state: ServerState) -> None:
         raise
     state.engine = engine
     state.scheduler = scheduler
-    log.info("serving %s as %r: %d parallel sequences, n_ctx %d", c.model, state.model_name, c.parallel,
-             engine.n_ctx)
+    server_log.info("model %s loaded as %r: n_ctx %d per sequence, %d parallel sequences, %d threads",
+                    c.model, state.model_name, scheduler.n_ctx, c.parallel, engine.n_threads)
 
 
 def load_adapters(engine, loras) -> dict:
@@ -104,17 +106,19 @@ def create_app(config: ServerConfig, *, on_load_error=None, load_before_serving:
                 await loader
             await asyncio.to_thread(unload, state)
 
-    from oxillama.server.routes import chat, completions, embeddings, models, tokenize
+    from oxillama.server.routes import chat, completions, embeddings, models, props, tokenize, webui
 
     app = FastAPI(title="oxillama", version=_version(), lifespan=lifespan)
     app.state.server = state
     app.add_middleware(BodyLimit, max_bytes=config.max_body_mb << 20)
     app.add_middleware(ReplicaHeader)
+    app.add_middleware(AccessLog)
     errors.install(app)
-    for module in (models, tokenize, embeddings, completions, chat):
+    for module in (models, tokenize, embeddings, completions, chat, props, webui):
         if hasattr(module, "public"):
             app.include_router(module.public)
-        app.include_router(module.router)
+        if hasattr(module, "router"):
+            app.include_router(module.router)
     return app
 
 
@@ -188,7 +192,37 @@ def _version() -> str:
 
 class DrainingServer(uvicorn.Server):
     """uvicorn's Server, except that after a drain caused by SIGINT/SIGTERM the process exits 0: uvicorn
-    would raise the signal again once shut down, which turns SIGTERM into death by signal."""
+    would raise the signal again once shut down, which turns SIGTERM into death by signal. It says
+    where it listens, when it drains and when it has stopped."""
+
+    def __init__(self, config: uvicorn.Config, state: ServerState | None = None):
+        super().__init__(config)
+        self.state = state
+
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            for server in self.servers:
+                for sock in server.sockets:
+                    host, port = sock.getsockname()[:2]
+                    host = f"[{host}]" if ":" in host else host
+                    server_log.info("listening on http://%s:%d (Ctrl-C to stop)", host, port)
+
+    def handle_exit(self, sig: int, frame) -> None:
+        if not self.should_exit:
+            running = 0
+            scheduler = self.state.scheduler if self.state is not None else None
+            if scheduler is not None:
+                metrics = scheduler.metrics()
+                running = metrics["num_requests_running"] + metrics["num_requests_waiting"]
+            if running:
+                server_log.info("shutting down: %d running requests get up to %.0f s to finish (Ctrl-C again to "
+                                "stop them now)", running, self.state.config.drain_timeout)
+            else:
+                server_log.info("shutting down")
+        elif sig == signal.SIGINT:
+            server_log.info("stopping now")
+        super().handle_exit(sig, frame)
 
     @contextlib.contextmanager
     def capture_signals(self):
@@ -216,6 +250,13 @@ def serve(config: ServerConfig) -> int:
     app = create_app(config, on_load_error=on_load_error)
     uv_config = uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
                                timeout_graceful_shutdown=config.drain_timeout + 5, access_log=False)
-    server = DrainingServer(uv_config)
-    server.run()
-    return 1 if failed.is_set() else 0
+    server = DrainingServer(uv_config, app.state.server)
+    try:
+        server.run()
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        # a Ctrl-C outside uvicorn's signal handlers (asyncio's own, while the loop starts or ends)
+        server_log.info("interrupted")
+    if failed.is_set():
+        return 1
+    server_log.info("stopped")
+    return 0

@@ -1,12 +1,12 @@
-"""Translation between the API's pydantic bodies and the engine/scheduler's Python face: request ->
-(prompt, generate() keywords), Completion -> choices, logprobs in OpenAI's two shapes. Handlers stay
-thin, and the same conversion can serve any OpenAI-shaped front end."""
+"""The server's pydantic request bodies -> the OpenAI layer (oxillama.openai), which turns them into
+generate() keywords the same way for `oxillama.Llama`; and the adapters a request asks for. Handlers stay
+thin."""
 from __future__ import annotations
 
-import math
-
-from oxillama.compat import openai_shapes as shapes
 from oxillama.errors import InvalidArgumentError
+from oxillama.openai import request as openai_request
+from oxillama.openai import shapes
+from oxillama.openai.request import choice_seed  # noqa: F401  (the routes' name for it)
 from oxillama.server.protocol.chat import ChatCompletionRequest, ChoiceLogprobs
 from oxillama.server.protocol.common import SamplingFields
 from oxillama.server.protocol.completions import CompletionLogprobs, CompletionRequest
@@ -22,38 +22,15 @@ new_id = shapes.new_id
 def generate_kwargs(req: SamplingFields, n_vocab: int, eog_ids=()) -> dict:
     """generate()/Scheduler.submit() keywords for a request (without seed: see choice_seed).
     eog_ids: the end-of-generation tokens, banned when the request says ignore_eos (as llama.cpp does)."""
-    kw: dict = {}
-    for name in _PASSTHROUGH:
-        value = getattr(req, name)
-        if value is not None:
-            kw[name] = value
     max_tokens = req.max_tokens
-    if isinstance(req, ChatCompletionRequest) and req.max_completion_tokens is not None:
-        if max_tokens is not None and max_tokens != req.max_completion_tokens:
-            raise InvalidArgumentError(f"max_tokens={max_tokens} and max_completion_tokens="
-                                       f"{req.max_completion_tokens} disagree; give one")
-        max_tokens = req.max_completion_tokens
-    kw["max_tokens"] = max_tokens          # None: until the context is full, as OpenAI's default
-    if req.stop is not None:
-        kw["stop"] = [req.stop] if isinstance(req.stop, str) else list(req.stop)
-    bias = logit_bias(req.logit_bias, n_vocab) if req.logit_bias else {}
-    if req.ignore_eos:
-        bias.update({int(t): -math.inf for t in eog_ids})
-    if bias:
-        kw["logit_bias"] = bias
-    if req.grammar is not None and req.response_format is not None and req.response_format.type != "text":
-        raise InvalidArgumentError("give grammar or response_format, not both")
-    if req.grammar is not None:
-        from oxillama.grammar import Grammar
-        kw["grammar"] = Grammar(req.grammar)
-    elif req.response_format is not None and req.response_format.type != "text":
-        # compiled here so that an invalid schema is a 400 before anything is queued
-        from oxillama.grammar import grammar_from_response_format
-        kw["grammar"] = grammar_from_response_format(req.response_format.to_dict())
-    n_logprobs = requested_logprobs(req)
-    if n_logprobs is not None:
-        kw["logprobs"] = n_logprobs
-    return kw
+    if isinstance(req, ChatCompletionRequest):
+        max_tokens = openai_request.max_tokens_of(max_tokens, req.max_completion_tokens)
+    response_format = None if req.response_format is None else req.response_format.to_dict()
+    return openai_request.generate_kwargs(
+        {name: getattr(req, name) for name in _PASSTHROUGH}, max_tokens=max_tokens, stop=req.stop,
+        logit_bias=req.logit_bias, n_vocab=n_vocab, bias_bound=openai_request.LOGIT_BIAS_BOUND,
+        ban=eog_ids if req.ignore_eos else (), grammar=req.grammar, response_format=response_format,
+        logprobs=requested_logprobs(req))
 
 
 def request_loras(req: SamplingFields, state) -> list:
@@ -91,34 +68,15 @@ def request_loras(req: SamplingFields, state) -> list:
 def requested_logprobs(req: SamplingFields) -> int | None:
     """How many top log-probabilities per token the request asks for, or None for none."""
     if isinstance(req, ChatCompletionRequest):
-        if req.top_logprobs is not None and not req.logprobs:
-            raise InvalidArgumentError("top_logprobs needs logprobs=true")
-        return (req.top_logprobs or 0) if req.logprobs else None
+        return openai_request.chat_logprobs_count(req.logprobs, req.top_logprobs)
     if isinstance(req, CompletionRequest):
         return req.logprobs
     return None
 
 
-def choice_seed(seed: int | None, index: int) -> int | None:
-    """Choice i of a seeded n > 1 request samples with seed + i: choice 0 is the seeded single request,
-    the others differ from it."""
-    return None if seed is None else seed + index
-
-
 def logit_bias(bias: dict[str, float], n_vocab: int) -> dict[int, float]:
     """OpenAI's {"token id as a string": bias in [-100, 100]} -> {token_id: bias}."""
-    out = {}
-    for key, value in bias.items():
-        try:
-            tid = int(key)
-        except ValueError:
-            raise InvalidArgumentError(f"logit_bias key {key!r} is not a token id") from None
-        if not 0 <= tid < n_vocab:
-            raise InvalidArgumentError(f"logit_bias token id {tid} is outside the vocabulary (0..{n_vocab - 1})")
-        if not -100.0 <= value <= 100.0:
-            raise InvalidArgumentError(f"logit_bias[{key}] must be in [-100, 100], got {value}")
-        out[tid] = float(value)
-    return out
+    return openai_request.openai_logit_bias(bias, n_vocab)
 
 
 def chat_logprobs(tokenizer, tokens: list[int], logprobs: list[dict[int, float]], n_top: int) -> ChoiceLogprobs:

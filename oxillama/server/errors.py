@@ -1,5 +1,6 @@
-"""OpenAI error objects for every failure: {"error": {"message", "type", "param", "code"}}, with code
-the HTTP status (as vLLM and llama.cpp's server send it). Registered once as exception handlers, so
+"""OpenAI error objects for every failure: {"error": {"message", "type", "param", "code"}}, with code a
+string as OpenAI sends it ("invalid_api_key", "context_length_exceeded", ...) or null; the HTTP status
+says the rest (OpenAI's clients pick their exception class from it). Registered once as exception handlers, so
 endpoints raise and never build error bodies; a bad input is never a 500, and no body carries a
 traceback."""
 from __future__ import annotations
@@ -17,20 +18,32 @@ from oxillama.server.protocol.common import ErrorInfo, ErrorResponse
 log = logging.getLogger("oxillama")
 
 
+# OpenAI's `code` for the error types that have one; the others send null
+ERROR_CODES = {
+    "authentication_error": "invalid_api_key",
+    "exceed_context_size_error": "context_length_exceeded",
+    "rate_limit_error": "rate_limit_exceeded",
+}
+
+
 class APIError(Exception):
-    """An error the server answers with a given status and OpenAI error type."""
+    """An error the server answers with a given status and OpenAI error type (and code, if not the type's)."""
 
-    def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None):
+    def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None,
+                 code: str | None = None):
         super().__init__(message)
-        self.status, self.message, self.type, self.param = status, message, type, param
+        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
 
 
-def error_body(status: int, message: str, type: str, param: str | None = None) -> dict:
-    return ErrorResponse(error=ErrorInfo(message=message, type=type, param=param, code=status)).model_dump()
+def error_body(status: int, message: str, type: str, param: str | None = None, code: str | None = None) -> dict:
+    """The OpenAI error object; `status` is the HTTP status it goes with (not a field of the body)."""
+    info = ErrorInfo(message=message, type=type, param=param, code=code or ERROR_CODES.get(type))
+    return ErrorResponse(error=info).model_dump()
 
 
-def error_response(status: int, message: str, type: str, param: str | None = None, headers=None) -> JSONResponse:
-    return JSONResponse(error_body(status, message, type, param), status_code=status, headers=headers)
+def error_response(status: int, message: str, type: str, param: str | None = None, headers=None,
+                   code: str | None = None) -> JSONResponse:
+    return JSONResponse(error_body(status, message, type, param, code), status_code=status, headers=headers)
 
 
 def classify(exc: BaseException) -> tuple[int, str]:
@@ -68,7 +81,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError):
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return error_response(exc.status, exc.message, exc.type, exc.param, headers)
+        return error_response(exc.status, exc.message, exc.type, exc.param, headers, exc.code)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):

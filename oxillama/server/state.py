@@ -78,7 +78,7 @@ class ServerState:
         except KeyError:
             known = ", ".join(f"{self.model_name}:{n}" for n in self.loras) or "none (start with --lora NAME=PATH)"
             raise APIError(404, f"no LoRA adapter named {name!r}; served: {known}", "not_found_error",
-                           "lora") from None
+                           "lora", code="model_not_found") from None
 
     def require_ready(self) -> None:
         if self.load_error is not None:

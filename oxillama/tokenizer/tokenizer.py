@@ -335,7 +335,7 @@ class Tokenizer:
         return self._vocab.eog_ids
 
     def is_eog(self, token_id: int) -> bool:
-        return token_id in self._vocab.eog_ids
+        return self._check_id(token_id) in self._vocab.eog_ids
 
     def is_special(self, token_id: int) -> bool:
         """True for control and unknown tokens (the ones `skip_special` hides)."""
@@ -347,6 +347,8 @@ class Tokenizer:
 
     def token_to_id(self, text: str) -> int | None:
         """The id of the token whose stored text is `text`, or None."""
+        if not isinstance(text, str):
+            raise TokenizerError(f"token_to_id takes a token's text (a str), got {type(text).__name__}")
         return self._vocab.token_to_id.get(text)
 
     # ------------------------------------------------------------------ encode

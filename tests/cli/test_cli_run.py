@@ -33,7 +33,7 @@ def test_version(capsys):
 def test_every_run_and_chat_option_has_help_and_shows_its_default():
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, type(parser._subparsers._group_actions[0])))
-    for name in ("run", "chat"):
+    for name in ("run", "chat", "serve"):
         p = sub.choices[name]
         text = p.format_help()
         for action in p._actions:
@@ -42,7 +42,7 @@ def test_every_run_and_chat_option_has_help_and_shows_its_default():
             assert action.help, (name, action.dest)
             if action.option_strings and action.default not in (None, False):
                 assert "default" in p._get_formatter()._get_help_string(action), (name, action.dest)
-        assert "(default: 0.8)" in text and "-1: until the end" in text
+        assert name == "serve" or "(default: 0.8)" in text and "-1: until the end" in text
 
 
 @pytest.mark.parametrize("n", ["0", "-2"])
@@ -58,13 +58,53 @@ def test_max_tokens_minus_one_runs_to_the_end(smollm2_path, capsys):
     assert len(capsys.readouterr().out.strip()) > 0
 
 
-def test_system_without_chat_is_an_error(smollm2_path, capsys):
-    assert main(["run", "-m", smollm2_path, "--system", "Be brief.", "hi"]) == 1
+def test_system_with_raw_is_an_error(smollm2_path, capsys):
+    assert main(["run", "-m", smollm2_path, "--raw", "--system", "Be brief.", "hi"]) == 1
     assert "--system" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["run", "--raw", "--chat", "hi"])
+
+
+def test_run_chats_by_default_with_a_chat_model(smollm2_path, capsys):
+    """A question to the default (chat) model is answered, as `ollama run` does; --raw (or --no-chat)
+    completes the text as it is, which for a question is often nothing at all."""
+    question = "What is photosynthesis?"
+    outs = {}
+    for mode in ("default", "--chat", "--raw", "--no-chat"):
+        flags = [] if mode == "default" else [mode]
+        assert main(["run", "-m", smollm2_path, *flags, "--temp", "0", "-n", "12", question]) == 0
+        outs[mode] = capsys.readouterr().out
+    assert outs["default"] == outs["--chat"] and outs["default"].startswith("Photosynthesis is")
+    assert outs["--raw"] == outs["--no-chat"] != outs["default"]
+
+
+def test_run_completes_text_by_default_with_a_base_model(gemma3_path, capsys, caplog):
+    with caplog.at_level(logging.WARNING, logger="oxillama"):
+        assert main(["run", "-m", gemma3_path, "--temp", "0", "-n", "8", "The three primary colors are"]) == 0
+    assert capsys.readouterr().out.startswith(" red, ")
+    assert not any("no chat template" in r.getMessage() for r in caplog.records)
+
+
+def test_ctrl_c_stops_run_and_still_prints_the_timings(smollm2_path, tmp_path):
+    import signal
+    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "oxillama", "run", "-m", smollm2_path, "--raw", "--timings",
+                             "-n", "-1", "-c", "2048", "--temp", "1", "--seed", "1", "Once upon a time"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(tmp_path), env=env)
+    try:
+        assert proc.stdout.read(1)              # the answer has started
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    for w in TIMING_WORDS:
+        assert w in err, (w, err)
 
 
 def test_timings_on_stderr_and_only_the_answer_on_stdout(smollm2_path, tmp_path):
-    res = run_cli("run", "-m", smollm2_path, "--temp", "0", "-n", "8", "--timings", "The capital of France is",
+    res = run_cli("run", "-m", smollm2_path, "--raw", "--temp", "0", "-n", "8", "--timings", "The capital of France is",
                   tmp_path=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "Paris" in res.stdout
@@ -157,3 +197,10 @@ def test_serve_refuses_a_decode_slowdown_of_one_or_less(value, capsys):
     """checked before the model is looked up or a port opened"""
     assert main(["serve", "-m", "no-such-model", "--max-decode-slowdown", value]) == 1
     assert "--max-decode-slowdown must be > 1" in capsys.readouterr().err
+
+
+def test_a_context_too_small_for_the_prompt_says_why_and_suggests_c(smollm2_path, capsys):
+    assert main(["run", "-m", smollm2_path, "--raw", "-c", "5", "one two three four five six"]) == 1
+    err = capsys.readouterr().err
+    assert "room for the prompt and one token more" in err and "n_ctx >= " in err
+    assert "-c N" in err

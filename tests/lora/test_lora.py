@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from oxillama import InferenceEngine
-from oxillama.errors import LoraError
+from oxillama.errors import InvalidArgumentError, LoraError
 from oxillama.gguf import GGUFWriter
 from oxillama.lora import LoraAdapter
 from oxillama.runtime.batch import SequencePool
@@ -112,7 +112,7 @@ def test_removing_every_adapter_or_scale_zero_is_bit_identical_to_the_base():
         np.testing.assert_array_equal(logits(e), base)
         e.add_lora(a, 0.0)
         np.testing.assert_array_equal(logits(e), base)
-        with pytest.raises(Exception):
+        with pytest.raises(InvalidArgumentError, match="not one of the session's adapters"):
             e.remove_lora(LoraAdapter(random_lora(e, 2, seed=5), arch="llama"))
 
 

@@ -22,10 +22,11 @@ ARCHS = ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi
 MODELS = {**{a: a for a in ARCHS}, "mistral": "llama", "llama3": "llama"}   # llama3: RoPE via rope_freqs
 
 # max |ours - transformers| / std(transformers logits)
-F32_TOL = 1e-4        # F32 weights, F32 KV cache: float activations throughout (measured ~3e-6)
-F16_KV_TOL = 5e-3     # F32 weights, the default F16 KV cache: K/V rounded to 11 bits (measured ~1e-3)
-F16_WEIGHTS_TOL = 1e-2   # F16 weights (measured ~3e-3)
-Q8_0_TOL = 0.15       # Q8_0 weights with activations quantized to 8 bits (measured ~0.075)
+F32_TOL = 1e-5        # F32 weights, F32 KV cache: float activations throughout (measured 1.2-3.6e-6;
+                      # an RMS-norm epsilon 10x off scores ~3.5e-5)
+F16_KV_TOL = 3e-3     # F32 weights, the default F16 KV cache: K/V rounded to 11 bits (measured 1.2e-4-1.3e-3)
+F16_WEIGHTS_TOL = 6e-3   # F16 weights (measured 2.7e-3)
+Q8_0_TOL = 0.1        # Q8_0 weights with activations quantized to 8 bits (measured 0.075)
 
 
 def golden(name: str):
@@ -102,9 +103,8 @@ def test_unsupported_architecture_names_the_supported_ones(tmp_path):
         assert arch in msg
 
 
-# Decode attention (the cache cut into chunks that threads take in turn, merged with an online softmax)
-# against the prefill path (whole rows per query and KV head) over the same cache: summation order only.
-DECODE_VS_PREFILL_TOL = 1e-4   # max |decode - prefill| / std (measured ~1e-6 with an F32 cache)
+# Decode attention against the prefill path over the same cache: equal bit for bit by design (the logits
+# at a position depend only on the tokens before it, whatever the call shape).
 
 
 @pytest.mark.parametrize("name", ["llama", "gemma3"])
@@ -119,4 +119,4 @@ def test_decode_after_a_long_prompt_matches_the_prefill_path(name, kv_type):
         e.reset()
         e.forward(tokens[:-4])
         stepped = np.stack([e.forward(tokens[i:i + 1]) for i in range(len(tokens) - 4, len(tokens))])
-    assert rel_err(stepped, whole) < DECODE_VS_PREFILL_TOL
+    assert np.array_equal(stepped, whole), f"max |decode - prefill| / std {rel_err(stepped, whole):.3g}"

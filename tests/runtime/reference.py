@@ -24,18 +24,92 @@ _VEC_DOT_TYPE = {"F32": None, "F16": None, "BF16": None, "Q4_0": "Q8_0", "Q5_0":
                  "IQ4_NL": "Q8_0", "Q4_1": "Q8_1", "Q5_1": "Q8_1", "Q8_1": "Q8_1"}
 
 
+def _round_act(x, qtype_id: int):
+    """x rounded to the activation type the C kernels use for weights of qtype_id (Q8_0/Q8_1 for 32-blocks,
+    Q8_K for K-quants), so only summation order differs."""
+    from oxillama.quant import GGMLType, quantize
+    act = _VEC_DOT_TYPE.get(GGMLType(qtype_id).name, "Q8_K")
+    if act is None:
+        return x
+    x32 = np.ascontiguousarray(x, dtype=np.float32)
+    return dequantize(quantize(x32, act), act, x32.size).reshape(x.shape).astype(np.float64)
+
+
 def _matmul(x, w, emulate: bool):
-    """x @ W.T; with emulate, x is first rounded to the activation type the C kernels use
-    (Q8_0/Q8_1 for 32-blocks, Q8_K for K-quants), so only summation order differs."""
+    """x @ W.T; with emulate, x first rounded as the kernels round it (_round_act)."""
     W = _mat(w)
     if emulate:
-        from oxillama.quant import GGMLType, quantize
-        name = GGMLType(w[1]).name
-        act = _VEC_DOT_TYPE.get(name, "Q8_K")
-        if act is not None:
-            x32 = np.ascontiguousarray(x, dtype=np.float32)
-            x = dequantize(quantize(x32, act), act, x32.size).reshape(x.shape).astype(np.float64)
+        x = _round_act(x, w[1])
     return x @ W.T
+
+
+def _softmax(z):
+    z = np.exp(z - z.max(-1, keepdims=True))
+    return z / z.sum(-1, keepdims=True)
+
+
+def route(logits, L):
+    """The router: (n, k) chosen experts, best first, and their weights, as transformers' MoE blocks compute
+    them (softmax | sigmoid | top-k logits then softmax; renormalised; scaled)."""
+    k, gating = L["n_expert_used"], L.get("gating", "softmax")
+    p = _softmax(logits) if gating == "softmax" else 1.0 / (1.0 + np.exp(-logits)) if gating == "sigmoid" else logits
+    sel = np.argsort(-p, axis=-1, kind="stable")[:, :k]
+    w = np.take_along_axis(p, sel, -1)
+    if gating == "softmax_weight":
+        w = _softmax(w)
+    if L.get("norm_topk"):
+        w = w / w.sum(-1, keepdims=True)
+    return sel, w * L.get("expert_scale", 1.0)
+
+
+def _dense_ffn(f_in, L, em):
+    up = _matmul(f_in, L["w_up"], em)
+    if L.get("b_up") is not None and not L.get("fused_gate_up"):
+        up = up + L["b_up"]
+    if L.get("fused_gate_up"):
+        gate, up = np.split(up, 2, axis=-1)
+        if L.get("b_up") is not None:
+            up = up + L["b_up"]
+    elif L.get("w_gate") is not None:
+        gate = _matmul(f_in, L["w_gate"], em)
+        if L.get("b_gate") is not None:
+            gate = gate + L["b_gate"]
+    else:
+        gate = None
+    act = L.get("act", "silu")
+    hdn = _act(act, gate) * up if gate is not None else _act(act, up)
+    f = _matmul(hdn, L["w_down"], em)
+    if L.get("b_down") is not None:
+        f = f + L["b_down"]
+    return f
+
+
+def _moe_ffn(x, L, em, trace):
+    """Each token's chosen experts, weighted and summed expert by expert (as transformers' loop over experts);
+    the shared expert, gated by sigmoid(shexp_gate . x) where there is one, added."""
+    ne, ff, n_embd = L["n_expert"], L["n_ff_exp"], x.shape[1]
+    sel, w = route(_matmul(x, L["router"], em), L)
+    if trace is not None:
+        trace.append((sel, w))
+    G, U, D = (_mat(L[k]).reshape(ne, -1, _mat(L[k]).shape[1]) for k in ("exp_gate", "exp_up", "exp_down"))
+    out = np.zeros_like(x)
+    for e in range(ne):
+        rows, slot = np.nonzero(sel == e)
+        if rows.size == 0:
+            continue
+        xe = x[rows]
+        xg = _round_act(xe, L["exp_gate"][1]) if em else xe
+        xu = _round_act(xe, L["exp_up"][1]) if em else xe
+        h = _act(L.get("act", "silu"), xg @ G[e].T) * (xu @ U[e].T)
+        if em:
+            h = _round_act(h, L["exp_down"][1])
+        out[rows] += w[rows, slot][:, None] * (h @ D[e].T)
+    if L.get("w_up") is not None:
+        shared = _dense_ffn(x, L, em)
+        if L.get("shexp_gate") is not None:
+            shared = shared / (1.0 + np.exp(-(x @ _vec(L["shexp_gate"]))))[:, None]
+        out = out + shared
+    return out
 
 
 def _vec(v):
@@ -107,11 +181,13 @@ def _apply_rope(x, rope, pos):
     return x
 
 
-def reference_forward(spec: dict, tokens: list[int], *, emulate_kernels: bool = False) -> np.ndarray:
+def reference_forward(spec: dict, tokens: list[int], *, emulate_kernels: bool = False,
+                      router_trace: list | None = None) -> np.ndarray:
     """Logits (n_tokens, n_vocab) for tokens at positions 0..n-1.
 
     emulate_kernels: round activations to the kernels' activation types and K/V to float16, as the
     engine does; what remains is summation order, so the comparison can be tight.
+    router_trace: a list that gets each MoE layer's (chosen experts, weights).
     """
     em = emulate_kernels
     n = len(tokens)
@@ -138,10 +214,14 @@ def reference_forward(spec: dict, tokens: list[int], *, emulate_kernels: bool = 
         q = q.reshape(n, nh, hd)                                         # (n, n_head, head_dim)
         k = k.reshape(n, nkv, hd)
         v = v.reshape(n, nkv, hd)
-        if L.get("q_norm") is not None:
-            q = _norm(q, _vec(L["q_norm"]), None, "rms", eps)
-        if L.get("k_norm") is not None:
-            k = _norm(k, _vec(L["k_norm"]), None, "rms", eps)
+        if L.get("qk_norm_full"):   # over all heads at once (olmoe)
+            q = _norm(q.reshape(n, -1), _vec(L["q_norm"]), None, "rms", eps).reshape(q.shape)
+            k = _norm(k.reshape(n, -1), _vec(L["k_norm"]), None, "rms", eps).reshape(k.shape)
+        else:
+            if L.get("q_norm") is not None:
+                q = _norm(q, _vec(L["q_norm"]), None, "rms", eps)
+            if L.get("k_norm") is not None:
+                k = _norm(k, _vec(L["k_norm"]), None, "rms", eps)
         q = _apply_rope(q, L.get("rope"), pos)
         k = _apply_rope(k, L.get("rope"), pos)
         if em:   # the cache stores K and V as float16
@@ -173,24 +253,7 @@ def reference_forward(spec: dict, tokens: list[int], *, emulate_kernels: bool = 
         else:
             x = x + out
             f_in = _norm(x, _vec(L["ffn_norm"]), _vec(L.get("ffn_norm_b")), kind, eps)
-        up = _matmul(f_in, L["w_up"], em)
-        if L.get("b_up") is not None and not L.get("fused_gate_up"):
-            up = up + L["b_up"]
-        if L.get("fused_gate_up"):
-            gate, up = np.split(up, 2, axis=-1)
-            if L.get("b_up") is not None:
-                up = up + L["b_up"]
-        elif L.get("w_gate") is not None:
-            gate = _matmul(f_in, L["w_gate"], em)
-            if L.get("b_gate") is not None:
-                gate = gate + L["b_gate"]
-        else:
-            gate = None
-        act = L.get("act", "silu")
-        hdn = _act(act, gate) * up if gate is not None else _act(act, up)
-        f = _matmul(hdn, L["w_down"], em)
-        if L.get("b_down") is not None:
-            f = f + L["b_down"]
+        f = _moe_ffn(f_in, L, em, router_trace) if L.get("n_expert") else _dense_ffn(f_in, L, em)
         if L.get("post_ffn_norm") is not None:
             f = _norm(f, _vec(L["post_ffn_norm"]), None, kind, eps)
         x = x + f + (out if L.get("parallel_residual") else 0.0)

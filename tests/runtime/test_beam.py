@@ -8,7 +8,9 @@ from oxillama.runtime.beam import BeamSearchConfig, hypothesis_score
 
 N_NEW = 8   # CI time: each step is one forward per beam
 PROMPTS = ["The capital of France is", "Write a haiku about the sea:\n"]
-LOGPROB_TOL = 0.05   # batched teacher forcing vs one-token forwards: kernel rounding only
+# Batched teacher forcing and one-token forwards give the same logits bit for bit; the beam sums float32
+# log-softmax values (measured |diff| 0.3-1.7e-6 per 8 tokens against float64 here).
+LOGPROB_TOL = 1e-5
 
 
 def teacher_forced_logprob(engine, prompt_ids, gen):

@@ -3,6 +3,7 @@ engine.last_completion after a streamed call."""
 import math
 
 from oxillama import Completion
+from oxillama.runtime.completion import Usage
 
 
 def test_last_completion_after_streaming_has_the_text(smollm2):
@@ -22,6 +23,11 @@ def test_last_completion_after_a_broken_stream_has_the_text_seen(smollm2):
             break
     it.close()
     assert smollm2.last_completion == "".join(seen)
+
+
+def test_usage_repr_shows_the_total():
+    assert repr(Usage(prompt_tokens=5, completion_tokens=3)) == \
+        "Usage(prompt_tokens=5, completion_tokens=3, total_tokens=8)"
 
 
 def test_usage_counts_prompt_and_completion_tokens(smollm2):

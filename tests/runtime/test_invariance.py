@@ -1,6 +1,7 @@
 """The project's invariant: the logits at a position depend only on the tokens before it, bit for bit, whatever
 the shape of the call that computes them: one prefill, a prefill in chunks, one token at a time, a k-token
 verify, a step beside other sequences, 1 or 2 threads. Every comparison here is exact (np.array_equal)."""
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +9,9 @@ import pytest
 
 from oxillama import InferenceEngine
 from oxillama.runtime.batch import SequencePool
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "models"))
+from tiny_moe import write_tiny_moe  # noqa: E402  tests/models/tiny_moe.py
 
 DATA = Path(__file__).parent.parent / "models" / "data"
 TINY = sorted(p.name for p in DATA.glob("*.gguf"))
@@ -41,13 +45,19 @@ def assert_same(a, b, what):
 
 
 # (file, KV cache type): every architecture with f16, and a Q8_0 cache where head_dim allows it
-CASES = [(name, "f16") for name in TINY] + [("qwen3.gguf", "q8_0")]
+# and the mixture-of-experts families, written at test time ("moe:<family>:<expert weights' type>")
+MOE = ["moe:qwen3moe:F32", "moe:qwen2moe:Q8_0", "moe:olmoe:F32", "moe:mixtral:Q8_0"]
+CASES = [(name, "f16") for name in TINY] + [("qwen3.gguf", "q8_0")] + [(name, "f16") for name in MOE]
 
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0]}-{c[1]}")
-def tiny(request):
+def tiny(request, tmp_path_factory):
     name, kv_type = request.param
-    with InferenceEngine.from_gguf(DATA / name, n_ctx=256, n_threads=2, kv_type=kv_type) as e:
+    path = DATA / name
+    if name.startswith("moe:"):
+        _, family, qtype = name.split(":")
+        path = write_tiny_moe(tmp_path_factory.mktemp("moe") / f"{family}.gguf", family, qtype=qtype)
+    with InferenceEngine.from_gguf(path, n_ctx=256, n_threads=2, kv_type=kv_type) as e:
         yield e
 
 
@@ -110,7 +120,10 @@ def test_real_models_logits_do_not_depend_on_the_call_shape(real):
 @pytest.mark.slow
 def test_real_models_logits_do_not_depend_on_the_thread_count(real):
     toks = tokens_for(real, N_REAL)
-    ref = prefill_logits(real, toks)
+    # 1 thread against 2, both explicit (the default count may be 1 on a small host)
+    with InferenceEngine.from_gguf(real.gguf.path, n_ctx=256, n_threads=2) as two:
+        assert two.n_threads == 2
+        ref = prefill_logits(two, toks)
     with InferenceEngine.from_gguf(real.gguf.path, n_ctx=256, n_threads=1) as one:
         assert_same(prefill_logits(one, toks), ref, "1 thread against 2 (prefill)")
         assert_same(chunked_logits(one, toks, 1), ref, "1 thread against 2 (decode)")

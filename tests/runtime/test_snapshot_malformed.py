@@ -217,7 +217,7 @@ def test_random_byte_flips(session):
 def test_wrong_argument_types(session):
     engine, _, _ = session
     for bad in (None, 12, 3.5, ["a"], {"k": 1}):
-        with pytest.raises(SnapshotError):
+        with pytest.raises(SnapshotError, match=f"bytes or a path, got {type(bad).__name__}"):
             engine.load_snapshot(bad)
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from oxillama.errors import InvalidArgumentError
-from oxillama.runtime import ContiguousKVCache, InferenceEngine, PagePool, PrefixKvCache
+from oxillama.runtime import ContiguousKVCache, InferenceEngine, PrefixKvCache
 
 N_LAYER, KV_DIM, N_CTX = 2, 4, 64
 SYSTEM_PROMPT_TOKENS = 1000
@@ -67,11 +67,9 @@ def test_restore_after_start_keeps_the_destination_prefix():
         pc.restore(a, filled(a[:2]), start=5)
 
 
-def test_insert_reads_only_new_positions_from_a_paged_source():
-    pool = PagePool(N_LAYER, KV_DIM, "f32", page_size=4)
-    seq = pool.new_sequence()
+def test_insert_reads_only_new_positions_from_its_source():
     a = list(range(1, 23))
-    seq.write(*kv_rows(a), 0)
+    seq = filled(a)
     pc = PrefixKvCache()
     assert pc.insert(a[:10], seq) == 10
     assert pc.insert(a, seq) == 12

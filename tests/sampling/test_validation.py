@@ -7,8 +7,8 @@ import pytest
 
 from oxillama.errors import InvalidArgumentError, SamplerError
 from oxillama.sampling import Sampler, SamplerConfig
-from oxillama.sampling.validation import (MAX_NUM_BEAMS, check_generate_kwargs, check_prompt,
-                                          validate_generate_kwargs)
+from oxillama.sampling import validate_generate_kwargs
+from oxillama.sampling.validation import MAX_NUM_BEAMS, check_generate_kwargs, check_prompt
 
 TINY = os.path.join(os.path.dirname(__file__), "..", "models", "data", "llama.gguf")
 

@@ -79,6 +79,26 @@ def test_embeddings_float_and_base64_agree(server):
     assert as_float.usage.prompt_tokens == as_float.usage.total_tokens == n
 
 
+@pytest.mark.parametrize("pooling, normalize", [("last", True), ("mean", False)])
+def test_embeddings_equal_engine_embed_batch(server, smollm2_path, pooling, normalize):
+    """The server's vectors are engine.embed_batch's, bit for bit (base64 carries the float32 bytes; a
+    vector depends only on its own tokens, whatever the threads or the other inputs)."""
+    from oxillama import InferenceEngine
+    inputs = ["The cat sat on the mat.", "Stock markets fell sharply today, and then recovered.", [1, 2, 3, 4]]
+    with server.client() as c:
+        r = c.post("/v1/embeddings", json={"input": inputs[:2], "encoding_format": "base64", "pooling": pooling,
+                                           "normalize": normalize})
+        ids = c.post("/v1/embeddings", json={"input": [inputs[2]], "encoding_format": "base64",
+                                             "pooling": pooling, "normalize": normalize})
+    assert r.status_code == 200 and ids.status_code == 200, (r.text, ids.text)
+    got = np.stack([np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4")
+                    for d in r.json()["data"] + ids.json()["data"]])
+    with InferenceEngine.from_gguf(smollm2_path, n_ctx=512) as e:
+        want = e.embed_batch(inputs, pooling=pooling, normalize=normalize)
+    assert got.shape == want.shape == (3, 576)
+    assert np.array_equal(got, want)
+
+
 def test_embeddings_default_client_decodes_base64(server):
     # the openai client asks for base64 by default and decodes it itself
     one = server.openai().embeddings.create(model="smol", input="hello there")
@@ -112,7 +132,7 @@ def test_embeddings_bad_input(server, body, param):
         r = c.post("/v1/embeddings", json=body)
     assert r.status_code == 400, r.text
     err = r.json()["error"]
-    assert err["type"] == "invalid_request_error" and err["code"] == 400
+    assert err["type"] == "invalid_request_error" and err["code"] is None
     assert (err["param"] or "").startswith(param)
 
 
@@ -147,7 +167,7 @@ def test_malformed_json_and_unknown_route(server):
         r = c.post("/v1/completions", json=["a", "list"])
         assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
         r = c.get("/v2/nothing")
-        assert r.status_code == 404 and r.json()["error"]["code"] == 404
+        assert r.status_code == 404 and r.json()["error"]["code"] is None
         r = c.get("/v1/chat/completions")
         assert r.status_code == 405 and "error" in r.json()
 
@@ -171,20 +191,62 @@ def test_metrics_exposes_vllm_names(server):
         assert name in r.text, name
 
 
-def test_auth(keyed_server):
-    s = keyed_server
-    with s.client() as c:
-        assert c.post("/tokenize", json={"content": "hi"}).status_code == 200
+# Routes anyone may call; every other route of the app needs the key. FastAPI's own documentation
+# routes are listed by name so that a new route is keyed unless it is added here on purpose.
+# "/" is the chat page and "/props" what it reads to name the model, public as in llama.cpp's server
+PUBLIC_ROUTES = {"/", "/props", "/health", "/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+
+
+def _walk(routes, prefix=""):
+    for r in routes:
+        sub = getattr(r, "original_router", None)      # FastAPI >= 0.16x keeps included routers whole
+        if sub is not None:
+            yield from _walk(sub.routes, prefix + (getattr(r.include_context, "prefix", "") or ""))
+        elif getattr(r, "methods", None) and getattr(r, "path", None):
+            yield from ((m, prefix + r.path) for m in r.methods if m not in ("HEAD", "OPTIONS"))
+
+
+def app_routes() -> list[tuple[str, str]]:
+    """(method, path) of every HTTP route the server's app declares (built without loading a model): the
+    routes found by walking the app, and those its OpenAPI schema lists."""
+    from oxillama.server.app import create_app
+    from oxillama.server.state import ServerConfig
+    app = create_app(ServerConfig(model="unused.gguf"))
+    routes = set(_walk(app.routes))
+    routes |= {(m.upper(), path) for path, ops in app.openapi()["paths"].items() for m in ops}
+    return sorted(routes, key=lambda mp: (mp[1], mp[0]))
+
+
+def test_every_route_but_the_public_ones_needs_the_key(keyed_server):
     import httpx
+    routes = app_routes()
+    keyed = [(m, p) for m, p in routes if p not in PUBLIC_ROUTES]
+    # the routes the server has today are among them (a route that vanished from the list is a bug too)
+    for must in ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/tokenize",
+                 "/detokenize"):
+        assert any(p == must for _, p in keyed), must
+    s = keyed_server
     with httpx.Client(base_url=s.base_url, timeout=30) as bare:
         assert bare.get("/health").status_code == 200          # no key needed
         assert bare.get("/metrics").status_code == 200
-        for path, body in (("/tokenize", {"content": "hi"}), ("/v1/embeddings", {"input": "hi"})):
-            r = bare.post(path, json=body)
-            assert r.status_code == 401
-            assert r.json()["error"]["type"] == "authentication_error"
-        r = bare.get("/v1/models", headers={"Authorization": "Bearer wrong"})
-        assert r.status_code == 401
+        for method, path in keyed:
+            url = path.replace("{", "").replace("}", "")       # a path parameter: any value
+            body = {} if method in ("POST", "PUT", "PATCH") else None
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "sekrit"}):
+                r = bare.request(method, url, json=body, headers=headers)
+                assert r.status_code == 401, (method, path, headers, r.status_code, r.text)
+                err = r.json()["error"]
+                assert err["type"] == "authentication_error" and "API key" in err["message"], (method, path)
+                assert err["code"] == "invalid_api_key", (method, path)
+            # with the key the same request gets past the check (an empty body is then a 400, not a 401)
+            r = bare.request(method, url, json=body, headers={"Authorization": "Bearer sekrit"})
+            assert r.status_code != 401, (method, path)
+
+
+def test_auth_with_clients(keyed_server):
+    s = keyed_server
+    with s.client() as c:
+        assert c.post("/tokenize", json={"content": "hi"}).status_code == 200
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=s.base_url + "/v1", api_key="wrong", max_retries=0).models.list()
     assert [m.id for m in s.openai().models.list().data] == ["llama"]

@@ -65,3 +65,6 @@ def test_sigterm_drains_a_running_stream(smollm2_path, server_factory):
     assert events[-1] == "[DONE]"
     finals = [json.loads(e)["choices"][0]["finish_reason"] for e in events[:-1]]
     assert finals[-1] == "length"      # the request ran to its end: it was drained, not cut
+    log = server.log()
+    assert "shutting down: 1 running requests get up to" in log and log.rstrip().endswith("stopped"), log
+    assert '"POST /v1/chat/completions HTTP/1.1" 200 OK' in log      # the access line, once the stream ended

@@ -70,7 +70,7 @@ def test_errors_name_the_line():
 
 @pytest.mark.parametrize("bad", [[], {}, 5, None, b"{{ 1 }}"])
 def test_template_source_must_be_text(bad):
-    with pytest.raises(ChatTemplateError):
+    with pytest.raises(ChatTemplateError, match=f"non-empty string, got {type(bad).__name__}"):
         ChatTemplate(bad)
 
 

@@ -148,6 +148,18 @@ def test_bad_arguments_raise():
         Tokenizer.from_gguf(12)
 
 
+@pytest.mark.parametrize("call", [
+    lambda tok: tok.is_eog(np.array(1)), lambda tok: tok.is_eog("a"), lambda tok: tok.is_eog(1.0),
+    lambda tok: tok.is_eog(10**6), lambda tok: tok.token_to_id(["a"]), lambda tok: tok.token_to_id(None),
+    lambda tok: tok.token_to_id(b"a"), lambda tok: tok.is_special([1]), lambda tok: tok.token_text(np.array([1])),
+])
+def test_wrong_types_raise_tokenizer_errors_not_type_errors(call):
+    tok = Tokenizer.from_metadata(gpt2_metadata())
+    with pytest.raises(TokenizerError):
+        call(tok)
+    assert tok.is_eog(np.int64(tok.eos_id)) if tok.eos_id is not None else True
+
+
 def test_vocab_bytes_cached_and_consistent():
     tok = Tokenizer.from_metadata(gpt2_metadata([("<|ctl|>", CONTROL)]))
     table = tok.vocab_bytes()

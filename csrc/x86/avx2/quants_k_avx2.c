@@ -184,34 +184,18 @@ void vec_dot_q2_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
 
 /* ---------------------------------------------------------------- IQ4_XS */
 
-/* signed x signed int8 products, pairwise summed to int16 (|x| <= 127 so |x| fits maddubs' unsigned side) */
-static inline __m256i madd_i8_signed(__m256i x, __m256i y) {
-    return _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-}
-
 void vec_dot_iq4_xs_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
     const block_iq4_xs *x = (const block_iq4_xs *)vx;
     const block_q8_K *y = (const block_q8_K *)vy;
     const int nb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    const __m256i values = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl));
+    const __m256i values = iq4_xs_values();
     __m256 acc = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const float d = y[i].d * _cvtsh_ss(x[i].d);
         __m256i sumi = _mm256_setzero_si256();
         for (int ib = 0; ib < QK_K / 32; ib += 2) {
-            /* two sub-blocks: low nibbles = their values 0..15, high nibbles = values 16..31 */
-            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 16 * ib));
-            const __m256i v_lo = _mm256_shuffle_epi8(values, _mm256_and_si256(q4, m4));
-            const __m256i v_hi = _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4));
-            const __m256i a = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
-            const __m256i b = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib + 32));
-            const __m256i q8_lo = _mm256_permute2x128_si256(a, b, 0x20);
-            const __m256i q8_hi = _mm256_permute2x128_si256(a, b, 0x31);
-            const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((short)oxl_iq4xs_scale(&x[i], ib + 1)),
-                                                _mm_set1_epi16((short)oxl_iq4xs_scale(&x[i], ib)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(madd_i8_signed(v_lo, q8_lo), sc));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(madd_i8_signed(v_hi, q8_hi), sc));
+            const iq4_xs_pair p = iq4_xs_decode_pair(&x[i], ib, values);
+            sumi = iq4_xs_dot_pair(sumi, &p, y[i].qs + 32 * ib);
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
@@ -302,6 +286,7 @@ void quantize_row_q8_K_avx2(const float *OXL_RESTRICT x, void *OXL_RESTRICT vy, 
 GEMM_ROWS_K(gemm_rows_q4_K_avx2, TILE_Q4_K)
 GEMM_ROWS_K(gemm_rows_q5_K_avx2, TILE_Q5_K)
 GEMM_ROWS_K(gemm_rows_q6_K_avx2, tile_q6_K)
+GEMM_ROWS_K(gemm_rows_iq4_xs_avx2, tile_iq4_xs)
 
 void oxl_register_avx2_k(oxl_kernel_table *t) {
     t->type[OXL_TYPE_Q2_K].vec_dot = vec_dot_q2_K_q8_K_avx2;
@@ -315,4 +300,5 @@ void oxl_register_avx2_k(oxl_kernel_table *t) {
     t->type[OXL_TYPE_Q4_K].gemm = gemm_rows_q4_K_avx2;
     t->type[OXL_TYPE_Q5_K].gemm = gemm_rows_q5_K_avx2;
     t->type[OXL_TYPE_Q6_K].gemm = gemm_rows_q6_K_avx2;
+    t->type[OXL_TYPE_IQ4_XS].gemm = gemm_rows_iq4_xs_avx2;
 }

@@ -21,7 +21,7 @@ class ErrorInfo(OpenAIBaseModel):
     message: str
     type: str
     param: str | None = None
-    code: int | str | None = None
+    code: str | None = None           # OpenAI's: a string such as "invalid_api_key", or null
 
 
 class ErrorResponse(OpenAIBaseModel):

@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 
 from oxillama.errors import OxillamaError
+from oxillama.openai.request import choice_seed
+from oxillama.openai.shapes import generated_token_count
 from oxillama.server.protocol.common import UsageInfo
 
 log = logging.getLogger("oxillama")
@@ -18,7 +20,6 @@ log = logging.getLogger("oxillama")
 def submit_all(scheduler, prompts: list, n: int, seed: int | None, kwargs: dict) -> list:
     """Submit every (prompt, choice) pair: choice j of prompt i is handle i * n + j. If one submission
     fails (bad argument, full queue), the ones made are cancelled and the error propagates."""
-    from oxillama.server.convert import choice_seed
     handles = []
     try:
         for prompt in prompts:
@@ -97,6 +98,19 @@ async def merged_stream(handles: list) -> AsyncIterator[tuple[int, str | None, i
                 h.cancel()
 
 
+async def streamed_choices(handles: list, streams: list, completions: list) -> AsyncIterator[dict]:
+    """The choice dicts of every handle's stream (oxillama.openai.stream: streams[i] for handle i) as their
+    pieces come; completions[i] is set once handle i is done."""
+    async for i, piece, mark, final in merged_stream(handles):
+        if final is None:
+            choices = streams[i].piece(piece, mark)
+        else:
+            completions[i] = final
+            choices = streams[i].finish(final.finish_reason, mark)
+        for choice in choices:
+            yield choice
+
+
 def error_event(exc: BaseException):
     """The SSE event that ends a stream whose request failed after the headers were sent (the openai
     client raises an APIError on an event with an "error" member)."""
@@ -124,7 +138,6 @@ def prompt_usage(handles: list, n: int) -> tuple[int, int]:
 def usage_info(handles: list, n: int, completions, eog_ids) -> UsageInfo:
     """The response's exact usage: each prompt once, every completion's generated tokens (without the
     end-of-generation token that ended one, as llama.cpp and `oxillama.Llama` count)."""
-    from oxillama.compat.openai_shapes import generated_token_count
     prompt, cached = prompt_usage(handles, n)
     generated = sum(generated_token_count(c.tokens, eog_ids) for c in completions)
     return UsageInfo(prompt_tokens=prompt, completion_tokens=generated, total_tokens=prompt + generated,

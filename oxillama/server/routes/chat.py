@@ -1,7 +1,7 @@
 """POST /v1/chat/completions: the messages (and tools) rendered with the model's chat template, then n
 submissions to the scheduler; streamed as Server-Sent Events when asked. The conversion (tool_choice,
-the forcing grammar, reading tool calls back, streamed tool-call deltas) is `oxillama.compat.
-openai_shapes`, the same code `oxillama.Llama.create_chat_completion` runs."""
+the forcing grammar, reading tool calls back, streamed tool-call deltas) is `oxillama.openai`, the same
+code `oxillama.Llama.create_chat_completion` runs."""
 from __future__ import annotations
 
 import time
@@ -9,26 +9,28 @@ import time
 from fastapi import APIRouter, Depends, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from oxillama.compat import openai_shapes as shapes
 from oxillama.errors import InvalidArgumentError
+from oxillama.openai import chat as openai_chat
+from oxillama.openai import shapes
+from oxillama.openai.stream import ChatChoiceStream
 from oxillama.server import convert
 from oxillama.server.auth import require_api_key
 from oxillama.server.protocol.chat import (AssistantMessage, ChatCompletionChoice, ChatCompletionChunk,
                                            ChatCompletionRequest, ChatCompletionResponse,
-                                           ChatCompletionStreamChoice, DeltaMessage, NamedToolChoice, ToolCall)
+                                           ChatCompletionStreamChoice, NamedToolChoice, ToolCall)
 from oxillama.server.routes import ready_state
-from oxillama.server.routes._generation import (error_event, merged_stream, results_or_cancel, submit_all,
+from oxillama.server.routes._generation import (error_event, results_or_cancel, streamed_choices, submit_all,
                                                 usage_info)
 from oxillama.server.state import ServerState
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
 
-def chat_plan(state: ServerState, req: ChatCompletionRequest) -> shapes.ChatPlan:
+def chat_plan(state: ServerState, req: ChatCompletionRequest) -> openai_chat.ChatPlan:
     """The prompt, the grammar forcing a call (tool_choice "required" or named) and how to read calls."""
     tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
     choice = req.tool_choice.model_dump() if isinstance(req.tool_choice, NamedToolChoice) else req.tool_choice
-    return shapes.chat_plan(state.engine.tokenizer, [m.to_dict() for m in req.messages], tools, choice,
+    return openai_chat.chat_plan(state.engine.tokenizer, [m.to_dict() for m in req.messages], tools, choice,
                             parallel_tool_calls=req.parallel_tool_calls is True)
 
 
@@ -73,36 +75,21 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
     created = int(time.time())
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
 
-    def chunk(choices, usage=None) -> ServerSentEvent:
-        body = ChatCompletionChunk(id=request_id, created=created, model=state.model_name, choices=choices,
+    def chunk(choices: list[dict], usage=None) -> ServerSentEvent:
+        body = ChatCompletionChunk(id=request_id, created=created, model=state.model_name,
+                                   choices=[ChatCompletionStreamChoice.model_validate(c) for c in choices],
                                    usage=usage)
         return ServerSentEvent(data=body.model_dump_json())
 
-    def delta_chunk(i: int, delta: dict, logprobs=None) -> ServerSentEvent:
-        return chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage.model_validate(delta), logprobs=logprobs)])
-
-    def chunk_logprobs(tokens, entries):
-        return convert.chat_logprobs(tokenizer, tokens, entries, n_top)
-
     async def events():
         try:
-            for i in range(len(handles)):   # every choice opens with the role
-                yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(role="assistant", content=""))])
-            streamers = [plan.streamer() for _ in handles]
-            # each delta carries the logprobs of the tokens behind it; tokens whose text is held back (a
-            # tool call being parsed, a possible stop string) go with the next delta or the last chunk
-            lps = [shapes.StreamedLogprobs(h, chunk_logprobs) if n_top is not None else None for h in handles]
+            # each delta carries the logprobs of the tokens behind it (oxillama.openai.stream)
+            streams = [ChatChoiceStream(i, plan, h, tokenizer, n_top) for i, h in enumerate(handles)]
+            for s in streams:       # every choice opens with the role
+                yield chunk(s.opening(content=""))
             completions = [None] * len(handles)
-            async for i, piece, mark, final in merged_stream(handles):
-                deltas = streamers[i].feed(piece) if final is None else streamers[i].finish()
-                for delta in deltas:
-                    yield delta_chunk(i, delta, lps[i] and lps[i].take(mark))
-                if final is None:
-                    continue
-                completions[i] = final
-                finish = shapes.chat_finish_reason(final.finish_reason, range(streamers[i].n_calls))
-                yield chunk([ChatCompletionStreamChoice(index=i, delta=DeltaMessage(),
-                                                        logprobs=lps[i] and lps[i].take(mark), finish_reason=finish)])
+            async for choice in streamed_choices(handles, streams, completions):
+                yield chunk([choice])
             if include_usage:
                 yield chunk([], usage=usage_info(handles, req.n, completions, tokenizer.eog_ids))
             yield ServerSentEvent(data="[DONE]")

@@ -6,14 +6,14 @@ import time
 from fastapi import APIRouter, Depends, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from oxillama.compat import openai_shapes as shapes
+from oxillama.openai.stream import CompletionChoiceStream
 from oxillama.server import convert
 from oxillama.server.auth import require_api_key
 from oxillama.server.errors import APIError
-from oxillama.server.protocol.completions import (CompletionChoice, CompletionLogprobs, CompletionRequest,
+from oxillama.server.protocol.completions import (CompletionChoice, CompletionRequest,
                                                   CompletionResponse)
 from oxillama.server.routes import ready_state
-from oxillama.server.routes._generation import (error_event, merged_stream, results_or_cancel, submit_all,
+from oxillama.server.routes._generation import (error_event, results_or_cancel, streamed_choices, submit_all,
                                                 usage_info)
 from oxillama.server.state import ServerState
 
@@ -69,31 +69,22 @@ async def completions(req: CompletionRequest, request: Request, state: ServerSta
     created = int(time.time())
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
 
-    def chunk(choices, usage=None) -> ServerSentEvent:
-        body = CompletionResponse(id=request_id, created=created, model=state.model_name, choices=choices,
-                                  usage=usage)
+    def chunk(choices: list[dict], usage=None) -> ServerSentEvent:
+        body = CompletionResponse(id=request_id, created=created, model=state.model_name,
+                                  choices=[CompletionChoice.model_validate(c) for c in choices], usage=usage)
         return ServerSentEvent(data=body.model_dump_json())
-
-    def streamed_logprobs(i: int):
-        """choice i's logprobs chunk by chunk, text offsets running on from its echo"""
-        to_dicts = shapes.completion_logprobs_from(engine.tokenizer, req.logprobs, len(echoes[i // req.n]))
-        return shapes.StreamedLogprobs(handles[i], lambda t, e: CompletionLogprobs.model_validate(to_dicts(t, e)))
 
     async def events():
         try:
-            if req.echo:
-                for i in range(len(handles)):
-                    yield chunk([CompletionChoice(index=i, text=echoes[i // req.n])])
+            # each text chunk carries the logprobs of the tokens behind it (oxillama.openai.stream)
+            streams = [CompletionChoiceStream(i, h, engine.tokenizer, req.logprobs, echoes[i // req.n])
+                       for i, h in enumerate(handles)]
+            for s in streams:
+                for choice in s.opening():
+                    yield chunk([choice])
             results = [None] * len(handles)
-            # each text chunk carries the logprobs of the tokens behind it (the last one those left)
-            lps = [streamed_logprobs(i) if req.logprobs is not None else None for i in range(len(handles))]
-            async for i, piece, mark, final in merged_stream(handles):
-                if final is None:
-                    yield chunk([CompletionChoice(index=i, text=piece, logprobs=lps[i] and lps[i].take(mark))])
-                else:
-                    results[i] = final
-                    yield chunk([CompletionChoice(index=i, text="", finish_reason=final.finish_reason,
-                                                  logprobs=lps[i] and lps[i].take(mark))])
+            async for choice in streamed_choices(handles, streams, results):
+                yield chunk([choice])
             if include_usage:
                 yield chunk([], usage=usage_info(handles, req.n, results, engine.tokenizer.eog_ids))
             yield ServerSentEvent(data="[DONE]")

@@ -43,7 +43,7 @@ async def embeddings(req: EmbeddingRequest, state: ServerState = Depends(ready_s
                             "is not supported", param="dimensions")
     # token counts as embed() tokenizes (BOS included where the model adds one); also validates ids
     n_tokens = sum(len(engine.tokenize(x, add_special=True)) if isinstance(x, str) else
-                   len(engine._check_tokens(x)) for x in inputs)
+                   len(engine.check_tokens(x)) for x in inputs)
 
     def run() -> np.ndarray:
         with state.embed_lock:

@@ -20,5 +20,5 @@ async def tokenize(req: TokenizeRequest, state: ServerState = Depends(ready_stat
 
 @router.post("/detokenize", response_model=DetokenizeResponse)
 async def detokenize(req: DetokenizeRequest, state: ServerState = Depends(ready_state)):
-    ids = state.engine._check_tokens(req.tokens).tolist()      # ids outside the vocabulary: 400
+    ids = state.engine.check_tokens(req.tokens).tolist()      # ids outside the vocabulary: 400
     return DetokenizeResponse(content=state.engine.detokenize(ids))
