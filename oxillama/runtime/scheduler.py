@@ -402,8 +402,8 @@ class Scheduler:
                 r = busy.get(i)
                 out.append({"id": i, "is_processing": r is not None, "id_task": r.handle.id if r else None,
                             "state": r.state if r else "idle", "n_prompt_tokens": r.n_prompt if r else 0,
-                            "n_decoded": len(r.generated) if r else 0,
-                            "n_remain": r.max_tokens - len(r.generated) if r else 0})
+                            "n_decoded": len(r.decoder.tokens) if r else 0,
+                            "n_remain": r.decoder.max_tokens - len(r.decoder.tokens) if r else 0})
         return out
 
     # ---- the scheduler thread ----
