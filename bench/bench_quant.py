@@ -16,7 +16,10 @@ from oxillama import _core
 from oxillama.quant import QMatrix, quantize
 
 TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS",
-         "F16", "BF16", "F32")
+         "F16", "BF16", "F32", "MXFP4", "NVFP4", "Q1_0", "TQ1_0", "TQ2_0", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS",
+         "IQ3_S", "IQ1_S", "IQ1_M")
+# no quantizer for these: random blocks (grid indices, signs, sub-scales) with a small fp16 scale
+NO_QUANTIZER = ("IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M")
 HOT_TYPES = ("Q4_0", "Q4_1", "Q8_0", "Q5_0", "Q4_K", "Q6_K", "F16")
 TIERS = tuple(t for t in _core.usable_tiers() if t != "scalar")
 N_THREADS = 2
@@ -35,8 +38,18 @@ def _matrix(qtype: str, rows: int, cols: int) -> QMatrix:
     if key not in _cache:
         _cache.clear()   # one matrix alive at a time: the big ones are hundreds of MB
         rng = np.random.default_rng(0)
-        W = rng.standard_normal((rows, cols), dtype=np.float32)
-        _cache[key] = QMatrix(quantize(W, qtype), qtype, rows, cols, n_threads=N_THREADS)
+        if qtype in NO_QUANTIZER:
+            from oxillama.quant import type_info
+            size = type_info(qtype).type_size
+            data = rng.integers(0, 256, size=(rows * cols // 256, size), dtype=np.uint8)
+            if qtype == "IQ1_M":   # its fp16 scale's top 4 bits are the last scale word's: keep it finite
+                data[:, -1] = (data[:, -1] & 0x0F) | 0x20
+            else:
+                data[:, :2] = np.float16(0.01).view(np.uint8)
+            _cache[key] = QMatrix(data.reshape(-1), qtype, rows, cols, n_threads=N_THREADS)
+        else:
+            W = rng.standard_normal((rows, cols), dtype=np.float32)
+            _cache[key] = QMatrix(quantize(W, qtype), qtype, rows, cols, n_threads=N_THREADS)
     return _cache[key]
 
 

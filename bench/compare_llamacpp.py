@@ -73,6 +73,11 @@ def _long_key(n_long: int) -> str:
     return f"decode@{n_long // 1024}k" if n_long % 1024 == 0 else f"decode@{n_long}"
 
 
+def _decode_cases(n_long: int) -> list[tuple[str, int]]:
+    """(key, prompt tokens) of the decode figures; --long 0 leaves out the long-context one"""
+    return [("decode", 16)] + ([(_long_key(n_long), n_long)] if n_long else [])
+
+
 def worker_oxillama(model: str, threads: int, n_long: int = N_LONG, n_decode: int = N_DECODE) -> dict:
     import numpy as np
 
@@ -87,7 +92,7 @@ def worker_oxillama(model: str, threads: int, n_long: int = N_LONG, n_decode: in
     t = time.perf_counter()
     engine.forward(prompt)
     res["prefill"] = N_PREFILL / (time.perf_counter() - t)
-    for key, n_prompt in (("decode", 16), (_long_key(n_long), n_long)):
+    for key, n_prompt in _decode_cases(n_long):
         engine.reset()
         logits = engine.forward(_prompt_ids(engine.n_vocab, n_prompt, bos))
         t = time.perf_counter()
@@ -115,7 +120,7 @@ def worker_llamacpp(model: str, threads: int, n_long: int = N_LONG, n_decode: in
     t = time.perf_counter()
     llm.eval(prompt)
     res["prefill"] = N_PREFILL / (time.perf_counter() - t)
-    for key, n_prompt in (("decode", 16), (_long_key(n_long), n_long)):
+    for key, n_prompt in _decode_cases(n_long):
         llm.reset()
         llm.eval(_prompt_ids(n_vocab, n_prompt, bos))
         t = time.perf_counter()
@@ -190,14 +195,15 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="also write the raw results here")
     ap.add_argument("--interleaved", action="store_true", help="decode only, both libraries in this process, "
                                                                "alternating every token")
-    ap.add_argument("--long", type=int, default=N_LONG, help="prompt tokens before the long-context decode")
+    ap.add_argument("--long", type=int, default=N_LONG, help="prompt tokens before the long-context decode "
+                                                          "(0: none)")
     ap.add_argument("--decode-tokens", type=int, default=N_DECODE, help="greedy tokens per decode figure")
     ap.add_argument("--bandwidth", action="store_true", help="measure the read bandwidth in C before each "
                                                              "round and give decode as a share of its limit")
     ap.add_argument("--worker", choices=["oxillama", "llamacpp"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.long < 16 or args.decode_tokens < 1:
-        ap.error("--long must be at least 16 and --decode-tokens at least 1")
+    if not (args.long == 0 or args.long >= 16) or args.decode_tokens < 1:
+        ap.error("--long must be 0 (no long-context decode) or at least 16, --decode-tokens at least 1")
 
     if args.worker:
         fn = worker_oxillama if args.worker == "oxillama" else worker_llamacpp
@@ -236,15 +242,17 @@ def main(argv=None) -> int:
         file_gb = os.path.getsize(model) / 1e9
         print(f"\n{os.path.basename(model)}  ({file_gb:.2f} GB)")
         print(f"{'':12s} {'library':9s} {'min':>8s} {'median':>8s} {'max':>8s}  tokens/s")
-        for key in ("prefill", "decode", long_key):
+        keys = ["prefill"] + [key for key, _ in _decode_cases(args.long)]
+        for key in keys:
             for lib in ("oxillama", "llamacpp"):
                 print(f"{key:12s} {lib:9s} {_stats([x[key] for x in runs[lib]])}")
             ratio = statistics.median(x[key] for x in runs["oxillama"]) / statistics.median(
                 x[key] for x in runs["llamacpp"])
             print(f"{key:12s} {'ratio':9s} {ratio:26.2f}x")
-        # decode after the long prompt against decode after a short prompt, per round (the same process)
-        slow = {lib: statistics.median(x[long_key] / x["decode"] for x in runs[lib]) for lib in runs}
-        print(f"{long_key} / decode: oxillama {slow['oxillama']:.2f}, llama.cpp {slow['llamacpp']:.2f}")
+        if args.long:
+            # decode after the long prompt against decode after a short prompt, per round (the same process)
+            slow = {lib: statistics.median(x[long_key] / x["decode"] for x in runs[lib]) for lib in runs}
+            print(f"{long_key} / decode: oxillama {slow['oxillama']:.2f}, llama.cpp {slow['llamacpp']:.2f}")
         if bandwidth:
             bw = statistics.median(bandwidth)
             limit = bw / file_gb

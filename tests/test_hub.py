@@ -19,7 +19,7 @@ def test_pull_puts_known_models_in_cache(smollm2_path, gemma3_path):
 def test_unknown_model_is_a_clear_error():
     with pytest.raises(DownloadError, match="known models"):
         hub.pull("no-such-model")
-    with pytest.raises(DownloadError, match="neither a file nor a known model"):
+    with pytest.raises(DownloadError, match="neither a file, a known model"):
         hub.resolve_model("/no/such/file.gguf")
 
 
@@ -113,3 +113,9 @@ def test_default_without_a_terminal_says_what_it_fetches_without_a_bar(fake_mode
     out, err = capfd.readouterr()
     assert out == ""
     assert err == f"oxillama: downloading fake-model (a fake model, 0.0 MB) to {path}\n"
+
+
+def test_every_known_model_has_a_pinned_hash():
+    # a size alone lets a different file of the same length through
+    for m in hub.KNOWN_MODELS.values():
+        assert m.sha256 and len(m.sha256) == 64 and int(m.sha256, 16) >= 0, m.name

@@ -10,9 +10,9 @@ from oxillama.errors import InvalidArgumentError
 
 def add_parser(sub) -> None:
     p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API", formatter_class=opt.formatter,
-                       description="Serve MODEL over HTTP: /v1/chat/completions, /v1/completions, /v1/embeddings, "
-                                   "/v1/models, /tokenize, /detokenize, /health, /metrics. Requests are batched "
-                                   "together (continuous batching); SIGINT/SIGTERM let running requests finish. "
+                       description="Serve MODEL over HTTP: /v1/chat/completions, /v1/completions, /v1/responses, "
+                                   "/v1/messages, /v1/embeddings, /v1/models, /tokenize, /detokenize, /health, "
+                                   "/metrics. Requests are batched together (continuous batching); SIGINT/SIGTERM let running requests finish. "
                                    'Needs the server extra: pip install "oxillama[server]". It logs where it '
                                    "listens, the model, and one line per request on stderr (-q: warnings only).")
     p.add_argument("-m", "--model", default=None,
@@ -29,6 +29,10 @@ def add_parser(sub) -> None:
                    help="threads (default: OXILLAMA_NUM_THREADS, else the physical cores)")
     p.add_argument("--api-key", default=None, metavar="KEY",
                    help="require 'Authorization: Bearer KEY' (not on /health and /metrics)")
+    p.add_argument("--api-key-file", default=None, metavar="FILE",
+                   help="accept the keys listed in FILE, one a line, each optionally followed by its limits "
+                        "rpm=N (requests a minute) and/or tpm=N (tokens a minute); over a limit: 429 with "
+                        "Retry-After; an unknown key: 401 (blank lines and # comments ignored)")
     p.add_argument("--alias", default=None, metavar="NAME", help="the model id clients see")
     p.add_argument("--max-queue", type=int, default=None, metavar="N",
                    help="answer 429 when N requests already wait (default: no limit)")
@@ -42,6 +46,15 @@ def add_parser(sub) -> None:
                         '"model": "<model>:NAME" or "lora": [{"name": NAME, "scale": S}]; none applies by default')
     p.add_argument("--max-body-mb", type=int, default=16, metavar="MB",
                    help="refuse request bodies larger than this with 413")
+    p.add_argument("--reasoning-format", default="auto", choices=("none", "auto", "deepseek"),
+                   help="reasoning models: 'auto' puts thinking the output opens with (<think>...</think> or the "
+                        "template's markers) apart from the answer (reasoning_content, reasoning items, thinking "
+                        "blocks); 'deepseek' also when the prompt opened it; 'none' leaves it in the answer. "
+                        "A request's reasoning_format overrides it")
+    p.add_argument("--responses-store", type=int, default=1024, metavar="N",
+                   help="/v1/responses kept in memory for GET and previous_response_id: at most N and "
+                        "--responses-store-mb MB of JSON; the oldest go first, 0 keeps none")
+    p.add_argument("--responses-store-mb", type=int, default=64, metavar="MB", help="see --responses-store")
     p.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
                    help="on SIGINT/SIGTERM, seconds running requests get to finish")
     p.add_argument("--log-format", choices=("text", "json"), default="text",
@@ -70,6 +83,8 @@ def run(args) -> int:
         raise InvalidArgumentError(f"--max-queue must be >= 0, got {args.max_queue}")
     if args.max_decode_slowdown is not None and not 1.0 < args.max_decode_slowdown < float("inf"):
         raise InvalidArgumentError(f"--max-decode-slowdown must be > 1, got {args.max_decode_slowdown}")
+    if args.responses_store < 0 or args.responses_store_mb < 0:
+        raise InvalidArgumentError("--responses-store and --responses-store-mb must be >= 0")
     if args.max_body_mb < 1:
         raise InvalidArgumentError(f"--max-body-mb must be >= 1, got {args.max_body_mb}")
     if not 0 <= args.port <= 65535:
@@ -86,6 +101,10 @@ def run(args) -> int:
         # the address, the model, draining and one line per request, at INFO; the rest stays at -v's level
         logging.getLogger("oxillama.server").setLevel(logging.INFO)
     scale = _scale_out(args)
+    api_keys = None
+    if args.api_key_file is not None:
+        from oxillama.server.api_keys import parse_key_file
+        api_keys = parse_key_file(args.api_key_file)
     if scale is not None:
         try:
             from oxillama.server.ray_serve import serve_replicated
@@ -94,11 +113,13 @@ def run(args) -> int:
                                        'pip install "oxillama[ray]"') from None
     model = str(hub.resolve_model(args.model))      # fetch a known model before the port opens
     config = ServerConfig(model=model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.n_ctx,
-                          threads=args.threads, api_key=args.api_key, alias=args.alias or _default_alias(args.model),
+                          threads=args.threads, api_key=args.api_key, api_keys=api_keys,
+                          alias=args.alias or _default_alias(args.model),
                           max_queue=args.max_queue, max_batch_tokens=args.max_batch_tokens,
                           max_decode_slowdown=args.max_decode_slowdown,
                           drain_timeout=args.drain_timeout, loras=_lora_options(args.lora),
-                          max_body_mb=args.max_body_mb)
+                          max_body_mb=args.max_body_mb, reasoning_format=args.reasoning_format,
+                          responses_store=args.responses_store, responses_store_mb=args.responses_store_mb)
     if scale is not None:
         return serve_replicated(config, scale)
     return serve(config)

@@ -43,9 +43,9 @@ class ChatChoiceStream:
     comes (ChatPlan.streamer), then an empty delta with the finish reason ("tool_calls" when calls were
     made)."""
 
-    def __init__(self, index: int, plan: ChatPlan, source, tokenizer, n_top: int | None):
+    def __init__(self, index: int, plan: ChatPlan, source, tokenizer, n_top: int | None, deltas=None):
         self.index = index
-        self._deltas = plan.streamer()
+        self._deltas = plan.streamer() if deltas is None else deltas    # (the server's splits thinking off)
         self._lps = None if n_top is None else StreamedLogprobs(
             source, lambda tokens, entries: chat_logprobs(tokenizer, tokens, entries, n_top))
 

@@ -636,6 +636,8 @@ class Scheduler:
         if text:
             r.handle._push(text, mark=len(r.decoder.tokens))
         if finished:
+            # which stop string ended it, if one did (Anthropic's stop_sequence)
+            r.handle.stats["stop_string"] = r.decoder.text_out.stops.matched
             self._finish(r, r.decoder.finish_reason)
 
     def _finish(self, r: _Request, reason: str | None, error: BaseException | None = None) -> None:

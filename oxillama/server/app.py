@@ -39,6 +39,8 @@ def load(state: ServerState) -> None:
                               max_decode_slowdown=c.max_decode_slowdown, max_queue=c.max_queue,
                               n_ctx=c.n_ctx or None)
         state.metrics.attach(scheduler)
+        if state.keys is not None:
+            scheduler.add_listener(state.keys.observe)
         scheduler.start()
     except BaseException:
         engine.close()
@@ -106,7 +108,8 @@ def create_app(config: ServerConfig, *, on_load_error=None, load_before_serving:
                 await loader
             await asyncio.to_thread(unload, state)
 
-    from oxillama.server.routes import chat, completions, embeddings, models, props, tokenize, webui
+    from oxillama.server.routes import (chat, completions, embeddings, messages, models, props, responses, tokenize,
+                                        webui)
 
     app = FastAPI(title="oxillama", version=_version(), lifespan=lifespan)
     app.state.server = state
@@ -114,7 +117,7 @@ def create_app(config: ServerConfig, *, on_load_error=None, load_before_serving:
     app.add_middleware(ReplicaHeader)
     app.add_middleware(AccessLog)
     errors.install(app)
-    for module in (models, tokenize, embeddings, completions, chat, props, webui):
+    for module in (models, tokenize, embeddings, completions, chat, responses, messages, props, webui):
         if hasattr(module, "public"):
             app.include_router(module.public)
         if hasattr(module, "router"):
@@ -130,10 +133,10 @@ class BodyLimit:
     def __init__(self, app, max_bytes: int):
         self.app, self.max_bytes = app, max_bytes
 
-    async def _refuse(self, send, what: str) -> None:
-        from oxillama.server.errors import error_response
-        response = error_response(413, f"the request body is {what}; the limit is {self.max_bytes} bytes "
-                                       "(oxillama serve --max-body-mb)", "invalid_request_error")
+    async def _refuse(self, scope, send, what: str) -> None:
+        from oxillama.server.errors import error_response_for
+        response = error_response_for(scope.get("path", ""), 413, f"the request body is {what}; the limit is "
+                                      f"{self.max_bytes} bytes (oxillama serve --max-body-mb)", "invalid_request_error")
         await response({"type": "http"}, None, send)
 
     async def __call__(self, scope, receive, send):
@@ -146,7 +149,7 @@ class BodyLimit:
             except ValueError:
                 declared = -1
             if declared > self.max_bytes:
-                return await self._refuse(send, f"{declared} bytes")
+                return await self._refuse(scope, send, f"{declared} bytes")
             return await self.app(scope, receive, send)
         chunks, size = [], 0            # no declared length: read it here, bounded
         while True:
@@ -156,7 +159,7 @@ class BodyLimit:
                 break
             size += len(message.get("body", b""))
             if size > self.max_bytes:
-                return await self._refuse(send, "larger than that")
+                return await self._refuse(scope, send, "larger than that")
             chunks.append(message)
             if not message.get("more_body", False):
                 break

@@ -30,9 +30,10 @@ class APIError(Exception):
     """An error the server answers with a given status and OpenAI error type (and code, if not the type's)."""
 
     def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None,
-                 code: str | None = None):
+                 code: str | None = None, headers: dict | None = None):
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+        self.headers = headers
 
 
 def error_body(status: int, message: str, type: str, param: str | None = None, code: str | None = None) -> dict:
@@ -44,6 +45,32 @@ def error_body(status: int, message: str, type: str, param: str | None = None, c
 def error_response(status: int, message: str, type: str, param: str | None = None, headers=None,
                    code: str | None = None) -> JSONResponse:
     return JSONResponse(error_body(status, message, type, param, code), status_code=status, headers=headers)
+
+
+# Anthropic's error types for ours (its API answers overload with "overloaded_error")
+_ANTHROPIC_TYPES = {"invalid_request_error": "invalid_request_error", "exceed_context_size_error":
+                    "invalid_request_error", "authentication_error": "authentication_error",
+                    "permission_error": "permission_error", "not_found_error": "not_found_error",
+                    "rate_limit_error": "rate_limit_error"}
+ANTHROPIC_PATHS = ("/v1/messages",)
+
+
+def anthropic_error_body(status: int, message: str, type: str) -> dict:
+    """Anthropic's error object: {"type": "error", "error": {"type", "message"}}."""
+    if status == 413:
+        kind = "request_too_large"
+    else:
+        kind = _ANTHROPIC_TYPES.get(type) or ("overloaded_error" if status == 503 else
+                                              "api_error" if status >= 500 else "invalid_request_error")
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def error_response_for(path: str, status: int, message: str, type: str, param: str | None = None,
+                       headers=None, code: str | None = None) -> JSONResponse:
+    """The error in the shape of the API family that `path` belongs to (Anthropic's or OpenAI's)."""
+    if path.startswith(ANTHROPIC_PATHS):
+        return JSONResponse(anthropic_error_body(status, message, type), status_code=status, headers=headers)
+    return error_response(status, message, type, param, headers, code)
 
 
 def classify(exc: BaseException) -> tuple[int, str]:
@@ -81,26 +108,29 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError):
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return error_response(exc.status, exc.message, exc.type, exc.param, headers, exc.code)
+        if exc.headers:
+            headers = {**(headers or {}), **exc.headers}
+        return error_response_for(request.url.path, exc.status, exc.message, exc.type, exc.param, headers, exc.code)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):
         message, param = _validation_message(exc)
-        return error_response(400, message, "invalid_request_error", param)
+        return error_response_for(request.url.path, 400, message, "invalid_request_error", param)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
         kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        return error_response(exc.status_code, str(exc.detail), kind, headers=getattr(exc, "headers", None))
+        return error_response_for(request.url.path, exc.status_code, str(exc.detail), kind,
+                                  headers=getattr(exc, "headers", None))
 
     @app.exception_handler(ox.OxillamaError)
     async def _oxillama(request: Request, exc: ox.OxillamaError):
         status, kind = classify(exc)
         if status >= 500:
             log.error("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
-        return error_response(status, str(exc), kind)
+        return error_response_for(request.url.path, status, str(exc), kind)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):
         log.exception("%s %s failed", request.method, request.url.path)
-        return error_response(500, f"internal error ({type(exc).__name__}); see the server log", "server_error")
+        return error_response_for(request.url.path, 500, f"internal error ({type(exc).__name__}); see the server log", "server_error")

@@ -5,6 +5,7 @@ Declared once here, per app (an own CollectorRegistry, so two apps in one proces
   its thread through `Scheduler.add_listener`; prometheus_client is thread-safe):
   oxillama:time_to_first_token_seconds, oxillama:inter_token_latency_seconds,
   oxillama:e2e_request_latency_seconds, oxillama:request_queue_time_seconds;
+- oxillama:api_requests_total{api}: generation requests by API family (the route counts it);
 - oxillama:lora_requests_total{lora_name}: requests that asked for each LoRA adapter (`--lora NAME=PATH`),
   counted when the request's adapters are resolved (vLLM only has a gauge of running adapters);
 - counters and gauges, read from `Scheduler.metrics()` at scrape time (the scheduler counts; we only
@@ -54,6 +55,9 @@ class ServerMetrics:
         self.lora_requests = Counter(
             PREFIX + "lora_requests", "Requests that asked for a LoRA adapter, by the adapter's served name.",
             ["model_name", "lora_name"], registry=self.registry)
+        self.api_requests = Counter(
+            PREFIX + "api_requests", "Generation requests by API family (chat, completions, responses, messages).",
+            ["model_name", "api"], registry=self.registry)
         self.registry.register(_SchedulerCollector(self))
 
     def attach(self, scheduler) -> None:

@@ -17,6 +17,7 @@ class ServerConfig:
     n_ctx: int = 0                   # per-sequence context; 0: the engine's default
     threads: int | None = None
     api_key: str | None = None
+    api_keys: dict | None = None     # --api-key-file: {key: (rpm or None, tpm or None)} (server.api_keys)
     alias: str | None = None         # the model id clients see; default: the file's stem
     max_queue: int | None = None     # waiting requests beyond which submissions get 429
     max_batch_tokens: int = 512
@@ -24,6 +25,9 @@ class ServerConfig:
     drain_timeout: float = 30.0      # on SIGINT/SIGTERM: seconds running requests get to finish
     loras: tuple = ()                # ((name, path), ...): LoRA adapters requests may pick
     max_body_mb: int = 16            # larger request bodies get 413
+    reasoning_format: str = "auto"   # thinking apart from the answer: none | auto | deepseek (oxillama.tools.reasoning)
+    responses_store: int = 1024      # /v1/responses kept for GET and previous_response_id (count) ...
+    responses_store_mb: int = 64     # ... and their JSON size
 
     def model_name(self) -> str:
         if self.alias:
@@ -66,6 +70,13 @@ class ServerState:
         self.loras: dict = {}            # name -> LoraAdapter, validated against the model at load
         self.load_error: str | None = None
         self.embed_lock = threading.Lock()   # embeddings run one at a time, off the event loop
+        from oxillama.server.api_keys import KeyRing
+        keys = dict(config.api_keys or {})
+        if keys and config.api_key:
+            keys.setdefault(config.api_key, (None, None))
+        self.keys = KeyRing(keys, self.metrics.registry) if keys else None
+        from oxillama.server.response_store import ResponseStore
+        self.responses = ResponseStore(config.responses_store, config.responses_store_mb << 20)
 
     @property
     def ready(self) -> bool:

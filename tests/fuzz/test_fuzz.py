@@ -14,6 +14,9 @@ from hypothesis import given, seed, settings
 from .conftest import PROFILE
 from .targets import TARGETS
 
+# minutes in all (a server and model loads among the targets): CI runs it, a plain `pytest` leaves it out
+pytestmark = pytest.mark.slow
+
 # relative budgets: a chat template or a schema is cheap, a model load or a generate call is not
 EXAMPLES = {"chat_template": 1.0, "gbnf": 1.0, "json_schema": 1.0, "model_file": 0.5, "snapshot": 0.5,
             "generate": 1.0, "tokenizer": 1.0,

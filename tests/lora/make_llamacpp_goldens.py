@@ -1,5 +1,5 @@
 """Make tests/lora/data/llamacpp_lora_smollm2.json: llama.cpp's (llama-cpp-python) log-probabilities for SmolLM2
-with the formula adapter of lora_fixture.py, teacher-forced on the start of the README. Needs llama-cpp-python;
+with the formula adapter of lora_fixture.py, teacher-forced on the start of tests/data/fixed_text.txt. Needs llama-cpp-python;
 the test that reads the goldens does not.
 
     python tests/lora/make_llamacpp_goldens.py
@@ -29,7 +29,7 @@ def main():
 
     path = str(hub.pull("smollm2-135m", progress=False))
     with InferenceEngine.from_gguf(path, n_ctx=256) as e:
-        ids = e.tokenize((HERE.parent.parent / "README.md").read_text())[:N_TOKENS]
+        ids = e.tokenize((HERE.parent / "data" / "fixed_text.txt").read_text(encoding="utf-8"))[:N_TOKENS]
     with tempfile.TemporaryDirectory() as tmp, GGUFFile(path) as g:
         adapter = write_formula_adapter(g, Path(tmp) / "lora.gguf")
         llm = llama_cpp.Llama(path, lora_path=str(adapter), logits_all=True, n_ctx=256, n_threads=2, verbose=False)

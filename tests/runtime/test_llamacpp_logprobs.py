@@ -11,13 +11,16 @@ import pytest
 DATA = Path(__file__).parent / "data"
 SUMMARY = json.loads((DATA / "llamacpp_logprobs.json").read_text())
 CHUNK = 64
-# mean KL(llama.cpp || oxillama) over llama.cpp's top-20 plus the rest as one outcome, per position.
-# Measured (this machine, AVX-512 VNNI tier): SmolLM2 see MEASURED; planted bugs score far above.
-MAX_MEAN_KL = {"smollm2": 0.01, "gemma3": 0.01}
-# top-1 the same where llama.cpp's top two are CLEAR_GAP nats apart, and over all positions
+# mean KL(llama.cpp || oxillama) over llama.cpp's top-20 plus the rest as one outcome, per position. Measured
+# on the Xeon (2026-11-25): SmolLM2 0.00224, Gemma 3 0.00421. Planted bugs (each alone):
+#   RMS-norm epsilon x10:   SmolLM2 0.00257 (top-1 0.943), Gemma 3 0.0179 (a clear top-1 differs)
+#   RMS-norm epsilon x0.1:  SmolLM2 0.00238 (a clear top-1 differs), Gemma 3 0.0059
+#   RoPE base halved:       SmolLM2 0.0107 (a clear top-1 differs), Gemma 3 0.00501 (its global layers only)
+MAX_MEAN_KL = {"smollm2": 0.0025, "gemma3": 0.0048}
+# llama.cpp's top-1 wherever its top two are CLEAR_GAP nats apart (331 / 340 of the 512 positions: all agree),
+# and over all positions at least MIN_TOP1_ALL (measured 0.955 / 0.941)
 CLEAR_GAP = 0.5
-MIN_TOP1_CLEAR = 0.99
-MIN_TOP1_ALL = 0.93
+MIN_TOP1_ALL = {"smollm2": 0.945, "gemma3": 0.93}
 
 
 def log_softmax(x):
@@ -65,5 +68,5 @@ def test_logprobs_match_llamacpp_on_fixed_text(request, name):
     got = compare_with_llamacpp(engine, golden)
     assert got["n_clear"] >= 0.6 * len(golden["tokens"]), got    # ordinary prose: mostly clear winners
     assert got["mean_kl"] <= MAX_MEAN_KL[name], got
-    assert got["top1_clear"] >= MIN_TOP1_CLEAR, got
-    assert got["top1"] >= MIN_TOP1_ALL, got
+    assert got["top1_clear"] == 1.0, got
+    assert got["top1"] >= MIN_TOP1_ALL[name], got

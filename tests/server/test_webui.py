@@ -13,6 +13,8 @@ from .browser import Browser, find_browser
 
 pytest.importorskip("websockets", reason="the websockets package drives the browser")
 
+pytestmark = pytest.mark.slow      # a browser and a real model's server: CI runs it (CI=true or --run-slow)
+
 
 @pytest.fixture(scope="module")
 def browser():

@@ -23,7 +23,7 @@ static void vec_dot_q1_0_q8_0_avx512(int n, float *OXL_RESTRICT s, const void *O
             acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), acc);
         }
     }
-    *s = hsum_f32_8(_mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1)));
+    *s = hsum_f32_8(_mm256_add_ps(_mm512_castps512_ps256(acc), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1))));
 }
 
 void oxl_register_avx512_lowbit(oxl_kernel_table *t) {

@@ -66,6 +66,7 @@ class NamedToolChoice(OpenAIBaseModel):
 
 
 class ChatCompletionRequest(SamplingFields):
+    reasoning_format: Literal["none", "auto", "deepseek"] | None = None     # llama.cpp's: thinking apart
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: StrictInt | None = Field(None, ge=1)
     logprobs: StrictBool = False
@@ -95,6 +96,7 @@ class ChoiceLogprobs(OpenAIBaseModel):
 class AssistantMessage(OpenAIBaseModel):
     role: Literal["assistant"] = "assistant"
     content: str | None = None
+    reasoning_content: str | None = None              # a reasoning model's thinking (llama.cpp's field)
     tool_calls: list[ToolCall] | None = None
 
 
@@ -130,6 +132,7 @@ class DeltaToolCall(OpenAIBaseModel):
 class DeltaMessage(OpenAIBaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    reasoning_content: str | None = None
     tool_calls: list[DeltaToolCall] | None = None
 
 

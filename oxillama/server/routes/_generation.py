@@ -20,11 +20,15 @@ log = logging.getLogger("oxillama")
 def submit_all(scheduler, prompts: list, n: int, seed: int | None, kwargs: dict) -> list:
     """Submit every (prompt, choice) pair: choice j of prompt i is handle i * n + j. If one submission
     fails (bad argument, full queue), the ones made are cancelled and the error propagates."""
+    from oxillama.server.api_keys import current_key
     handles = []
+    key = current_key.get()     # the request's API key: its tokens are charged to it when they finish
     try:
         for prompt in prompts:
             for j in range(n):
                 handles.append(scheduler.submit(prompt, seed=choice_seed(seed, j), **kwargs))
+                if key is not None:
+                    handles[-1].stats["api_key"] = key
     except BaseException:
         for h in handles:
             h.cancel()

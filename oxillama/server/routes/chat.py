@@ -9,16 +9,15 @@ import time
 from fastapi import APIRouter, Depends, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from oxillama.errors import InvalidArgumentError
-from oxillama.openai import chat as openai_chat
 from oxillama.openai import shapes
 from oxillama.openai.stream import ChatChoiceStream
 from oxillama.server import convert
 from oxillama.server.auth import require_api_key
 from oxillama.server.protocol.chat import (AssistantMessage, ChatCompletionChoice, ChatCompletionChunk,
                                            ChatCompletionRequest, ChatCompletionResponse,
-                                           ChatCompletionStreamChoice, NamedToolChoice, ToolCall)
+                                           ChatCompletionStreamChoice, ToolCall)
 from oxillama.server.routes import ready_state
+from oxillama.server.routes._chat_run import ChatStreamDeltas, finished_output, prepare
 from oxillama.server.routes._generation import (error_event, results_or_cancel, streamed_choices, submit_all,
                                                 usage_info)
 from oxillama.server.state import ServerState
@@ -26,32 +25,16 @@ from oxillama.server.state import ServerState
 router = APIRouter(dependencies=[Depends(require_api_key)])
 
 
-def chat_plan(state: ServerState, req: ChatCompletionRequest) -> openai_chat.ChatPlan:
-    """The prompt, the grammar forcing a call (tool_choice "required" or named) and how to read calls."""
-    tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
-    choice = req.tool_choice.model_dump() if isinstance(req.tool_choice, NamedToolChoice) else req.tool_choice
-    return openai_chat.chat_plan(state.engine.tokenizer, [m.to_dict() for m in req.messages], tools, choice,
-                            parallel_tool_calls=req.parallel_tool_calls is True)
-
-
-def assistant_message(content: str | None, calls) -> AssistantMessage:
-    return AssistantMessage(content=content, tool_calls=[ToolCall.model_validate(c.to_openai()) for c in calls]
-                            or None)
+def assistant_message(content: str | None, calls, reasoning: str | None = None) -> AssistantMessage:
+    return AssistantMessage(content=content, reasoning_content=reasoning,
+                            tool_calls=[ToolCall.model_validate(c.to_openai()) for c in calls] or None)
 
 
 @router.post("/v1/chat/completions")
 async def chat_completions(req: ChatCompletionRequest, request: Request, state: ServerState = Depends(ready_state)):
-    plan = chat_plan(state, req)
+    state.metrics.api_requests.labels(state.model_name, "chat").inc()
+    plan, kwargs, reasoning = prepare(state, req)
     tokenizer = state.engine.tokenizer
-    kwargs = convert.generate_kwargs(req, state.engine.n_vocab, tokenizer.eog_ids)
-    loras = convert.request_loras(req, state)
-    if loras:
-        kwargs["lora"] = loras
-    if plan.grammar is not None:
-        if "grammar" in kwargs:
-            raise InvalidArgumentError(f"tool_choice {req.tool_choice!r} constrains the output itself; it cannot "
-                                       "be combined with grammar or response_format")
-        kwargs["grammar"] = plan.grammar
     n_top = convert.requested_logprobs(req)
     handles = submit_all(state.scheduler, [plan.prompt], req.n, req.seed, kwargs)
     request_id = convert.new_id("chatcmpl")
@@ -65,8 +48,8 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
             return None     # nobody is listening
         choices = []
         for i, c in enumerate(completions):
-            content, calls = plan.parse(str(c))
-            choices.append(ChatCompletionChoice(index=i, message=assistant_message(content, calls),
+            thinking, content, calls = finished_output(plan, str(c), reasoning)
+            choices.append(ChatCompletionChoice(index=i, message=assistant_message(content, calls, thinking),
                                                 finish_reason=shapes.chat_finish_reason(c.finish_reason, calls),
                                                 logprobs=logprobs_of(c)))
         return ChatCompletionResponse(id=request_id, model=state.model_name, choices=choices,
@@ -84,7 +67,8 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
     async def events():
         try:
             # each delta carries the logprobs of the tokens behind it (oxillama.openai.stream)
-            streams = [ChatChoiceStream(i, plan, h, tokenizer, n_top) for i, h in enumerate(handles)]
+            streams = [ChatChoiceStream(i, plan, h, tokenizer, n_top, deltas=ChatStreamDeltas(plan, reasoning))
+                       for i, h in enumerate(handles)]
             for s in streams:       # every choice opens with the role
                 yield chunk(s.opening(content=""))
             completions = [None] * len(handles)
