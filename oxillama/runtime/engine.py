@@ -496,7 +496,7 @@ class InferenceEngine:
                 # without grammar= would be in llama-cpp-python or transformers); a grammar left
                 # unfinished by max_tokens or a stop string keeps constraining
                 self._matcher = None
-            max_tokens = req.token_limit(n_context, self.n_ctx, len(self._tokens))
+            max_tokens = req.token_limit(n_context, self.n_ctx)
         else:
             ids = self.encode_prompt(req.prompt)
             if len(ids) >= self.n_ctx:

@@ -105,12 +105,11 @@ class Request:
             return "beam"
         return "speculative" if self.speculative not in (None, False) else "sample"
 
-    def token_limit(self, n_context: int, n_ctx: int, n_run: int | None = None) -> int:
+    def token_limit(self, n_context: int, n_ctx: int) -> int:
         """max_tokens resolved against the context: the room left when None, else max_tokens, which must
-        fit. n_context: tokens before the first generated one; n_run: of those, the ones in the cache
-        (default all but the last prompt token); the last generated token is never run."""
-        n_run = n_context - 1 if n_run is None else n_run
-        room = n_ctx - n_run
+        fit. n_context: the tokens before the first generated one (all but the last of them are in the
+        cache when it is sampled); the last generated token is never run."""
+        room = n_ctx - (n_context - 1)
         if self.max_tokens is None:
             return room
         if self.max_tokens > room:

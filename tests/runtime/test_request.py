@@ -68,3 +68,13 @@ def test_token_limit_against_the_context():
     with pytest.raises(ContextOverflowError, match="exceed n_ctx=12"):
         req.token_limit(5, 12)
     assert Request.from_kwargs({"max_tokens": None}, n_vocab=100).token_limit(5, 20) == 16
+
+
+def test_a_continuation_fills_the_context_as_one_call_would(tiny):
+    ban = _no_eog(tiny)
+    whole = tiny.generate(PROMPT, max_tokens=None, temperature=0, logit_bias=ban)
+    first = tiny.generate(PROMPT, max_tokens=10, temperature=0, logit_bias=ban)
+    rest = tiny.generate(None, max_tokens=None)     # the last sampled token is pending, not yet run
+    assert first.tokens + rest.tokens == whole.tokens
+    with pytest.raises(ContextOverflowError):
+        tiny.generate(None, max_tokens=1)           # the pending token itself has no room left
