@@ -12,13 +12,17 @@ from reference import reference_forward  # tests/runtime/reference.py
 GOLDENS = os.path.join(os.path.dirname(__file__), "data", "greedy_llamacpp.json")
 # Activations are rounded to 8-bit blocks before every matrix product (as in llama.cpp), so logits
 # differ from a float forward by up to a few units after 18-30 layers; llama.cpp is as far off.
-LOGIT_ABS_TOL = {"smollm2": 2.5, "gemma3": 5.0}
-MEDIAN_ROW_TOL = {"smollm2": 1.0, "gemma3": 1.5}
+# Achieved (2026-11-25): largest 1.61 / 3.68, median of the row maxima 0.57 / 0.87 (SmolLM2 / Gemma 3).
+LOGIT_ABS_TOL = {"smollm2": 2.0, "gemma3": 4.5}
+MEDIAN_ROW_TOL = {"smollm2": 0.75, "gemma3": 1.1}
 # Two candidates closer than this are a tie that summation order may break either way.
 TIE_TOL = 0.3
 # Along llama.cpp's path, its pick may trail ours by its own rounding noise (its logits and ours differ
-# by ~0.6 at the median position), so a step counts as agreeing within this margin.
-LLAMACPP_TIE_TOL = 1.0
+# by ~0.6 at the median position), so a step counts as agreeing within this margin (the largest gap
+# seen is 0.45 / 0.18). tests/runtime/test_llamacpp_logprobs.py holds the distributions to llama.cpp's.
+LLAMACPP_TIE_TOL = 0.6
+# Each golden run of 24 greedy steps: 22-24 exact picks achieved, at most one fewer is accepted.
+LLAMACPP_EXACT = 21 / 24
 
 TEXT = ("The quick brown fox jumps over the lazy dog. In 1879, the city of Paris hosted a grand exhibition "
         "where engineers, artists and merchants gathered to show the newest machines, paintings and fabrics "
@@ -68,7 +72,7 @@ def test_greedy_follows_llamacpp(request, name, model):
             else:
                 assert logits[tok] >= logits.max() - LLAMACPP_TIE_TOL, (case["prompt"], tok, logits.max() - logits[tok])
             logits = engine.forward([tok])
-        assert exact >= 0.8 * len(case["ids"])
+        assert exact >= LLAMACPP_EXACT * len(case["ids"]), (case["prompt"], exact)
 
 
 def test_known_completions(smollm2, gemma3):
