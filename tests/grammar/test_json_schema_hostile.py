@@ -7,22 +7,30 @@ from oxillama.grammar import Grammar, json_schema_to_gbnf
 
 INF, NAN = float("inf"), float("nan")
 
+# (schema, what the error names: the JSON pointer of the bad part and the keyword)
 REFUSED = [
-    {"type": "integer", "minimum": INF}, {"type": "integer", "maximum": -INF}, {"type": "integer", "minimum": NAN},
-    {"type": "integer", "exclusiveMaximum": -INF}, {"type": "integer", "exclusiveMinimum": NAN},
-    {"type": "integer", "minimum": 1e300},
-    {"type": "string", "minLength": None}, {"type": "string", "maxLength": None}, {"type": "array", "minItems": None},
-    {"allOf": [{"properties": "x"}, {"type": "object"}]}, {"allOf": [{"required": None}, {"type": "object"}]},
-    {"allOf": [{"required": [1]}, {"type": "object"}]},
-    {"type": "object", "properties": {1: {"type": "string"}}}, {1: {"type": "string"}}, {None: 1},
-    {"type": "object", "required": [None]}, {"enum": [NAN]},
+    ({"type": "integer", "minimum": INF}, "#: no integer"), ({"type": "integer", "maximum": -INF}, "#: no integer"),
+    ({"type": "integer", "minimum": NAN}, "#: minimum must be a number"),
+    ({"type": "integer", "exclusiveMaximum": -INF}, "#: no integer"),
+    ({"type": "integer", "exclusiveMinimum": NAN}, "#: exclusiveMinimum must be a number"),
+    ({"type": "integer", "minimum": 1e300}, "#: no integer"),
+    ({"type": "string", "minLength": None}, "#: minLength must be"),
+    ({"type": "string", "maxLength": None}, "#: maxLength must be"),
+    ({"type": "array", "minItems": None}, "#: minItems must be"),
+    ({"allOf": [{"properties": "x"}, {"type": "object"}]}, "#/allOf/0: properties must be an object"),
+    ({"allOf": [{"required": None}, {"type": "object"}]}, "#/allOf/0: required must be a list"),
+    ({"allOf": [{"required": [1]}, {"type": "object"}]}, "#/allOf/0: required must be a list"),
+    ({"type": "object", "properties": {1: {"type": "string"}}}, "#: properties must be an object with string keys"),
+    ({1: {"type": "string"}}, "#: schema keys must be strings"), ({None: 1}, "#: schema keys must be strings"),
+    ({"type": "object", "required": [None]}, "#: required must be a list"), ({"enum": [NAN]}, "#: value nan is not JSON"),
 ]
 
 
-@pytest.mark.parametrize("schema", REFUSED, ids=[str(i) for i in range(len(REFUSED))])
-def test_refused_with_grammar_error(schema):
-    with pytest.raises(GrammarError):
+@pytest.mark.parametrize("schema,names", REFUSED, ids=[str(i) for i in range(len(REFUSED))])
+def test_refused_with_grammar_error(schema, names):
+    with pytest.raises(GrammarError) as e:
         Grammar.from_json_schema(schema)
+    assert names in str(e.value)
 
 
 ACCEPTED = [
