@@ -109,8 +109,9 @@ def test_a_download_in_a_terminal_shows_a_progress_bar(standin, tmp_path):
     pexpect = pytest.importorskip("pexpect")
     import os
     import sys
+    import oxillama
     env = dict(os.environ, HF_HOME=str(tmp_path / "hf-home"),
-               PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+               PYTHONPATH=str(Path(oxillama.__file__).resolve().parents[1]))     # the package under test
     out = pexpect.run(f"{sys.executable} -m oxillama pull hf://{REPO}:F16", env=env, encoding="utf-8", timeout=120,
                       cwd=str(tmp_path))
     assert "tiny-F16.gguf: 100%" in out, out

@@ -2,6 +2,7 @@
 2027-02-18) and a test extra that installs what the tests import."""
 import os
 import re
+import tempfile
 
 import pytest
 
@@ -51,11 +52,15 @@ def test_ray_is_its_own_extra_that_ci_installs(project):
 def test_slow_tests_run_in_ci_or_when_asked(ci, extra, runs_slow):
     import subprocess
     import sys
+    import oxillama
     root = os.path.dirname(PYPROJECT)
-    env = dict(os.environ, CI=ci, PYTHONPATH=root)
-    res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                          "tests/test_readme.py", *extra], cwd=root, env=env, capture_output=True, text=True,
-                         timeout=120)
+    # from a neutral folder, with the package under test on the path: `python -m pytest` puts its working
+    # folder first on sys.path, and the repo root's oxillama/ has no build
+    env = dict(os.environ, CI=ci, PYTHONPATH=os.path.dirname(os.path.dirname(oxillama.__file__)))
+    with tempfile.TemporaryDirectory() as tmp:
+        res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                              "--rootdir", root, "-c", PYPROJECT, os.path.join(root, "tests", "test_readme.py"),
+                              *extra], cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode in (0, 5), res.stdout + res.stderr      # 5: all deselected
     collected = [line for line in res.stdout.splitlines() if "::" in line]
     assert any("test_readme_snippet_runs_as_written" in line for line in collected) == runs_slow, res.stdout

@@ -7,6 +7,7 @@ import math
 import os
 import shutil
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -20,8 +21,9 @@ TEXT = ("The quick brown fox jumps over the lazy dog. " * 3 + "Pack my box with 
 
 
 def oxillama(*args, stdin: str | None = None) -> subprocess.CompletedProcess:
+    # from a neutral folder: the repo root's oxillama/ (no build) must not shadow the installed package
     return subprocess.run([sys.executable, "-m", "oxillama", *args], capture_output=True, text=True, input=stdin,
-                          timeout=600)
+                          timeout=600, cwd=tempfile.gettempdir())
 
 
 def _one_line_error(r, *words):

@@ -40,7 +40,7 @@ def test_imatrix_cli_and_quantize_with_it(tmp_path):
     out = tmp_path / "imatrix.gguf"
     tiny = str(DATA / "llama.gguf")
     r = subprocess.run([sys.executable, "-m", "oxillama", "imatrix", "-m", tiny, "-f", str(text), "-c", "32",
-                        "--chunks", "3", "-o", str(out)], capture_output=True, text=True, timeout=600)
+                        "--chunks", "3", "-o", str(out)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     imx = load_imatrix(out)
     assert imx.chunk_count == 3 and imx.chunk_size == 32 and imx.datasets == [str(text)]
@@ -55,11 +55,11 @@ def test_imatrix_cli_and_quantize_with_it(tmp_path):
         assert f.tensors["blk.0.ffn_down.weight.counts"].ggml_shape == (1, 1)
     q = tmp_path / "q4_0.gguf"
     r = subprocess.run([sys.executable, "-m", "oxillama", "quantize", tiny, str(q), "Q4_0", "--imatrix", str(out),
-                        "-q"], capture_output=True, text=True, timeout=600)
+                        "-q"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     plain = tmp_path / "plain.gguf"
     r = subprocess.run([sys.executable, "-m", "oxillama", "quantize", tiny, str(plain), "Q4_0", "-q"],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
     with GGUFFile(str(q)) as a, GGUFFile(str(plain)) as b:
         assert a.metadata["quantize.imatrix.chunks_count"] == 3
         assert a.tensors["blk.1.attn_q.weight"].qtype == b.tensors["blk.1.attn_q.weight"].qtype == "Q4_0"

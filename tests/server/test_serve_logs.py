@@ -58,7 +58,7 @@ def test_ctrl_c_on_an_idle_server_in_a_terminal_stops_cleanly(tiny_models):
     env = dict(os.environ, PYTHONPATH=str(Path(oxillama.__file__).resolve().parents[1]))
     child = pexpect.spawn(sys.executable, ["-m", "oxillama", "serve", "-m", str(tiny_models / "llama.gguf"),
                                            "--port", str(port), "--parallel", "1"],
-                          env=env, encoding="utf-8", timeout=STOP_TIMEOUT_S)
+                          env=env, encoding="utf-8", timeout=STOP_TIMEOUT_S, cwd=str(tiny_models))
     try:
         child.expect(f"listening on http://127.0.0.1:{port}")
         deadline = time.monotonic() + STOP_TIMEOUT_S
