@@ -18,62 +18,7 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-#define GROUP_MAX_EPS 1e-15f
-
-static inline int nearest_int(float f) {
-    const float v = f + 12582912.f;
-    int32_t i;
-    memcpy(&i, &v, 4);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
-/* ---------------------------------------------------------------- ggml's weighted searches */
-
-/* symmetric: L in [0, 2*nmax), weights qw (never NULL here); returns the scale */
-static float make_qx_quants_w(int n, int nmax, const float *x, int8_t *L, const float *qw) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++) {
-        const float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
-    if (amax < GROUP_MAX_EPS) {
-        for (int i = 0; i < n; i++) L[i] = 0;
-        return 0.f;
-    }
-    float iscale = -nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        int l = nearest_int(iscale * x[i]);
-        l = OXL_MAX(-nmax, OXL_MIN(nmax - 1, l));
-        L[i] = (int8_t)(l + nmax);
-        const float w = qw[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
-    float scale = suml2 ? sumlx / suml2 : 0.0f;
-    float best = scale * sumlx;
-    for (int is = -9; is <= 9; is++) {
-        if (is == 0) continue;
-        iscale = -(nmax + 0.1f * is) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; i++) {
-            int l = nearest_int(iscale * x[i]);
-            l = OXL_MAX(-nmax, OXL_MIN(nmax - 1, l));
-            const float w = qw[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
-        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; i++) {
-                const int l = nearest_int(iscale * x[i]);
-                L[i] = (int8_t)(nmax + OXL_MAX(-nmax, OXL_MIN(nmax - 1, l)));
-            }
-            scale = sumlx / suml2;
-            best = scale * sumlx;
-        }
-    }
-    return scale;
-}
+#include "quants_search.h"
 
 /* asymmetric x ~ scale*L - the_min, L in [0, nmax], weighted; 1 + nstep + 1 candidate scales */
 static float make_qkx3_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
@@ -266,10 +211,10 @@ static void q3_K_row_w(const float *x, block_q3_K *y, int64_t n, const float *qw
             float sumw = 0;
             for (int l = 0; l < 16; l++) sumw += weight[l];
             sw[j] = sumw;
-            scales[j] = make_qx_quants_w(16, 4, x + 16 * j, L + 16 * j, weight);
+            scales[j] = make_qx_quants(16, 4, x + 16 * j, L + 16 * j, weight);
         }
         memset(y[i].scales, 0, 12);
-        const float d_block = make_qx_quants_w(QK_K / 16, 32, scales, Ls, sw);
+        const float d_block = make_qx_quants(QK_K / 16, 32, scales, Ls, sw);
         for (int j = 0; j < QK_K / 16; j++) {
             int l = Ls[j];
             if (j < 8) {
@@ -386,7 +331,7 @@ static void q6_K_row_w(const float *x, block_q6_K *y, int64_t n, const float *qw
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
         float max_scale = 0, max_abs_scale = 0;
         for (int ib = 0; ib < QK_K / 16; ib++) {
-            const float scale = make_qx_quants_w(16, 32, x + 16 * ib, L + 16 * ib, qw_row + QK_K * i + 16 * ib);
+            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, qw_row + QK_K * i + 16 * ib);
             scales[ib] = scale;
             const float abs_scale = fabsf(scale);
             if (abs_scale > max_abs_scale) { max_abs_scale = abs_scale; max_scale = scale; }
@@ -437,7 +382,7 @@ static void q4_0_row_w(const float *x, block_q4_0 *y, int64_t n, const float *qw
     for (int64_t ib = 0; ib < n / 32; ib++) {
         const float *xb = x + 32 * ib, *q = qw + 32 * ib;
         for (int j = 0; j < 32; j++) weight[j] = q[j] * sqrtf(sigma2 + xb[j] * xb[j]);
-        y[ib].d = oxl_fp32_to_fp16(make_qx_quants_w(32, 8, xb, L, weight));
+        y[ib].d = oxl_fp32_to_fp16(make_qx_quants(32, 8, xb, L, weight));
         for (int j = 0; j < 16; j++) y[ib].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
     }
 }
@@ -475,7 +420,7 @@ static void q5_0_row_w(const float *x, block_q5_0 *y, int64_t n, const float *qw
     for (int64_t ib = 0; ib < n / 32; ib++) {
         const float *xb = x + 32 * ib, *q = qw + 32 * ib;
         for (int j = 0; j < 32; j++) weight[j] = q[j] * sqrtf(sigma2 + xb[j] * xb[j]);
-        y[ib].d = oxl_fp32_to_fp16(make_qx_quants_w(32, 16, xb, L, weight));
+        y[ib].d = oxl_fp32_to_fp16(make_qx_quants(32, 16, xb, L, weight));
         pack_q5((const uint8_t *)L, y[ib].qs, y[ib].qh);
     }
 }
