@@ -80,6 +80,8 @@ typedef struct {
     const float *ssm_norm;                   /* (d_inner) or NULL */
     int ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_n_group, ssm_n_head;
     int64_t state_off;                       /* the layer's recurrent state within a slot (floats): conv, ssm */
+    float residual_scale;                    /* 0 (none) or multiplies the mixer's and the FFN's outputs before
+                                                each residual add (granite's residual_multiplier) */
 } oxl_layer;
 
 enum { OXL_LAYER_ATTENTION = 0, OXL_LAYER_MAMBA2 = 1 };

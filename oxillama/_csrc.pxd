@@ -137,6 +137,7 @@ cdef extern from "forward.h" nogil:
         const float *ssm_norm
         int ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_n_group, ssm_n_head
         int64_t state_off
+        float residual_scale
 
     enum: OXL_LAYER_ATTENTION
     enum: OXL_LAYER_MAMBA2
