@@ -55,6 +55,11 @@ def add_parser(sub) -> None:
                    help="/v1/responses kept in memory for GET and previous_response_id: at most N and "
                         "--responses-store-mb MB of JSON; the oldest go first, 0 keeps none")
     p.add_argument("--responses-store-mb", type=int, default=64, metavar="MB", help="see --responses-store")
+    p.add_argument("--cache-ram", type=int, default=None, metavar="MiB",
+                   help="prompt cache: keep the K/V of finished requests, by token prefix, in up to MiB of RAM "
+                        "(least recently used out first), so a request that starts like an earlier one (the "
+                        "next turn of a conversation, a shared system prompt) runs only its new tokens; 0 turns "
+                        "it off (default: 8192, capped at a quarter of the memory available at start)")
     p.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
                    help="on SIGINT/SIGTERM, seconds running requests get to finish")
     p.add_argument("--log-format", choices=("text", "json"), default="text",
@@ -85,6 +90,8 @@ def run(args) -> int:
         raise InvalidArgumentError(f"--max-decode-slowdown must be > 1, got {args.max_decode_slowdown}")
     if args.responses_store < 0 or args.responses_store_mb < 0:
         raise InvalidArgumentError("--responses-store and --responses-store-mb must be >= 0")
+    if args.cache_ram is not None and args.cache_ram < 0:
+        raise InvalidArgumentError(f"--cache-ram must be >= 0 (MiB; 0 turns the prompt cache off), got {args.cache_ram}")
     if args.max_body_mb < 1:
         raise InvalidArgumentError(f"--max-body-mb must be >= 1, got {args.max_body_mb}")
     if not 0 <= args.port <= 65535:
@@ -119,7 +126,8 @@ def run(args) -> int:
                           max_decode_slowdown=args.max_decode_slowdown,
                           drain_timeout=args.drain_timeout, loras=_lora_options(args.lora),
                           max_body_mb=args.max_body_mb, reasoning_format=args.reasoning_format,
-                          responses_store=args.responses_store, responses_store_mb=args.responses_store_mb)
+                          responses_store=args.responses_store, responses_store_mb=args.responses_store_mb,
+                          cache_ram_mb=args.cache_ram)
     if scale is not None:
         return serve_replicated(config, scale)
     return serve(config)

@@ -28,16 +28,18 @@ server_log = logging.getLogger("oxillama.server")     # what `oxillama serve` sa
 
 def load(state: ServerState) -> None:
     """Load the engine and start the scheduler (blocking; runs on a worker thread at startup)."""
-    from oxillama.runtime import InferenceEngine
+    from oxillama.runtime import InferenceEngine, PrefixKvCache
     from oxillama.runtime.scheduler import Scheduler
 
     c = state.config
     engine = InferenceEngine.from_gguf(c.model, n_ctx=c.n_ctx, n_threads=c.threads)
     try:
         state.loras = load_adapters(engine, c.loras)
+        cache_bytes = c.cache_ram_bytes()
+        prompt_cache = PrefixKvCache(max_bytes=cache_bytes) if cache_bytes else None
         scheduler = Scheduler(engine, n_seq_max=c.parallel, max_batch_tokens=c.max_batch_tokens,
                               max_decode_slowdown=c.max_decode_slowdown, max_queue=c.max_queue,
-                              n_ctx=c.n_ctx or None)
+                              n_ctx=c.n_ctx or None, prompt_cache=prompt_cache)
         state.metrics.attach(scheduler)
         if state.keys is not None:
             scheduler.add_listener(state.keys.observe)

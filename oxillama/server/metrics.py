@@ -12,7 +12,9 @@ Declared once here, per app (an own CollectorRegistry, so two apps in one proces
   publish): oxillama:prompt_tokens_total, oxillama:generation_tokens_total,
   oxillama:request_success_total{finished_reason}, oxillama:prefix_cache_hits_total,
   oxillama:num_preemptions_total,
-  oxillama:num_requests_running, oxillama:num_requests_waiting, oxillama:kv_cache_usage_perc.
+  oxillama:num_requests_running, oxillama:num_requests_waiting, oxillama:kv_cache_usage_perc, and with
+  the prompt cache (--cache-ram) oxillama:prompt_cache_{hits,misses,hit_tokens,evictions}_total and
+  oxillama:prompt_cache_bytes / prompt_cache_max_bytes.
 """
 from __future__ import annotations
 
@@ -122,3 +124,14 @@ class _SchedulerCollector:
         yield gauge("num_requests_running", "Requests in the running batch.", "num_requests_running")
         yield gauge("num_requests_waiting", "Requests waiting to be scheduled.", "num_requests_waiting")
         yield gauge("kv_cache_usage_perc", "Fraction of KV cache pages in use (1 = full).", "kv_cache_usage_perc")
+        if "prompt_cache_max_bytes" in m:       # --cache-ram (not 0)
+            yield counter("prompt_cache_hits", "Requests whose prompt started from K/V kept in the prompt cache.",
+                          "prompt_cache_hits_total")
+            yield counter("prompt_cache_misses", "Requests the prompt cache had nothing for.",
+                          "prompt_cache_misses_total")
+            yield counter("prompt_cache_hit_tokens", "Prompt tokens copied from the prompt cache instead of run.",
+                          "prompt_cache_hit_tokens_total")
+            yield counter("prompt_cache_evictions", "Prompt cache entries dropped (least recently used) for room.",
+                          "prompt_cache_evictions_total")
+            yield gauge("prompt_cache_bytes", "Bytes of K/V held by the prompt cache.", "prompt_cache_bytes")
+            yield gauge("prompt_cache_max_bytes", "The prompt cache's budget (--cache-ram).", "prompt_cache_max_bytes")

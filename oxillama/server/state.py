@@ -8,6 +8,9 @@ from oxillama.errors import InvalidArgumentError
 from oxillama.server.errors import APIError
 
 
+DEFAULT_CACHE_RAM = 8 << 30
+
+
 @dataclass
 class ServerConfig:
     model: str                       # a GGUF path or a known model name (oxillama.hub)
@@ -28,6 +31,16 @@ class ServerConfig:
     reasoning_format: str = "auto"   # thinking apart from the answer: none | auto | deepseek (oxillama.tools.reasoning)
     responses_store: int = 1024      # /v1/responses kept for GET and previous_response_id (count) ...
     responses_store_mb: int = 64     # ... and their JSON size
+    cache_ram_mb: int | None = None  # prompt cache (finished requests' K/V by prefix), MiB; 0: off; None: default
+
+    def cache_ram_bytes(self) -> int:
+        """The prompt cache's byte budget: --cache-ram, else llama.cpp server's 8 GiB capped at a quarter
+        of the memory available now (the cache fills only as requests finish)."""
+        if self.cache_ram_mb is not None:
+            return self.cache_ram_mb << 20
+        from oxillama._system import available_memory
+        avail = available_memory()
+        return DEFAULT_CACHE_RAM if avail is None else min(DEFAULT_CACHE_RAM, avail // 4)
 
     def model_name(self) -> str:
         if self.alias:
