@@ -99,7 +99,8 @@ def run(args) -> int:
     if args.responses_store < 0 or args.responses_store_mb < 0:
         raise InvalidArgumentError("--responses-store and --responses-store-mb must be >= 0")
     if args.cache_ram is not None and args.cache_ram < 0:
-        raise InvalidArgumentError(f"--cache-ram must be >= 0 (MiB; 0 turns the prompt cache off), got {args.cache_ram}")
+        raise InvalidArgumentError(f"--cache-ram must be >= 0 (MiB; 0 turns the prompt cache off), "
+                                   f"got {args.cache_ram}")
     if args.max_loaded is not None and args.max_loaded < 1:
         raise InvalidArgumentError(f"--max-loaded must be >= 1, got {args.max_loaded}")
     if args.max_body_mb < 1:

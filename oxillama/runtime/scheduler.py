@@ -249,7 +249,8 @@ class Scheduler:
         self.n_ctx = self.pool.n_ctx
         self.max_batch_tokens, self.max_queue = max_batch_tokens, max_queue
         if prompt_cache is not None and not isinstance(prompt_cache, PrefixKvCache):
-            raise InvalidArgumentError(f"prompt_cache must be a PrefixKvCache or None, got {type(prompt_cache).__name__}")
+            raise InvalidArgumentError(f"prompt_cache must be a PrefixKvCache or None, "
+                                       f"got {type(prompt_cache).__name__}")
         self.prompt_cache = prompt_cache
         self.max_decode_slowdown = None if max_decode_slowdown is None else float(max_decode_slowdown)
         # running estimates (seconds) of a decode-only step's forward and of one prefill token's share of

@@ -12,11 +12,8 @@ adapters and name, so a handler reads `state.engine` whichever model the request
 """
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
-
-log = logging.getLogger("oxillama.server")
 
 UNLOADED, LOADING, LOADED, FAILED = "unloaded", "loading", "loaded", "failed"
 
@@ -89,5 +86,4 @@ def unload_slot(state, slot: ModelSlot) -> None:
     if engine is not None:
         with state.embed_lock:          # an embedding running on it finishes first
             engine.close()
-    log.info("model %r unloaded", slot.name)
 

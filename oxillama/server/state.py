@@ -192,6 +192,7 @@ class ServerState:
                 return
             victim = min(idle, key=lambda s: s.last_used)
             await asyncio.to_thread(unload_slot, self, victim)
+            log.info("model %r unloaded (--max-loaded %d) to load %r", victim.name, limit, slot.name)
             loaded.remove(victim)
 
     def adapter(self, name: str):

@@ -72,7 +72,8 @@ def test_an_unknown_model_is_a_404_naming_the_served_ones(server):
                                          "messages": [{"role": "user", "content": "hi"}]})
     assert r.status_code == 404
     body = r.json()
-    assert body["type"] == "error" and body["error"]["type"] == "not_found_error" and "'gemma'" in body["error"]["message"]
+    assert body["type"] == "error" and body["error"]["type"] == "not_found_error"
+    assert "'gemma'" in body["error"]["message"]
 
 
 def test_requests_for_both_models_run_side_by_side(smollm2_path, gemma3_path, server_factory):
