@@ -204,7 +204,7 @@ def test_avx512_tiers_match_scalar_through_simde(simde_results, tier):
         assert results[("ops", "softmax")].cases > 0
     if tier == "avx512vnni":
         # its own multi-row kernels, checked bit for bit against the AVX-512 vec_dots it inherits
-        for qtype in ("Q4_0", "Q4_1", "Q5_0", "Q8_0"):
+        for qtype in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q1_0"):
             assert results[(qtype, "gemm")].owner == "avx512vnni" and results[(qtype, "gemm")].cases > 0
 
 
