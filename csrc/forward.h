@@ -21,7 +21,9 @@ typedef struct {
 } oxl_weight;
 
 enum { OXL_NORM_RMS = 0, OXL_NORM_LAYER = 1 };
-enum { OXL_ACT_SILU = 0, OXL_ACT_GELU_TANH = 1, OXL_ACT_GELU_ERF = 2 };
+/* OXL_ACT_SWIGLU_OAI (gpt-oss's experts): g = min(gate, limit), u = clamp(up, -limit, limit),
+ * y = (u + 1) * g * sigmoid(alpha * g), with the layer's act_alpha and act_limit */
+enum { OXL_ACT_SILU = 0, OXL_ACT_GELU_TANH = 1, OXL_ACT_GELU_ERF = 2, OXL_ACT_SWIGLU_OAI = 3 };
 enum { OXL_ROPE_NORM = 0, OXL_ROPE_NEOX = 2, OXL_ROPE_NONE = -1 };
 
 typedef struct {
@@ -55,6 +57,8 @@ typedef struct {
     float attn_scale;                        /* multiplies q.k */
     float attn_softcap;                      /* 0: none; else s = c * tanh(s / c) */
     int sliding_window;                      /* 0: none; else attend to pos - p < window */
+    const float *attn_sinks;                 /* (n_head) or NULL: per query head a learned logit that joins every
+                                                softmax's denominator and adds no value (gpt-oss) */
     oxl_rope rope;
     int qk_norm_full;                        /* q_norm / k_norm span all of q_dim / kv_dim (olmoe), not a head */
     /* sparse experts: n_expert > 0 makes the FFN a mixture; the dense w_gate / w_up / w_down above are then
@@ -67,6 +71,10 @@ typedef struct {
     oxl_weight exp_gate, exp_up;             /* every expert's rows stacked: (n_expert * n_ff_exp, n_embd) */
     oxl_weight exp_down;                     /* (n_expert * n_embd, n_ff_exp) */
     const float *shexp_gate;                 /* (n_embd) or NULL */
+    const float *router_b;                   /* (n_expert) added to the router logits, or NULL */
+    const float *exp_gate_b, *exp_up_b;      /* (n_expert * n_ff_exp) per-expert biases, or NULL (gpt-oss) */
+    const float *exp_down_b;                 /* (n_expert * n_embd), or NULL */
+    float act_alpha, act_limit;              /* OXL_ACT_SWIGLU_OAI's parameters */
 } oxl_layer;
 
 /* How a router turns its logits into the chosen experts' weights (llama.cpp's expert_gating_func values):

@@ -119,6 +119,7 @@ cdef extern from "forward.h" nogil:
         float attn_scale
         float attn_softcap
         int sliding_window
+        const float *attn_sinks
         oxl_rope rope
         int qk_norm_full
         int n_expert, n_expert_used, n_ff_exp
@@ -127,6 +128,11 @@ cdef extern from "forward.h" nogil:
         float expert_scale
         oxl_weight router, exp_gate, exp_up, exp_down
         const float *shexp_gate
+        const float *router_b
+        const float *exp_gate_b
+        const float *exp_up_b
+        const float *exp_down_b
+        float act_alpha, act_limit
 
     ctypedef struct oxl_model:
         int n_embd, n_layer, n_vocab, n_ff_max, q_dim_max, kv_dim

@@ -8,7 +8,7 @@ import numpy as np
 from oxillama.errors import ContextOverflowError, ModelError
 
 _NORM_TYPES = {"rms": 0, "layer": 1}
-_ACTS = {"silu": 0, "gelu_tanh": 1, "gelu": 1, "gelu_erf": 2}
+_ACTS = {"silu": 0, "gelu_tanh": 1, "gelu": 1, "gelu_erf": 2, "swiglu_oai": 3}
 _ROPE_MODES = {"norm": 0, "neox": 2, "none": -1}
 GATINGS = {"softmax": OXL_GATING_SOFTMAX, "sigmoid": OXL_GATING_SIGMOID, "softmax_weight": OXL_GATING_SOFTMAX_WEIGHT}
 MAX_EXPERTS = OXL_MAX_EXPERTS
@@ -122,6 +122,12 @@ cdef class ForwardPlan:
             L.attn_scale = ls["attn_scale"]
             L.attn_softcap = ls.get("attn_softcap", 0.0)
             L.sliding_window = ls.get("sliding_window", 0)
+            L.attn_sinks = self._vec(ls.get("attn_sinks"), L.n_head, p + "attn_sinks")
+            L.act_alpha = ls.get("act_alpha", 0.0)
+            L.act_limit = ls.get("act_limit", 0.0)
+            if L.act == 3 and not (L.act_alpha > 0.0 and L.act_limit > 0.0):
+                raise ModelError(f"layer {il}: the clamped SwiGLU needs act_alpha > 0 and act_limit > 0, got "
+                                 f"{L.act_alpha}, {L.act_limit}")
             rope = ls.get("rope") or {"mode": "none"}
             L.rope.mode = _ROPE_MODES[rope["mode"]]
             if L.rope.mode != -1:
@@ -162,6 +168,10 @@ cdef class ForwardPlan:
         L.exp_up = self._weight(ls["exp_up"], p + "ffn_up_exps", ne * ff, self.n_embd)
         L.exp_down = self._weight(ls["exp_down"], p + "ffn_down_exps", ne * self.n_embd, ff)
         L.shexp_gate = self._vec(ls.get("shexp_gate"), self.n_embd, p + "ffn_gate_inp_shexp")
+        L.router_b = self._vec(ls.get("router_b"), ne, p + "ffn_gate_inp.bias")
+        L.exp_gate_b = self._vec(ls.get("exp_gate_b"), ne * ff, p + "ffn_gate_exps.bias")
+        L.exp_up_b = self._vec(ls.get("exp_up_b"), ne * ff, p + "ffn_up_exps.bias")
+        L.exp_down_b = self._vec(ls.get("exp_down_b"), ne * self.n_embd, p + "ffn_down_exps.bias")
         return 0
 
     cdef const float *_vec(self, arr, Py_ssize_t n, name) except? NULL:

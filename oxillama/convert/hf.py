@@ -41,11 +41,13 @@ MODEL_TYPES: dict[str, str] = {
     "llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
     "gemma2": "gemma2", "gemma3": "gemma3", "gemma3_text": "gemma3", "phi3": "phi3",
     "starcoder2": "starcoder2", "cohere": "command-r",
-    "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe", "olmoe": "olmoe", "mixtral": "llama",
+    "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe", "olmoe": "olmoe", "mixtral": "llama", "gpt_oss": "gpt-oss",
 }
 # the mixture-of-experts families, and whether the family's router renormalises its top-k weights when the
 # config does not say (Mixtral always does and has no norm_topk_prob)
-_MOE_NORM_TOPK_DEFAULT = {"qwen3_moe": False, "qwen2_moe": False, "olmoe": False, "mixtral": True}
+_MOE_NORM_TOPK_DEFAULT = {"qwen3_moe": False, "qwen2_moe": False, "olmoe": False, "mixtral": True,
+                          "gpt_oss": None}   # None: the family's router is fixed (top-k logits, then softmax)
+GPT_OSS_SWIGLU = {"swiglu_alpha": 1.702, "swiglu_limit": 7.0}   # the values llama.cpp's swiglu_oai hard-codes
 
 OUT_TYPES = {"f32": ("F32", 0), "f16": ("F16", 1), "bf16": ("BF16", 32), "q8_0": ("Q8_0", 7)}   # name -> (tensor type, general.file_type)
 
@@ -62,12 +64,14 @@ _LAYER_MAP = {
     "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down",   # starcoder2
     "self_attn.rotary_emb.inv_freq": None,
     # mixture of experts: the router, the shared expert and its gate (qwen2moe); Mixtral's hub names
-    "mlp.gate": "ffn_gate_inp", "block_sparse_moe.gate": "ffn_gate_inp",
+    "mlp.gate": "ffn_gate_inp", "block_sparse_moe.gate": "ffn_gate_inp", "mlp.router": "ffn_gate_inp",
     "mlp.shared_expert.gate_proj": "ffn_gate_shexp", "mlp.shared_expert.up_proj": "ffn_up_shexp",
     "mlp.shared_expert.down_proj": "ffn_down_shexp", "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
 }
 # gemma2/gemma3 name the norm after attention differently: it is applied to the attention output
 _GEMMA2_LAYER_MAP = {**_LAYER_MAP, "post_attention_layernorm": "post_attention_norm"}
+# gpt-oss: the same name for the FFN's input norm (llama.cpp's attn_post_norm), and the attention sinks
+_GPT_OSS_LAYER_MAP = {**_GEMMA2_LAYER_MAP, "self_attn.sinks": "attn_sinks"}
 _GLOBAL_MAP = {
     "model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output",
     "model.rotary_emb.inv_freq": None, "model.rotary_emb_local.inv_freq": None,
@@ -75,7 +79,8 @@ _GLOBAL_MAP = {
 _LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.(.+)\.(weight|bias)$")
 # experts as transformers 5 holds them: one (n_expert, 2 n_ff_exp, n_embd) [gate; up] and one (n_expert, n_embd,
 # n_ff_exp) down tensor per layer
-_FUSED_EXPERTS_RE = re.compile(r"^model\.layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)$")
+_FUSED_EXPERTS_RE = re.compile(r"^model\.layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)(_bias)?$")
+_SINKS_RE = re.compile(r"^model\.layers\.(\d+)\.self_attn\.sinks$")
 # experts as checkpoints on the hub hold them: one matrix per expert (qwen/olmoe names, Mixtral's w1/w3/w2)
 _EXPERT_RE = re.compile(r"^model\.layers\.(\d+)\.(?:mlp|block_sparse_moe)\.experts\.(\d+)\."
                         r"(gate_proj|up_proj|down_proj|w1|w3|w2)\.weight$")
@@ -254,6 +259,10 @@ class HFConverter:
             raise ModelError(f"{self.arch} with use_sliding_window is not supported")
         if self.model_type in _MOE_NORM_TOPK_DEFAULT:
             md.update(self._experts())
+        if self.arch == "gpt-oss":
+            for key, want in GPT_OSS_SWIGLU.items():
+                if float(c.get(key, default=want)) != want:
+                    raise ModelError(f"gpt_oss with {key} {c.get(key)} is not supported (llama.cpp's is {want})")
         return md
 
     def _experts(self) -> dict:
@@ -272,8 +281,9 @@ class HFConverter:
               f"{a}.expert_feed_forward_length": int(c.get("moe_intermediate_size") or c.need("intermediate_size"))}
         if c.get("shared_expert_intermediate_size"):
             md[f"{a}.expert_shared_feed_forward_length"] = int(c.get("shared_expert_intermediate_size"))
-        md[f"{a}.expert_weights_norm"] = bool(c.get("norm_topk_prob",
-                                                    default=_MOE_NORM_TOPK_DEFAULT[self.model_type]))
+        if _MOE_NORM_TOPK_DEFAULT[self.model_type] is not None:
+            md[f"{a}.expert_weights_norm"] = bool(c.get("norm_topk_prob",
+                                                        default=_MOE_NORM_TOPK_DEFAULT[self.model_type]))
         return md
 
     def _rope_scaling(self, rope: dict) -> dict:
@@ -300,7 +310,7 @@ class HFConverter:
                 # HF's attention_factor replaces 0.1 ln(s) + 1; ggml multiplies attn_factor by that term
                 md[f"{a}.rope.scaling.attn_factor"] = float(rope["attention_factor"]) / (
                     1.0 + 0.1 * math.log(factor))
-            if rope.get("truncate") is False:
+            if rope.get("truncate") is False and self.arch != "gpt-oss":   # gpt-oss's family knows it has it
                 raise ModelError("YaRN with truncate=False is not supported")
             return md
         raise ModelError(f"RoPE scaling {kind!r} is not supported (supported: linear, yarn)")
@@ -313,6 +323,11 @@ class HFConverter:
         if "use_sliding_window" in c.raw and not c.get("use_sliding_window"):
             return 0   # qwen2 configs carry a window that is off unless use_sliding_window
         layer_types = c.get("layer_types")
+        if self.arch == "gpt-oss":   # the even layers slide (llama.cpp's swa pattern 2)
+            want = ["sliding_attention" if il % 2 == 0 else "full_attention" for il in range(self.n_layer)]
+            if layer_types is not None and list(layer_types) != want:
+                raise ModelError(f"gpt_oss: layer_types {layer_types} are not sliding/full alternating")
+            return int(window)
         if layer_types is not None and self.arch not in ("gemma2", "gemma3"):
             if any(t != "sliding_attention" for t in layer_types):
                 if all(t == "full_attention" for t in layer_types):
@@ -352,7 +367,8 @@ class HFConverter:
         m = _LAYER_RE.match(hf_name)
         if m:
             il, mod, kind = m.groups()
-            table = _GEMMA2_LAYER_MAP if self.arch in ("gemma2", "gemma3") else _LAYER_MAP
+            table = (_GEMMA2_LAYER_MAP if self.arch in ("gemma2", "gemma3") else
+                     _GPT_OSS_LAYER_MAP if self.arch == "gpt-oss" else _LAYER_MAP)
             if mod not in table:
                 raise ModelError(f"{self.model_type}: no GGUF name for tensor {hf_name!r}")
             base = table[mod]
@@ -415,8 +431,15 @@ class HFConverter:
                 continue
             m = _FUSED_EXPERTS_RE.match(hf_name)
             if m:
-                yield from self._fused_experts(int(m[1]), m[2], _to_numpy(self.state_dict[hf_name]))
+                yield from self._fused_experts(int(m[1]), m[2], bool(m[3]), _to_numpy(self.state_dict[hf_name]))
                 continue
+            m = _SINKS_RE.match(hf_name)
+            if m:
+                yield f"blk.{m[1]}.attn_sinks.weight", np.ascontiguousarray(_to_numpy(self.state_dict[hf_name]))
+                continue
+            if hf_name.endswith(("_blocks", "_scales")):
+                raise ModelError(f"{hf_name!r}: MXFP4 checkpoints (gpt-oss as released) are not converted here; "
+                                 f"llama.cpp's convert_hf_to_gguf.py repacks them")
             gname = self.gguf_name(hf_name)
             if gname is None or (tied and gname == "output.weight"):
                 continue
@@ -432,22 +455,33 @@ class HFConverter:
             yield f"blk.{il}.ffn_{kind}_exps.weight", np.ascontiguousarray(
                 np.stack([_to_numpy(self.state_dict[by_expert[e]]) for e in range(n_expert)]), dtype=np.float32)
 
-    def _fused_experts(self, il: int, kind: str, data: np.ndarray):
-        """transformers 5's stacked experts as llama.cpp's (n_expert, rows, cols) ffn_{gate,up,down}_exps."""
-        if data.ndim != 3:
-            raise ModelError(f"layer {il} experts.{kind} should be 3-D (n_expert, rows, cols), has shape {data.shape}")
+    def _fused_experts(self, il: int, kind: str, bias: bool, data: np.ndarray):
+        """transformers 5's stacked experts as llama.cpp's (n_expert, rows, cols) ffn_{gate,up,down}_exps.
+
+        gpt-oss holds them transposed, (n_expert, cols, rows), with gate and up interleaved (gate the even
+        columns of gate_up_proj, up the odd ones), and biases (n_expert, rows) beside them."""
+        oss = self.arch == "gpt-oss"
+        if data.ndim != (2 if bias else 3) or bias and not oss:
+            raise ModelError(f"layer {il} experts.{kind}{'_bias' if bias else ''} has shape {data.shape}: not "
+                             f"{'(n_expert, rows)' if bias else '(n_expert, rows, cols)'} of a supported family")
+        suffix = "bias" if bias else "weight"
+        if oss and not bias:
+            data = data.swapaxes(1, 2)
         if kind == "down_proj":
-            yield f"blk.{il}.ffn_down_exps.weight", np.ascontiguousarray(data, dtype=np.float32)
+            yield f"blk.{il}.ffn_down_exps.{suffix}", np.ascontiguousarray(data, dtype=np.float32)
             return
         if data.shape[1] % 2:
             raise ModelError(f"layer {il} experts.gate_up_proj has an odd row count {data.shape[1]}")
-        gate, up = np.split(data, 2, axis=1)      # [gate; up] per expert, as the experts' forward chunks it
-        yield f"blk.{il}.ffn_gate_exps.weight", np.ascontiguousarray(gate, dtype=np.float32)
-        yield f"blk.{il}.ffn_up_exps.weight", np.ascontiguousarray(up, dtype=np.float32)
+        if oss:
+            gate, up = data[:, 0::2], data[:, 1::2]
+        else:
+            gate, up = np.split(data, 2, axis=1)      # [gate; up] per expert, as the experts' forward chunks it
+        yield f"blk.{il}.ffn_gate_exps.{suffix}", np.ascontiguousarray(gate, dtype=np.float32)
+        yield f"blk.{il}.ffn_up_exps.{suffix}", np.ascontiguousarray(up, dtype=np.float32)
 
     def tensor_type(self, gname: str, data: np.ndarray) -> str:
-        """Norms and biases stay F32 (as llama.cpp keeps 1-D tensors); matrices take the output type."""
-        if data.ndim < 2 or self.outtype == "f32":
+        """Norms and biases (gpt-oss's per-expert biases are 2-D) stay F32; matrices take the output type."""
+        if data.ndim < 2 or gname.endswith(".bias") or self.outtype == "f32":
             return "F32"
         if self.outtype == "q8_0" and data.shape[-1] % 32:
             return "F16"

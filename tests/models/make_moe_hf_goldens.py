@@ -50,7 +50,18 @@ MODELS = {
     "mixtral": ("MixtralConfig", dict(intermediate_size=32, num_local_experts=8, num_experts_per_tok=2,
                                        rms_norm_eps=1e-5,
                                        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})),
+    # gpt-oss: attention sinks, sliding/full layers (window 8 of 32 tokens), Q/K/V/O biases, YaRN without
+    # truncation, router bias, top-4 logits then softmax, per-expert biases, the clamped SwiGLU (the experts'
+    # gate/up drawn at 4x scale so that some pre-activations pass the clamp at 7)
+    "gpt-oss": ("GptOssConfig", dict(num_hidden_layers=2, head_dim=16, intermediate_size=32, num_local_experts=8,
+                                      num_experts_per_tok=4, sliding_window=8, attention_bias=True,
+                                      layer_types=["sliding_attention", "full_attention"], rms_norm_eps=1e-5,
+                                      rope_parameters={"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0,
+                                                       "beta_slow": 1.0, "truncate": False,
+                                                       "original_max_position_embeddings": 64,
+                                                       "rope_theta": 150000.0})),
 }
+GATE_UP_SCALE = {"gpt-oss": 4.0}
 
 
 def router_modules(model):
@@ -76,9 +87,13 @@ def make(name: str) -> None:
     routers = router_modules(model)
     with torch.no_grad():
         for p_name, p in model.named_parameters():
-            if p.ndim == 3:     # stacked experts (n_expert, rows, cols): N(0, 1/cols) as the 2-D matrices
+            if p.ndim == 3:     # stacked experts: N(0, 1/fan_in) as the 2-D matrices
+                fan_in = p.shape[1] if name == "gpt-oss" else p.shape[2]   # gpt-oss: (n_expert, cols, rows)
+                scale = GATE_UP_SCALE.get(name, 1.0) if "gate_up" in p_name else 1.0
                 p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(SEED + len(p_name))) *
-                        p.shape[2] ** -0.5)
+                        scale * fan_in ** -0.5)
+            elif p_name.endswith("sinks"):   # sink logits of the scores' own size
+                p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(SEED + len(p_name))))
         for _, r in routers:
             r.weight.mul_(ROUTER_SCALE)
     seen: dict[int, tuple] = {}

@@ -21,7 +21,7 @@ def _mat(w) -> np.ndarray | None:
 
 
 _VEC_DOT_TYPE = {"F32": None, "F16": None, "BF16": None, "Q4_0": "Q8_0", "Q5_0": "Q8_0", "Q8_0": "Q8_0",
-                 "IQ4_NL": "Q8_0", "Q4_1": "Q8_1", "Q5_1": "Q8_1", "Q8_1": "Q8_1"}
+                 "IQ4_NL": "Q8_0", "MXFP4": "Q8_0", "Q4_1": "Q8_1", "Q5_1": "Q8_1", "Q8_1": "Q8_1"}
 
 
 def _round_act(x, qtype_id: int):
@@ -88,7 +88,10 @@ def _moe_ffn(x, L, em, trace):
     """Each token's chosen experts, weighted and summed expert by expert (as transformers' loop over experts);
     the shared expert, gated by sigmoid(shexp_gate . x) where there is one, added."""
     ne, ff, n_embd = L["n_expert"], L["n_ff_exp"], x.shape[1]
-    sel, w = route(_matmul(x, L["router"], em), L)
+    logits = _matmul(x, L["router"], em)
+    if L.get("router_b") is not None:
+        logits = logits + _vec(L["router_b"])
+    sel, w = route(logits, L)
     if trace is not None:
         trace.append((sel, w))
     G, U, D = (_mat(L[k]).reshape(ne, -1, _mat(L[k]).shape[1]) for k in ("exp_gate", "exp_up", "exp_down"))
@@ -100,16 +103,33 @@ def _moe_ffn(x, L, em, trace):
         xe = x[rows]
         xg = _round_act(xe, L["exp_gate"][1]) if em else xe
         xu = _round_act(xe, L["exp_up"][1]) if em else xe
-        h = _act(L.get("act", "silu"), xg @ G[e].T) * (xu @ U[e].T)
+        g, u = xg @ G[e].T, xu @ U[e].T
+        if L.get("exp_gate_b") is not None:
+            g = g + _vec(L["exp_gate_b"]).reshape(ne, ff)[e]
+            u = u + _vec(L["exp_up_b"]).reshape(ne, ff)[e]
+        if L.get("act") == "swiglu_oai":
+            h = _swiglu_oai(g, u, L["act_alpha"], L["act_limit"])
+        else:
+            h = _act(L.get("act", "silu"), g) * u
         if em:
             h = _round_act(h, L["exp_down"][1])
-        out[rows] += w[rows, slot][:, None] * (h @ D[e].T)
+        d = h @ D[e].T
+        if L.get("exp_down_b") is not None:
+            d = d + _vec(L["exp_down_b"]).reshape(ne, n_embd)[e]
+        out[rows] += w[rows, slot][:, None] * d
     if L.get("w_up") is not None:
         shared = _dense_ffn(x, L, em)
         if L.get("shexp_gate") is not None:
             shared = shared / (1.0 + np.exp(-(x @ _vec(L["shexp_gate"]))))[:, None]
         out = out + shared
     return out
+
+
+def _swiglu_oai(g, u, alpha, limit):
+    """gpt-oss's clamped SwiGLU, as transformers' GptOssExperts._apply_gate."""
+    g = np.minimum(g, limit)
+    u = np.clip(u, -limit, limit)
+    return (u + 1.0) * g / (1.0 + np.exp(-alpha * g))
 
 
 def _vec(v):
@@ -240,8 +260,14 @@ def reference_forward(spec: dict, tokens: list[int], *, emulate_kernels: bool = 
         if win:
             allowed &= (i - j) < win
         scores = np.where(allowed[None], scores, -np.inf)
+        sinks = L.get("attn_sinks")
+        if sinks is not None:   # one more logit per head in the softmax, with no value (gpt-oss)
+            sink = np.broadcast_to(_vec(sinks)[:, None, None], (nh, n, 1))
+            scores = np.concatenate([scores, sink], axis=-1)
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         scores /= scores.sum(-1, keepdims=True)
+        if sinks is not None:
+            scores = scores[..., :-1]
         attn = np.einsum("hqk,khd->qhd", scores, v).reshape(n, nh * hd)
         out = _matmul(attn, L["wo"], em)
         if L.get("bo") is not None:
