@@ -557,7 +557,8 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_bat
             L->exp_gate.rows != (int64_t)L->n_expert * L->n_ff_exp || L->exp_gate.cols != m->n_embd ||
             L->exp_up.rows != L->exp_gate.rows || L->exp_up.cols != m->n_embd ||
             L->exp_down.rows != (int64_t)L->n_expert * m->n_embd || L->exp_down.cols != L->n_ff_exp) return OXL_ERR_SHAPE;
-        if (L->gating < OXL_GATING_SOFTMAX || L->gating > OXL_GATING_SOFTMAX_WEIGHT) return OXL_ERR_ARG;
+        if (L->gating < OXL_GATING_SOFTMAX || L->gating > OXL_GATING_SPARSEMIXER) return OXL_ERR_ARG;
+        if (L->gating == OXL_GATING_SPARSEMIXER && L->n_expert_used != 2) return OXL_ERR_ARG;
     }
     int64_t rows = 0, outs = 0;
     int last = 0;
@@ -908,10 +909,32 @@ static int expert_chunks(const oxl_weight *w, int64_t rows, int nth) {
     return (int)OXL_MIN(OXL_MAX(c, 1), (rows + 15) / 16);
 }
 
+/* sparsemixer's weight of the best remaining logit l[best] (the taken ones -inf): its softmax over the logits
+ * close enough to it, 1 / sum over e of exp(l[e] - l[best]) for (l[best] - l[e]) / max(|l[e]|, l[best]) <= 2 eps */
+static float sparsemixer_weight(const float *l, int ne, int best, float eps) {
+    const float mx = l[best];
+    float sum = 0.0f;
+    for (int e = 0; e < ne; e++) {
+        const float a = fabsf(l[e]), factor = a > mx ? a : mx;
+        if (l[e] != -INFINITY && !((mx - l[e]) / factor > 2.0f * eps)) sum += expf(l[e] - mx);
+    }
+    return 1.0f / sum;
+}
+
 /* The router's choice for one row: sel (k experts, best first, ties to the lower index) and their weights. */
 static void route_row(const oxl_layer *L, float *logits, int32_t *sel, float *w) {
     const int ne = L->n_expert, k = L->n_expert_used;
     float *p = logits;   /* probabilities in place */
+    if (L->gating == OXL_GATING_SPARSEMIXER) {   /* k == 2 (checked when the plan is built) */
+        for (int j = 0; j < k; j++) {
+            int best = 0;
+            for (int e = 1; e < ne; e++) best = p[e] > p[best] ? e : best;
+            sel[j] = best;
+            w[j] = sparsemixer_weight(p, ne, best, L->router_eps);
+            p[best] = -INFINITY;
+        }
+        return;
+    }
     if (L->gating == OXL_GATING_SIGMOID) {
         for (int e = 0; e < ne; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
     } else if (L->gating == OXL_GATING_SOFTMAX) {
@@ -1153,13 +1176,13 @@ static void phase_logits(const fwd_state *F, fwd_thread *T) {
     sync_threads(F, T);
     matmul_share(kt, &m->output, act_for(&T->acts, kt, &m->output, xn), n_out, logits, m->n_vocab,
                  next_counter(F, T), nth);
-    if (m->final_softcap > 0.0f || m->logit_scale != 1.0f) {
+    if (m->final_softcap > 0.0f || m->logit_scale != 1.0f || m->output_b) {
         sync_threads(F, T);
         int64_t b, e;
         oxl_split_range((int64_t)n_out * m->n_vocab, nth, ith, 64, &b, &e);
         const float c = m->final_softcap, sc = m->logit_scale;
         for (int64_t i = b; i < e; i++) {
-            float l = logits[i] * sc;
+            float l = (m->output_b ? logits[i] + m->output_b[i % m->n_vocab] : logits[i]) * sc;
             if (c > 0.0f) l = c * tanhf(l / c);
             logits[i] = l;
         }

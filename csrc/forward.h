@@ -75,12 +75,16 @@ typedef struct {
     const float *exp_gate_b, *exp_up_b;      /* (n_expert * n_ff_exp) per-expert biases, or NULL (gpt-oss) */
     const float *exp_down_b;                 /* (n_expert * n_embd), or NULL */
     float act_alpha, act_limit;              /* OXL_ACT_SWIGLU_OAI's parameters */
+    float router_eps;                        /* OXL_GATING_SPARSEMIXER's jitter epsilon */
 } oxl_layer;
 
 /* How a router turns its logits into the chosen experts' weights (llama.cpp's expert_gating_func values):
  * SOFTMAX: softmax over all experts, the top k kept; SIGMOID: sigmoid of each, the top k kept;
- * SOFTMAX_WEIGHT: the top k logits, softmax over those. Then optional renormalisation and scale. */
-enum { OXL_GATING_SOFTMAX = 1, OXL_GATING_SIGMOID = 2, OXL_GATING_SOFTMAX_WEIGHT = 3 };
+ * SOFTMAX_WEIGHT: the top k logits, softmax over those. Then optional renormalisation and scale.
+ * SPARSEMIXER (Phi-3.5-MoE, not a llama.cpp value; k = 2): the best logit, then the best of the others, each
+ * weighted by its softmax over the logits within router_eps of it (relative: (best - l) / max(|l|, best) <=
+ * 2 router_eps), as transformers' sparsemixer in eval mode. */
+enum { OXL_GATING_SOFTMAX = 1, OXL_GATING_SIGMOID = 2, OXL_GATING_SOFTMAX_WEIGHT = 3, OXL_GATING_SPARSEMIXER = 4 };
 #define OXL_MAX_EXPERTS 512
 
 typedef struct {
@@ -93,6 +97,7 @@ typedef struct {
     const oxl_layer *layers;
     const float *out_norm, *out_norm_b;
     oxl_weight output;      /* (n_vocab, n_embd); may alias tok_embd */
+    const float *output_b;  /* (n_vocab) added to the logits, or NULL (phimoe) */
     float final_softcap;    /* 0: none */
     float logit_scale;      /* 1 unless the architecture scales logits (command-r) */
     int n_expert_max, n_expert_used_max, n_ff_exp_max;   /* over the layers; 0 without experts */

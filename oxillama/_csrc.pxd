@@ -133,6 +133,7 @@ cdef extern from "forward.h" nogil:
         const float *exp_up_b
         const float *exp_down_b
         float act_alpha, act_limit
+        float router_eps
 
     ctypedef struct oxl_model:
         int n_embd, n_layer, n_vocab, n_ff_max, q_dim_max, kv_dim
@@ -145,6 +146,7 @@ cdef extern from "forward.h" nogil:
         const float *out_norm
         const float *out_norm_b
         oxl_weight output
+        const float *output_b
         float final_softcap
         float logit_scale
         int n_expert_max, n_expert_used_max, n_ff_exp_max
@@ -183,6 +185,7 @@ cdef extern from "forward.h" nogil:
     enum: OXL_GATING_SOFTMAX
     enum: OXL_GATING_SIGMOID
     enum: OXL_GATING_SOFTMAX_WEIGHT
+    enum: OXL_GATING_SPARSEMIXER
     enum: OXL_MAX_EXPERTS
 
     int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int n_threads)

@@ -10,7 +10,8 @@ from oxillama.errors import ContextOverflowError, ModelError
 _NORM_TYPES = {"rms": 0, "layer": 1}
 _ACTS = {"silu": 0, "gelu_tanh": 1, "gelu": 1, "gelu_erf": 2, "swiglu_oai": 3}
 _ROPE_MODES = {"norm": 0, "neox": 2, "none": -1}
-GATINGS = {"softmax": OXL_GATING_SOFTMAX, "sigmoid": OXL_GATING_SIGMOID, "softmax_weight": OXL_GATING_SOFTMAX_WEIGHT}
+GATINGS = {"softmax": OXL_GATING_SOFTMAX, "sigmoid": OXL_GATING_SIGMOID, "softmax_weight": OXL_GATING_SOFTMAX_WEIGHT,
+           "sparsemixer": OXL_GATING_SPARSEMIXER}
 MAX_EXPERTS = OXL_MAX_EXPERTS
 
 
@@ -59,6 +60,7 @@ cdef class ForwardPlan:
         m.output = self._weight(spec["output"], "output", self.n_vocab, self.n_embd)
         m.out_norm = self._vec(spec.get("out_norm"), self.n_embd, "output_norm")
         m.out_norm_b = self._vec(spec.get("out_norm_b"), self.n_embd, "output_norm.bias")
+        m.output_b = self._vec(spec.get("output_b"), self.n_vocab, "output.bias")
         cdef int n_ff_max = 0, q_dim_max = 0, kv_dim = -1
         cdef oxl_layer *L
         for il, ls in enumerate(layers):
@@ -160,6 +162,9 @@ cdef class ForwardPlan:
             raise ModelError(f"{p}: expert gating {gating!r} is not supported (supported: {', '.join(GATINGS)})")
         L.n_expert, L.n_expert_used, L.n_ff_exp = ne, k, ff
         L.gating = GATINGS[gating]
+        if gating == "sparsemixer" and k != 2:
+            raise ModelError(f"{p}: the sparsemixer router picks 2 experts, not {k}")
+        L.router_eps = ls.get("router_eps", 0.0)
         L.norm_topk = bool(ls.get("norm_topk", False))
         L.expert_scale = ls.get("expert_scale", 1.0)
         L.act = _ACTS[ls.get("act", "silu")]

@@ -42,11 +42,12 @@ MODEL_TYPES: dict[str, str] = {
     "gemma2": "gemma2", "gemma3": "gemma3", "gemma3_text": "gemma3", "phi3": "phi3",
     "starcoder2": "starcoder2", "cohere": "command-r",
     "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe", "olmoe": "olmoe", "mixtral": "llama", "gpt_oss": "gpt-oss",
+    "phimoe": "phimoe",
 }
 # the mixture-of-experts families, and whether the family's router renormalises its top-k weights when the
 # config does not say (Mixtral always does and has no norm_topk_prob)
 _MOE_NORM_TOPK_DEFAULT = {"qwen3_moe": False, "qwen2_moe": False, "olmoe": False, "mixtral": True,
-                          "gpt_oss": None}   # None: the family's router is fixed (top-k logits, then softmax)
+                          "gpt_oss": None, "phimoe": None}   # None: the family's router is fixed (top-k logits, then softmax)
 GPT_OSS_SWIGLU = {"swiglu_alpha": 1.702, "swiglu_limit": 7.0}   # the values llama.cpp's swiglu_oai hard-codes
 
 OUT_TYPES = {"f32": ("F32", 0), "f16": ("F16", 1), "bf16": ("BF16", 32), "q8_0": ("Q8_0", 7)}   # name -> (tensor type, general.file_type)
@@ -259,6 +260,12 @@ class HFConverter:
             raise ModelError(f"{self.arch} with use_sliding_window is not supported")
         if self.model_type in _MOE_NORM_TOPK_DEFAULT:
             md.update(self._experts())
+        if self.arch == "phimoe":
+            if float(c.get("router_jitter_noise", default=0.01)) != 0.01:
+                raise ModelError(f"phimoe with router_jitter_noise {c.get('router_jitter_noise')} is not supported "
+                                 f"(Phi-3.5-MoE's 0.01 is the sparsemixer's epsilon here)")
+            if int(c.get("num_experts_per_tok", default=2)) != 2:
+                raise ModelError("phimoe's sparsemixer router picks 2 experts; num_experts_per_tok must be 2")
         if self.arch == "gpt-oss":
             for key, want in GPT_OSS_SWIGLU.items():
                 if float(c.get(key, default=want)) != want:

@@ -38,7 +38,8 @@ class RopeScaling:
 class Experts:
     """A sparse mixture-of-experts FFN: `n_expert` experts of FFN width `n_ff_exp`, `n_used` chosen per token by
     a router (`gating`: softmax over all then top-k | sigmoid then top-k | softmax_weight: top-k logits then
-    softmax over them), the chosen weights renormalised to sum 1 if `norm_topk`, times `scale`; optionally a
+    softmax over them | sparsemixer: Phi-3.5-MoE's top-2 with `router_eps`), the chosen weights renormalised to
+    sum 1 if `norm_topk`, times `scale`; optionally a
     shared expert of width `n_ff_shared` that every token runs, gated by a sigmoid where the family has one."""
     n_expert: int
     n_used: int
@@ -47,6 +48,7 @@ class Experts:
     norm_topk: bool = False
     scale: float = 1.0
     n_ff_shared: int = 0
+    router_eps: float = 0.0
 
 
 # llama.cpp's expert_gating_func values
@@ -114,6 +116,7 @@ class Architecture:
     expert_norm_topk = False
     shared_expert_gate = False  # the shared expert's output times sigmoid(ffn_gate_inp_shexp . x) (qwen2moe)
     ffn_norm_tensor = "ffn_norm"   # the FFN's input norm (gpt-oss names it post_attention_norm)
+    router_eps = 0.0            # the sparsemixer router's jitter epsilon (phimoe)
     yarn_truncate = True        # YaRN's blend range widened to whole pairs (see yarn_corr_dims)
 
     def __init__(self, gguf: GGUFFile):
@@ -232,8 +235,10 @@ class Architecture:
         if self.has("blk.0.ffn_up_shexp.weight"):
             n_ff_shared = self.hp_int("expert_shared_feed_forward_length",
                                       self.tensor("blk.0.ffn_up_shexp.weight").shape[0], lo=1)
+        if gating == "sparsemixer" and n_used != 2:
+            raise ModelError(f"{self.arch}.expert_used_count = {n_used}: the sparsemixer router picks 2 experts")
         return Experts(n_expert=n_expert, n_used=n_used, n_ff_exp=n_ff_exp, gating=gating, norm_topk=bool(norm),
-                       scale=scale, n_ff_shared=n_ff_shared)
+                       scale=scale, n_ff_shared=n_ff_shared, router_eps=self.router_eps)
 
     def validate(self, c: ModelConfig) -> None:
         """What the hyper-parameters must satisfy together, and with the tensors' shapes, before a
@@ -396,7 +401,7 @@ class Architecture:
         e = self.config.experts
         p = f"blk.{il}."
         d = {"n_expert": e.n_expert, "n_expert_used": e.n_used, "n_ff_exp": e.n_ff_exp, "gating": e.gating,
-             "norm_topk": e.norm_topk, "expert_scale": e.scale,
+             "norm_topk": e.norm_topk, "expert_scale": e.scale, "router_eps": e.router_eps,
              "router": self.weight(p + "ffn_gate_inp.weight"),
              "exp_gate": self.experts_weight(p + "ffn_gate_exps.weight", e.n_expert),
              "exp_up": self.experts_weight(p + "ffn_up_exps.weight", e.n_expert),
@@ -423,7 +428,7 @@ class Architecture:
             "norm_eps": c.norm_eps, "embd_scale": self.embd_scale(), "final_softcap": self.final_softcap(),
             "logit_scale": self.logit_scale(), "tok_embd": emb, "output": output,
             "out_norm": self.vector("output_norm.weight", optional=False),
-            "out_norm_b": self.vector("output_norm.bias"),
+            "out_norm_b": self.vector("output_norm.bias"), "output_b": self.vector("output.bias"),
             "layers": [self.layer(il) for il in range(c.n_layer)],
         }
 

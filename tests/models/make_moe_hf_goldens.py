@@ -60,8 +60,15 @@ MODELS = {
                                                        "beta_slow": 1.0, "truncate": False,
                                                        "original_max_position_embeddings": 64,
                                                        "rope_theta": 150000.0})),
+    # Phi-3.5-MoE: LayerNorms with biases, Q/K/V/O and logit biases, the sparsemixer router (top-2)
+    "phimoe": ("PhimoeConfig", dict(intermediate_size=32, num_local_experts=8, num_experts_per_tok=2,
+                                     attention_bias=True, lm_head_bias=True, rms_norm_eps=1e-5,
+                                     rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
 }
 GATE_UP_SCALE = {"gpt-oss": 4.0}
+# phimoe: expert 1's router row 0.5% from expert 0's, so that the sparsemixer's softmax over the logits within
+# 2% of the chosen one has more than one term whenever expert 0 or 1 leads
+NEAR_TWIN_ROUTER = {"phimoe": 0.995}
 
 
 def router_modules(model):
@@ -96,6 +103,8 @@ def make(name: str) -> None:
                 p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(SEED + len(p_name))))
         for _, r in routers:
             r.weight.mul_(ROUTER_SCALE)
+            if name in NEAR_TWIN_ROUTER:
+                r.weight[1] = r.weight[0] * NEAR_TWIN_ROUTER[name]
     seen: dict[int, tuple] = {}
 
     def hook(il):

@@ -1,4 +1,4 @@
-"""Sparse mixture-of-experts families (qwen3moe, qwen2moe, olmoe, Mixtral as llama, gpt-oss) against the float64 NumPy
+"""Sparse mixture-of-experts families (qwen3moe, qwen2moe, olmoe, Mixtral as llama, gpt-oss, phimoe) against the float64 NumPy
 reference forward (tests/runtime/reference.py: the router as transformers computes it, experts summed expert by
 expert) and against llama.cpp's logits (data/moe_llamacpp.npz, made by make_moe_goldens.py), on tiny random
 files written by tiny_moe.py; the router options; bad metadata; the runtime on them.
@@ -212,3 +212,9 @@ def test_lora_on_the_attention_projections(files, tmp_path):
     ref = reference_forward(spec, toks)
     assert rel_err(got, ref) < F32_TOL
     assert rel_err(got, reference_forward(spec_of(path), toks)) > WRONG_CHOICE_MIN   # the adapter mattered
+
+
+def test_the_sparsemixer_router_refuses_other_than_two_experts(tmp_path):
+    path = write_tiny_moe(tmp_path / "bad.gguf", "phimoe", overrides={"expert_used_count": 3})
+    with GGUFFile(path) as g, pytest.raises(ModelError, match="expert_used_count"):
+        architecture_for(g)

@@ -32,6 +32,9 @@ FAMILIES = {
     # invariance tests' 150 tokens), Q/K/V/O, router and expert biases; post_attention_norm as the FFN's norm.
     # No YaRN: llama.cpp truncates its blend range where gpt-oss does not (test_moe_transformers.py checks it)
     "gpt-oss": ("gpt-oss", {"attention.sliding_window": GPT_OSS_WINDOW}, {"gpt_oss": True}),
+    # LayerNorms with biases, Q/K/V/O and logit biases, the sparsemixer router (expert 1's row 0.5% from expert
+    # 0's, so that its softmax over the logits near the chosen one has several terms)
+    "phimoe": ("phimoe", {}, {"phimoe": True}),
 }
 
 
@@ -50,6 +53,7 @@ def write_tiny_moe(path, name: str, *, seed: int = 7, qtype: str = "F32", overri
 
     n_head_kv = N_HEAD if feat.get("mha") else N_HEAD_KV
     oss = feat.get("gpt_oss", False)
+    phimoe = feat.get("phimoe", False)
     q_dim, kv_dim = N_HEAD * HEAD_DIM, n_head_kv * HEAD_DIM
     md = {"general.architecture": arch, "general.name": f"tiny-{name}", "general.alignment": 32,
           f"{arch}.context_length": 256, f"{arch}.embedding_length": N_EMBD, f"{arch}.block_count": N_LAYER,
@@ -69,6 +73,9 @@ def write_tiny_moe(path, name: str, *, seed: int = 7, qtype: str = "F32", overri
             md[f"{arch}.{k}"] = v
     t = {"token_embd.weight": rng.standard_normal((N_VOCAB, N_EMBD)).astype(np.float32),
          "output_norm.weight": norm(N_EMBD), "output.weight": mat(N_VOCAB, N_EMBD)}
+    if phimoe:
+        t.update({"output_norm.bias": (0.1 * rng.standard_normal(N_EMBD)).astype(np.float32),
+                  "output.bias": (0.1 * rng.standard_normal(N_VOCAB)).astype(np.float32)})
     for il in range(N_LAYER):
         p = f"blk.{il}."
         t.update({p + "attn_norm.weight": norm(N_EMBD), p + "attn_q.weight": mat(q_dim, N_EMBD),
@@ -99,6 +106,11 @@ def write_tiny_moe(path, name: str, *, seed: int = 7, qtype: str = "F32", overri
             t[p + "ffn_up_exps.weight"] *= 4.0
             t.update({p + "ffn_gate_exps.bias": bias(N_EXPERT, N_FF_EXP), p + "ffn_up_exps.bias": bias(N_EXPERT, N_FF_EXP),
                       p + "ffn_down_exps.bias": bias(N_EXPERT, N_EMBD)})
+        if phimoe:
+            for n, d in (("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim), ("attn_output", N_EMBD),
+                         ("attn_norm", N_EMBD), ("ffn_norm", N_EMBD)):
+                t[p + f"{n}.bias"] = (0.1 * rng.standard_normal(d)).astype(np.float32)
+            t[p + "ffn_gate_inp.weight"][1] = t[p + "ffn_gate_inp.weight"][0] * 0.995
         if feat.get("shared"):
             t.update({p + "ffn_gate_shexp.weight": mat(N_FF_SHARED, N_EMBD),
                       p + "ffn_up_shexp.weight": mat(N_FF_SHARED, N_EMBD),

@@ -52,6 +52,8 @@ def route(logits, L):
     """The router: (n, k) chosen experts, best first, and their weights, as transformers' MoE blocks compute
     them (softmax | sigmoid | top-k logits then softmax; renormalised; scaled)."""
     k, gating = L["n_expert_used"], L.get("gating", "softmax")
+    if gating == "sparsemixer":
+        return _sparsemixer(logits, L["router_eps"])
     p = _softmax(logits) if gating == "softmax" else 1.0 / (1.0 + np.exp(-logits)) if gating == "sigmoid" else logits
     sel = np.argsort(-p, axis=-1, kind="stable")[:, :k]
     w = np.take_along_axis(p, sel, -1)
@@ -60,6 +62,23 @@ def route(logits, L):
     if L.get("norm_topk"):
         w = w / w.sum(-1, keepdims=True)
     return sel, w * L.get("expert_scale", 1.0)
+
+
+def _sparsemixer(logits, eps):
+    """Phi-3.5-MoE's router in eval mode (transformers' sparsemixer): the best expert, then the best of the
+    others, each weighted by a softmax over the logits within 2 eps (relative) of it."""
+    sel, w = np.zeros((len(logits), 2), np.int64), np.zeros((len(logits), 2))
+    for j in range(2):
+        best = logits.argmax(-1)
+        top = np.take_along_axis(logits, best[:, None], -1)
+        with np.errstate(invalid="ignore"):     # taken experts: -inf / inf, not close
+            close = (top - logits) / np.maximum(np.abs(logits), top) <= 2 * eps
+        masked = np.where(close, logits, -np.inf)
+        sel[:, j] = best
+        w[:, j] = 1.0 / np.exp(masked - top).sum(-1)
+        logits = logits.copy()
+        logits[np.arange(len(logits)), best] = -np.inf
+    return sel, w
 
 
 def _dense_ffn(f_in, L, em):
@@ -284,7 +303,10 @@ def reference_forward(spec: dict, tokens: list[int], *, emulate_kernels: bool = 
             f = _norm(f, _vec(L["post_ffn_norm"]), None, kind, eps)
         x = x + f + (out if L.get("parallel_residual") else 0.0)
     x = _norm(x, _vec(spec["out_norm"]), _vec(spec.get("out_norm_b")), kind, eps)
-    logits = _matmul(x, spec["output"], em) * spec.get("logit_scale", 1.0)
+    logits = _matmul(x, spec["output"], em)
+    if spec.get("output_b") is not None:
+        logits = logits + _vec(spec["output_b"])
+    logits = logits * spec.get("logit_scale", 1.0)
     cap = spec.get("final_softcap", 0.0)
     if cap:
         logits = cap * np.tanh(logits / cap)
