@@ -153,6 +153,15 @@ class SequencePool:
             self.recurrent.free(s.slot)
         del self._seqs[seq_id]
 
+    def state(self, seq_id: int) -> np.ndarray:
+        """A copy of a recurrent model's state of seq_id (after its cached positions)."""
+        return self.recurrent.read(self._seq(seq_id).slot)
+
+    def set_state(self, seq_id: int, state: np.ndarray) -> None:
+        """Restore a recurrent model's state of seq_id (the caller makes its cached positions those the state
+        was taken after)."""
+        self.recurrent.write(self._seq(seq_id).slot, state)
+
     def resumable(self, seq_id: int, n: int) -> int:
         """The most positions <= n of seq_id that fork() and truncate() can keep: n for a KV-only model; for
         a recurrent one, all of them (n >= its length) or none (its state is known only at its end)."""
