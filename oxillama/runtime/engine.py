@@ -74,7 +74,8 @@ class InferenceEngine:
         self.n_seq_max = int(n_seq_max)   # sequences a Scheduler / generate_batch runs at once by default
         kv_type = kv_type_from(kv_type, type_k, type_v)
         self.seed = seed
-        self.kv = ContiguousKVCache(self.model.n_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv)
+        # K/V for the attention layers only (recurrent layers keep a fixed-size state in self.recurrent)
+        self.kv = ContiguousKVCache(self.plan.n_kv_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv)
         # recurrent layers: the session's state in slot 0 of a one-slot pool, and checkpoints of it (a recurrent
         # state cannot be truncated: going back resumes from a checkpoint and runs the tokens after it)
         self.recurrent = RecurrentStatePool(self.plan, 1) if self.plan.state_floats else None
@@ -331,9 +332,9 @@ class InferenceEngine:
         tokens = self.check_tokens(state.tokens)
         n = len(tokens)
         for name, a in (("k", state.k), ("v", state.v)):
-            if not isinstance(a, np.ndarray) or a.shape != (self.model.n_layer, n, self.kv.kv_dim):
+            if not isinstance(a, np.ndarray) or a.shape != (self.kv.n_layer, n, self.kv.kv_dim):
                 raise InvalidArgumentError(f"KV state {name} has shape {getattr(a, 'shape', None)}, expected "
-                                           f"{(self.model.n_layer, n, self.kv.kv_dim)} for {n} tokens")
+                                           f"{(self.kv.n_layer, n, self.kv.kv_dim)} for {n} tokens")
         pending = state.pending
         if pending is not None:
             pending = int(self.check_tokens([pending])[0])
@@ -364,7 +365,7 @@ class InferenceEngine:
         its RNG state and mirostat mu, and the grammar state. See oxillama.runtime.snapshot."""
         c = self.config
         snap = _snap.Snapshot(
-            arch=c.arch, fingerprint=self.fingerprint(), n_ctx=self.n_ctx, n_layer=c.n_layer,
+            arch=c.arch, fingerprint=self.fingerprint(), n_ctx=self.n_ctx, n_layer=self.kv.n_layer,
             kv_dim=self.kv.kv_dim, n_vocab=self.n_vocab, kv_type=self.kv.kv_type, kv=self.kv_snapshot(),
             seed=self.seed, sampler=None if self._sampler is None else _snap.sampler_record(self._sampler),
             grammar=None if self._matcher is None else _snap.grammar_record(self._matcher),
@@ -413,7 +414,7 @@ class InferenceEngine:
     def _restore_session(self, snap: "_snap.Snapshot") -> None:
         c = self.config
         theirs = (snap.arch, snap.n_layer, snap.kv_dim, snap.n_vocab)
-        ours = (c.arch, c.n_layer, self.kv.kv_dim, self.n_vocab)
+        ours = (c.arch, self.kv.n_layer, self.kv.kv_dim, self.n_vocab)
         if theirs != ours:
             raise SnapshotError(f"snapshot (arch, n_layer, kv_dim, n_vocab) = {theirs} does not match the model {ours}")
         kv = snap.kv
