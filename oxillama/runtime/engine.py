@@ -30,6 +30,7 @@ from oxillama.runtime.embeddings import embed, embed_batch
 from oxillama.runtime.kv_cache import ContiguousKVCache, kv_type_from
 from oxillama.runtime.model import Model
 from oxillama.runtime.prefix_cache import PrefixKvCache
+from oxillama.runtime.recurrent_state import RecurrentStatePool, check_state
 from oxillama.runtime.request import Prepared, Request
 from oxillama.runtime.scheduler import Scheduler
 from oxillama.runtime.session import Session
@@ -133,6 +134,11 @@ class InferenceEngine:
         """The session's KV cache."""
         return self.session.kv
 
+    @property
+    def recurrent(self) -> RecurrentStatePool | None:
+        """The session's recurrent state (a one-slot pool), for a model with recurrent layers; else None."""
+        return self.session.recurrent
+
     # the model's facts (self.model: oxillama.runtime.model.Model)
 
     @property
@@ -197,8 +203,31 @@ class InferenceEngine:
         self.session.reset()
 
     def truncate(self, n: int) -> None:
-        """Keep the first n tokens of the session (KV cache and history)."""
-        self.session.truncate(n)
+        """Keep the first n tokens of the session (KV cache and history). A recurrent model's state goes back
+        to the nearest checkpoint at or before n and the tokens after it run again."""
+        s = self.session
+        if not 0 <= n <= len(s.tokens):
+            raise InvalidArgumentError(f"cannot truncate a session of {len(s.tokens)} tokens to {n}")
+        if s.recurrent is not None and n < s.n_past:
+            self._rewind(n)
+        s.truncate(n)
+
+    def _rewind(self, n: int) -> None:
+        """Recurrent models: the state after the first n tokens of the session (n < the cached ones), from the
+        best checkpoint (or position 0) and a forward of the tokens after it."""
+        s = self.session
+        tokens = s.cached[:n]
+        cp, state = s.checkpoints.best(tokens, key=self._lora_key())
+        s.truncate(cp)
+        if state is not None:
+            s.recurrent.write(0, state)
+        if n > cp:
+            self._run(np.asarray(tokens[cp:], dtype=np.int32))
+
+    def checkpoint(self) -> None:
+        """Recurrent models: remember the state at the current position, to come back to it without running
+        the tokens before it again (truncate(), a prompt that shares this prefix); a no-op for others."""
+        self.session.checkpoint()
 
     # ---- LoRA adapters (oxillama.lora) ----
 
@@ -245,8 +274,15 @@ class InferenceEngine:
         same_loras = s.lora_key == self._lora_key()
         if self.reuse_prefix and s.cached and same_loras:
             keep = min(_common_prefix_len(np.asarray(s.cached, dtype=np.int32), ids), n - 1)
+        state = None
+        if s.recurrent is not None and keep < s.n_past:
+            # the state cannot be truncated: resume from the longest checkpoint within the shared prefix
+            keep, state = s.checkpoints.best(ids, limit=keep if self.reuse_prefix else 0, key=self._lora_key())
         s.truncate(keep)     # keep <= the cached tokens: the pending token and the logits go too
-        use_prefix_cache = self.prefix_cache is not None and not self._lora_key()   # it keys on tokens only
+        if state is not None:
+            s.recurrent.write(0, state)
+        # the prefix cache keys on tokens only, and holds K/V rows, not recurrent states
+        use_prefix_cache = self.prefix_cache is not None and not self._lora_key() and s.recurrent is None
         if use_prefix_cache and keep < n - 1:
             got = self.prefix_cache.restore(ids[:n - 1], self.kv, start=keep)
             s.extend_cached(ids, keep, got)
@@ -254,6 +290,12 @@ class InferenceEngine:
         self.last_prefix_reused = keep
         if keep:
             log.debug("prompt of %d tokens: %d reused from the cache, %d to run", n, keep, n - keep)
+        if s.recurrent is not None and n - 1 > keep:
+            # a checkpoint before the last prompt token, which is always run: a later prompt sharing all of
+            # this one but its last token resumes there (the logits do not depend on the cut)
+            self._run(ids[keep:n - 1])
+            self.checkpoint()
+            keep = n - 1
         self._run(ids[keep:])   # the logits do not depend on how the prompt is cut (one fixed sum order)
         if use_prefix_cache:
             self.prefix_cache.insert(ids, self.kv)
@@ -339,8 +381,13 @@ class InferenceEngine:
                                 f"or lora_path / lora_scale to resume) first")
         sampler = _snap.build_sampler(snap.sampler) if snap.sampler is not None else None
         matcher = _snap.build_matcher(snap.grammar, self.tokenizer) if snap.grammar is not None else None
+        if self.recurrent is not None and kv.n_past:   # validated by value: present, of the model's size, finite
+            check_state(kv.state, self.recurrent.slot_floats, SnapshotError)
+        elif self.recurrent is None and kv.state is not None:
+            raise SnapshotError("the snapshot holds a recurrent state but the model has no recurrent layers")
         if kv.k.dtype != self.kv.dtype:   # resumed with another kv_type
-            kv = KVState(kv.tokens, kv.k.astype(self.kv.dtype), kv.v.astype(self.kv.dtype), kv.pending, kv.logits)
+            kv = KVState(kv.tokens, kv.k.astype(self.kv.dtype), kv.v.astype(self.kv.dtype), kv.pending, kv.logits,
+                         kv.state)
         self.session.kv_restore(kv)
         self.session.lora_key = tuple(snap.loras)
         self.session.sampler = sampler

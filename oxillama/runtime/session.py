@@ -1,8 +1,9 @@
 """Session: one sequence's state over a Model, what changes as a conversation goes on.
 
-A session holds the KV cache and the forward context bound to it, the tokens whose K/V are cached (and
-the last sampled token, not yet run), the last position's logits, and the sampler (with its RNG state)
-and grammar matcher the conversation decodes with. `run` appends tokens to it: one call into C per
+A session holds the KV cache (and, for a model with recurrent layers, its recurrent state with
+checkpoints of it) and the forward context bound to them, the tokens whose K/V are cached (and the last
+sampled token, not yet run), the last position's logits, and the sampler (with its RNG state) and
+grammar matcher the conversation decodes with. `run` appends tokens to it: one call into C per
 chunk of n_batch tokens, GIL released, nothing vocabulary- or cache-sized allocated. `kv_snapshot` /
 `kv_restore` copy the cache out and back. An InferenceEngine is a Model plus one Session; the policy
 above it (prefix reuse, LoRA choice, generate) is the engine's.
@@ -15,9 +16,12 @@ from oxillama import _core
 from oxillama.errors import ContextOverflowError, InvalidArgumentError
 from oxillama.runtime.kv_cache import ContiguousKVCache
 from oxillama.runtime.model import Model
+from oxillama.runtime.recurrent_state import RecurrentStatePool, StateCheckpoints, check_state
 from oxillama.runtime.snapshot import KVState
 
 __all__ = ["Session"]
+
+CHECKPOINT_BUDGET = 256 << 20   # bytes of recurrent-state checkpoints a session keeps at most
 
 
 class Session:
@@ -29,7 +33,12 @@ class Session:
         self.model = model
         self.n_batch = n_batch
         self.kv = ContiguousKVCache(model.n_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv)
-        self.ctx = _core.ForwardContext(model.plan, self.kv.buffers, n_batch, n_threads)
+        # recurrent layers: the state in slot 0 of a one-slot pool, and checkpoints of it (a recurrent state
+        # cannot be truncated: going back resumes from a checkpoint and runs the tokens after it)
+        self.recurrent = RecurrentStatePool(model.plan, 1) if model.plan.state_floats else None
+        self.checkpoints = StateCheckpoints(_checkpoint_capacity(self.recurrent))
+        self.ctx = _core.ForwardContext(model.plan, self.kv.buffers, n_batch, n_threads, None,
+                                        self.recurrent.buffers if self.recurrent else None)
         self.logits = np.zeros(c.n_vocab, dtype=np.float32)   # last position's logits, reused
         self.hist = np.zeros(n_ctx + 1, dtype=np.int32)   # the cached tokens, for the sampler's penalties
         self.cached: list[int] = []          # tokens whose K/V are in the cache
@@ -71,7 +80,8 @@ class Session:
         self.kv.clear()
 
     def truncate(self, n: int) -> None:
-        """Keep the first n tokens (cache and history); n may count the pending token."""
+        """Keep the first n tokens (cache and history); n may count the pending token. A recurrent state is
+        not cut back here: see InferenceEngine.truncate, which resumes it from a checkpoint."""
         if not 0 <= n <= len(self.tokens):
             raise InvalidArgumentError(f"cannot truncate a session of {len(self.tokens)} tokens to {n}")
         if n <= len(self.cached):
@@ -80,6 +90,11 @@ class Session:
             self.pending = None
             self.has_logits = False
         # n == len(tokens) with a pending token: nothing to drop
+
+    def checkpoint(self) -> None:
+        """Recurrent models: remember the state at the current position (a no-op for others)."""
+        if self.recurrent is not None and self.cached:
+            self.checkpoints.save(self.cached, self.recurrent.read(0), key=self.lora_key)
 
     def extend_cached(self, ids: np.ndarray, start: int, stop: int) -> None:
         """Record ids[start:stop] as cached (their K/V were written by another road, the prefix cache)."""
@@ -125,7 +140,8 @@ class Session:
         logits when no pending token will produce new ones."""
         k, v = self.kv.read(0, self.n_past)
         logits = self.logits.copy() if self.has_logits and self.pending is None else None
-        return KVState(np.array(self.cached, dtype=np.int32), k, v, self.pending, logits)
+        state = self.recurrent.read(0) if self.recurrent is not None else None
+        return KVState(np.array(self.cached, dtype=np.int32), k, v, self.pending, logits, state)
 
     def kv_restore(self, state: KVState) -> None:
         """Replace the cache with a kv_snapshot() (of a session on the same model). The sampler is
@@ -147,11 +163,23 @@ class Session:
         logits = state.logits
         if logits is not None and (not isinstance(logits, np.ndarray) or logits.shape != (model.n_vocab,)):
             raise InvalidArgumentError(f"KV state logits must be an array of shape ({model.n_vocab},)")
+        if self.recurrent is not None:
+            rec = check_state(state.state, self.recurrent.slot_floats, InvalidArgumentError) if n else None
         self.kv.truncate(0)
         self.kv.write(state.k, state.v, 0)
+        if self.recurrent is not None and n:
+            self.recurrent.write(0, rec)
         self.cached = [int(t) for t in tokens]
         self.hist[:n] = tokens
         self.pending = pending
         self.has_logits = logits is not None
         if logits is not None:
             self.logits[:] = logits
+
+
+def _checkpoint_capacity(pool) -> int:
+    """Recurrent-state checkpoints a session keeps: up to 8, within CHECKPOINT_BUDGET bytes (a large model's
+    state is tens of MB), at least 1."""
+    if pool is None:
+        return 0
+    return max(1, min(8, CHECKPOINT_BUDGET // pool.slot_bytes))
