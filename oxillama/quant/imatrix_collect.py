@@ -93,7 +93,7 @@ class _Recorder:
         return x @ W.T
 
 
-_UNSUPPORTED = ("experts", "moe", "ssm", "recurrent")
+_UNSUPPORTED = ("router", "ssm_in")   # a layer with experts, a Mamba-2 layer
 
 
 def _forward(spec: dict, tokens: np.ndarray, mm: _Recorder) -> np.ndarray:
