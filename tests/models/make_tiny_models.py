@@ -81,6 +81,9 @@ BLOOM_LIKE = dict(vocab_size=N_VOCAB, hidden_size=96, n_layer=2, n_head=6, bos_t
 OWN = dict(vocab_size=N_VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
            bos_token_id=N_VOCAB - 2, eos_token_id=N_VOCAB - 1, pad_token_id=0)
 STANDALONE = {"gpt2", "bloom", "gptneox", "falcon", "falcon40b"}   # not built on COMMON
+# whose HF checkpoint (state dict + config.json) is also kept in data/hf/ for test_convert_hf.py: one per
+# converter path of its own (Conv1D, per-head and grouped QKV, ln_attn, stacked head norms, wqkv split)
+HF_CHECKPOINTS = {"gpt2", "gptneox", "falcon40b", "stablelm-par", "internlm2"}
 
 MODELS.update({
     # StableLM-2 1.6B: QKV biases, partial NeoX RoPE (a quarter of each head), sequential blocks
@@ -184,8 +187,6 @@ def make(name: str) -> None:
     import torch
     import transformers
 
-    from oxillama.convert import convert_model
-
     from oxillama.convert import convert_state_dict
 
     cls_name, overrides, outtypes = MODELS[name]
@@ -204,9 +205,17 @@ def make(name: str) -> None:
         out = os.path.join(DATA, f"{name}{suffix}.gguf")
         if name == "internlm2":
             state, config = internlm2_state_dict(model, cfg)
-            convert_state_dict(state, config, out, outtype=outtype, name=f"tiny-{name}")
         else:
-            convert_model(model, out, outtype=outtype, name=f"tiny-{name}")
+            state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+            config = json.loads(model.config.to_json_string(use_diff=False))
+            if config.get("tie_word_embeddings"):   # the tied copy is not kept (nor converted)
+                state.pop("lm_head.weight", None)
+        convert_state_dict(state, config, out, outtype=outtype, name=f"tiny-{name}")
+        if name in HF_CHECKPOINTS and outtype == "f32":
+            os.makedirs(os.path.join(DATA, "hf"), exist_ok=True)
+            np.savez_compressed(os.path.join(DATA, "hf", f"{name}.npz"), **state)
+            with open(os.path.join(DATA, "hf", f"{name}.config.json"), "w", encoding="utf-8") as f:
+                json.dump(config, f, indent=1, sort_keys=True)
     np.savez_compressed(os.path.join(DATA, f"{name}.npz"), tokens=ids.astype(np.int32),
                         logits=logits.astype(np.float32))
     meta = {"config": cls_name, "overrides": overrides, "transformers": transformers.__version__,
