@@ -234,8 +234,10 @@ static void matmul_share(const oxl_kernel_table *kt, const oxl_weight *w, const 
     }
 }
 
-static void scale_row(float *y, float s, int n) {
-    for (int i = 0; i < n; i++) y[i] *= s;
+/* a branch's output times the layer's residual scale (granite), before it joins the residual stream */
+static void scale_residual(const oxl_layer *L, float *y, int n) {
+    if (L->residual_scale == 0.0f || L->residual_scale == 1.0f) return;
+    for (int i = 0; i < n; i++) y[i] *= L->residual_scale;
 }
 
 static void add_bias(float *y, const float *b, int n_rows, int cols, int64_t ld, int r0, int r1) {
@@ -831,7 +833,7 @@ static void phase_ffn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L
         float *ti = F->tmp + i * n_embd, *xi = F->x + i * n_embd;
         add_bias(ti, L->bo, 1, n_embd, 0, 0, 1);
         if (L->post_attn_norm) norm_row(kt, m, ti, L->post_attn_norm, NULL, ti, n_embd);
-        if (L->residual_scale != 0.0f) scale_row(ti, L->residual_scale, n_embd);
+        scale_residual(L, ti, n_embd);
         if (L->parallel_residual) {
             /* ffn reads x normed by its own norm, or by attention's: recompute it, then x += attn */
             const int own = L->ffn_norm != NULL;
@@ -1106,7 +1108,7 @@ static void phase_ffn_residual(const fwd_state *F, fwd_thread *T, const oxl_laye
         float *ti = F->tmp + i * n_embd;
         add_bias(ti, L->b_down, 1, n_embd, 0, 0, 1);
         if (L->post_ffn_norm) norm_row(F->kt, F->m, ti, L->post_ffn_norm, NULL, ti, n_embd);
-        if (L->residual_scale != 0.0f) scale_row(ti, L->residual_scale, n_embd);
+        scale_residual(L, ti, n_embd);
         F->kt->ops.add(F->x + i * n_embd, ti, n_embd);
     }
     /* the next layer starts with this thread's own rows again (norm, quantize), so only the

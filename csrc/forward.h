@@ -62,8 +62,6 @@ typedef struct {
     int qk_norm_layer;                       /* q/k norms are LayerNorms without bias (stablelm), not RMS norms */
     int qk_norm_head_weights;                /* q_norm (q_dim), k_norm (kv_dim): each head its own weights (stablelm) */
     const float *alibi_slopes;               /* (n_head) ALiBi: score += slope_h * (key pos - query pos) (bloom), or NULL */
-    float residual_scale;                    /* 0: none; else attention and FFN outputs times this before the residual
-                                                add (granite) */
     /* sparse experts: n_expert > 0 makes the FFN a mixture; the dense w_gate / w_up / w_down above are then
      * its shared expert (absent: w_up.data == NULL), weighted by sigmoid(shexp_gate . xn) where given */
     int n_expert, n_expert_used, n_ff_exp;
@@ -74,6 +72,8 @@ typedef struct {
     oxl_weight exp_gate, exp_up;             /* every expert's rows stacked: (n_expert * n_ff_exp, n_embd) */
     oxl_weight exp_down;                     /* (n_expert * n_embd, n_ff_exp) */
     const float *shexp_gate;                 /* (n_embd) or NULL */
+    float residual_scale;                    /* 0 (none) or multiplies the mixer's and the FFN's outputs before
+                                                each residual add (granite's residual_multiplier) */
 } oxl_layer;
 
 /* How a router turns its logits into the chosen experts' weights (llama.cpp's expert_gating_func values):

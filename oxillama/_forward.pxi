@@ -110,7 +110,7 @@ cdef class ForwardPlan:
             L.q_norm = self._vec(ls.get("q_norm"), q_dim if whole else L.head_dim, p + "attn_q_norm")
             L.k_norm = self._vec(ls.get("k_norm"), lkv if whole else L.head_dim, p + "attn_k_norm")
             L.alibi_slopes = self._vec(ls.get("alibi_slopes"), L.n_head, p + "ALiBi slopes")
-            L.residual_scale = ls.get("residual_scale", 0.0)
+            L.residual_scale = ls.get("residual_scale", 1.0)
             L.post_attn_norm = self._vec(ls.get("post_attn_norm"), self.n_embd, p + "post_attention_norm")
             L.ffn_norm = self._vec(ls.get("ffn_norm"), self.n_embd, p + "ffn_norm")
             L.ffn_norm_b = self._vec(ls.get("ffn_norm_b"), self.n_embd, p + "ffn_norm.bias")

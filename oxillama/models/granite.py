@@ -19,5 +19,5 @@ class Granite(Architecture):
 
     def layer(self, il: int) -> dict:
         d = super().layer(il)
-        d["residual_scale"] = self.hp_float("residual_scale", 0.0, lo=0.0)
+        d["residual_scale"] = self.hp_float("residual_scale", 1.0, lo=0.0)
         return d
