@@ -61,8 +61,9 @@ class InferenceEngine:
                      DEFAULT_MAX_CTX)
         n_pos = c.extra.get("learned_positions")
         if n_pos and n_ctx > n_pos:   # gpt2: no embedding for the positions past its table
-            raise InvalidArgumentError(f"n_ctx={n_ctx} is above the {n_pos} positions {c.arch}'s learned position "
-                                       f"embeddings cover")
+            log.warning("n_ctx=%d is above the %d positions %s's learned position embeddings cover: using %d",
+                        n_ctx, n_pos, c.arch, n_pos)
+            n_ctx = n_pos
         if n_ctx > c.n_ctx_train:
             log.warning("n_ctx=%d is above the %d positions the model was trained on: expect its output to "
                         "degrade past them", n_ctx, c.n_ctx_train)

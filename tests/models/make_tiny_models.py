@@ -108,8 +108,8 @@ MODELS.update({
     "falcon40b": ("FalconConfig", dict(OWN, max_position_embeddings=256, layer_norm_epsilon=1e-5,
                                         new_decoder_architecture=True, num_kv_heads=2, tie_word_embeddings=False),
                   ("f32",)),
-    # GPT-2: learned positions, Conv1D weights
-    "gpt2": ("GPT2Config", dict(GPT2_LIKE, n_positions=256, layer_norm_epsilon=1e-5), ("f32",)),
+    # GPT-2: learned positions (as many as GPT-2's), Conv1D weights
+    "gpt2": ("GPT2Config", dict(GPT2_LIKE, n_positions=1024, layer_norm_epsilon=1e-5), ("f32",)),
     "olmo2": ("Olmo2Config", dict(rms_norm_eps=1e-6, tie_word_embeddings=False), ("f32",)),
     "granite": ("GraniteConfig", dict(rms_norm_eps=1e-6, embedding_multiplier=12.0, residual_multiplier=0.22,
                                        attention_multiplier=0.2, logits_scaling=8.0, tie_word_embeddings=True),

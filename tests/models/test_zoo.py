@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from oxillama import InferenceEngine, Scheduler
-from oxillama.errors import InvalidArgumentError, ModelError
+from oxillama.errors import ContextOverflowError, ModelError
 from oxillama.gguf import GGUFFile, GGUFWriter
 from oxillama.lora import LoraAdapter
 
@@ -108,13 +108,23 @@ def test_scheduler_batches_give_each_request_its_solo_tokens(name):
     assert batched == solo
 
 
-def test_gpt2_refuses_a_context_past_its_learned_positions():
+def test_gpt2_context_stops_at_its_learned_positions(caplog):
+    """n_ctx above the position table is cut to it (with a warning); the last position has an embedding and a
+    token past it is a clear error."""
     with GGUFFile(path("gpt2")) as g:
         n_pos = g.tensors["position_embd.weight"].shape[0]
-    with pytest.raises(InvalidArgumentError, match=f"{n_pos} positions"):
-        InferenceEngine.from_gguf(path("gpt2"), n_ctx=n_pos + 1)
-    with InferenceEngine.from_gguf(path("gpt2"), n_ctx=n_pos) as e:   # the last position has an embedding
-        assert np.isfinite(e.forward([7] * n_pos)).all()
+    with caplog.at_level("WARNING", logger="oxillama"):
+        e = InferenceEngine.from_gguf(path("gpt2"), n_ctx=n_pos + 64)
+    with e:
+        assert e.n_ctx == n_pos and f"{n_pos} positions" in caplog.text
+        toks = [7 + i % 200 for i in range(n_pos)]
+        out = e.forward(toks, all_logits=True)
+        assert np.isfinite(out).all()
+        with pytest.raises(ContextOverflowError):
+            e.forward([7])
+        e.reset()   # the same logits from a prefill that stops one short, then the last position alone
+        e.forward(toks[:-1])
+        np.testing.assert_array_equal(e.forward(toks[-1:]), out[-1])
 
 
 @pytest.mark.parametrize("name,drop", [("gpt2", "position_embd.weight"), ("bloom", "token_embd_norm.weight")])
