@@ -44,6 +44,7 @@ MODEL_TYPES: dict[str, str] = {
     "starcoder2": "starcoder2", "cohere": "command-r",
     "stablelm": "stablelm", "gpt_neox": "gptneox", "bloom": "bloom", "falcon": "falcon", "gpt2": "gpt2",
     "olmo2": "olmo2", "granite": "granite", "smollm3": "smollm3", "exaone": "exaone", "internlm2": "internlm2",
+    "RefinedWebModel": "falcon", "RefinedWeb": "falcon",   # Falcon-7B / -40B checkpoints before transformers' own
 }
 # families whose RoPE llama.cpp runs on adjacent pairs: Q and K rows permuted from HF's rotate-half order
 _PERMUTE_QK = ("llama", "granite", "smollm3", "internlm2")
@@ -239,8 +240,9 @@ class HFConverter:
         self.n_embd = int(c.need("hidden_size", "n_embd"))
         self.n_layer = int(c.need("num_hidden_layers", "n_layer", "num_layers"))
         self.n_head = int(c.need("num_attention_heads", "n_head"))
-        self.n_head_kv = int(c.get("num_key_value_heads", "num_kv_heads", default=self.n_head))
-        if self.arch == "falcon" and not c.get("new_decoder_architecture") and c.get("multi_query", default=True):
+        self.n_head_kv = int(c.get("num_key_value_heads", "num_kv_heads", "n_head_kv", default=self.n_head))
+        new_falcon = c.get("new_decoder_architecture") or model_type == "RefinedWeb"   # Falcon-40B's layout
+        if self.arch == "falcon" and not new_falcon and c.get("multi_query", default=True):
             self.n_head_kv = 1   # Falcon-7B: one K/V head, whatever num_kv_heads says
         self.head_dim = int(c.get("head_dim", default=self.n_embd // self.n_head))
         if self.arch == "granite":
@@ -418,7 +420,7 @@ class HFConverter:
 
     def renamed(self, hf_name: str) -> str | None:
         """The llama-style name of a family's own tensor name (None: dropped)."""
-        for pattern, repl in _RENAMES_RE.get(self.model_type, ()):
+        for pattern, repl in _RENAMES_RE.get(self.model_type) or _RENAMES_RE.get(self.arch, ()):
             if pattern.search(hf_name):
                 if repl is None:
                     return None
