@@ -152,3 +152,20 @@ def test_bloom_alibi_slopes_are_ggml_s_for_any_head_count():
     from oxillama.models.bloom import alibi_slopes
     np.testing.assert_allclose(alibi_slopes(8), 2.0 ** -np.arange(1, 9), rtol=1e-7)
     np.testing.assert_allclose(alibi_slopes(6), [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3], rtol=1e-7)
+
+
+ALL_ZOO = ["stablelm", "stablelm-par", "gptneox", "bloom", "falcon", "falcon40b", "gpt2", "olmo2", "granite",
+           "smollm3", "exaone", "internlm2"]
+REF_TOL = 1e-5   # max |C forward - float64 reference| / std, F32 weights and cache (the C sums in float32)
+
+
+@pytest.mark.parametrize("name", ALL_ZOO)
+def test_forward_matches_the_float64_reference(name):
+    """A second oracle beside transformers: tests/runtime/reference.py, which reads the same plan spec."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent.parent / "runtime"))
+    from reference import reference_forward
+    with InferenceEngine.from_gguf(path(name), n_ctx=64, kv_type="f32") as e:
+        got = logits(e)
+        ref = reference_forward(e.arch.build(), TOKENS)
+    assert np.abs(got - ref).max() / ref.std() < REF_TOL
