@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "forward.h"
+#include "layers/ssm.h"
 #include "matmul.h"
 
 #if OXL_HAVE_OPENMP
@@ -103,13 +104,15 @@ typedef struct {
      * token rows, per expert its first gathered position, the used experts, the gathered inputs (one per
      * activation type of gate and up), gate, up, down's input and output, and the routed sum */
     int64_t r_logits, sel_exp, sel_w, sel_pos, g_row, exp_off, used, g_act[2], g_gate, g_up, g_hact, g_out, moe_out;
+    /* Mamba-2: the input projection's rows [z | xBC | dt], the conv's output, the scan's output */
+    int64_t ssm_zxbcdt, ssm_xbc, ssm_y;
 } scratch_layout;
 
 static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_threads) {
     scratch_layout s;
     int64_t off = 0;
     const int64_t n = n_batch;
-    const int64_t widest = OXL_MAX(OXL_MAX(m->n_embd, m->n_ff_max), m->q_dim_max);
+    const int64_t widest = OXL_MAX(OXL_MAX(OXL_MAX(m->n_embd, m->n_ff_max), m->q_dim_max), m->ssm_d_inner_max);
     const int64_t G = group_max(m), hd = head_dim_max(m);
 #define TAKE(field, bytes) do { s.field = off; off += align_up(bytes); } while (0)
     TAKE(x, n * m->n_embd * 4);
@@ -148,6 +151,9 @@ static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_t
     TAKE(g_hact, nk * max_act_row(OXL_MAX(ffe, 1)));
     TAKE(g_out, nk * m->n_embd * 4);
     TAKE(moe_out, ne ? n * m->n_embd * 4 : 0);
+    TAKE(ssm_zxbcdt, n * m->ssm_d_in_proj_max * 4);
+    TAKE(ssm_xbc, n * m->ssm_conv_dim_max * 4);
+    TAKE(ssm_y, n * m->ssm_d_inner_max * 4);
 #undef TAKE
     s.total = off + ALIGN;
     return s;
@@ -407,11 +413,16 @@ static void attn_fold(float *acc, const float *b, int group, int hd) {
     }
 }
 
-/* out (group, hd) = o / l of each head's folded partial */
-static void attn_finish(const float *part, int group, int hd, float *out) {
+/* out (group, hd) = o / l of each head's folded partial; with sinks (the group's heads' sink logits), l first
+ * gains exp(sink) on the partial's scale: o / (l + exp(sink - m)), computed at the larger of m and sink */
+static void attn_finish(const float *part, int group, int hd, const float *sinks, float *out) {
     const int64_t stride = hd + 2;
     for (int k = 0; k < group; k++) {
-        const float inv = 1.0f / part[k * stride + 1];
+        float inv = 1.0f / part[k * stride + 1];
+        if (sinks) {
+            const float m = part[k * stride], s = sinks[k], mx = m > s ? m : s, c = expf(m - mx);
+            inv = c / (part[k * stride + 1] * c + expf(s - mx));
+        }
         for (int d = 0; d < hd; d++) out[k * hd + d] = part[k * stride + 2 + d] * inv;
     }
 }
@@ -436,11 +447,20 @@ static void attn_item(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_
         attn_chunk(kt, L, kv, layer, pages, qg, g, pos, tb, te, c == 0 ? w->state : w->chunk, w);
         if (c > 0) attn_fold(w->state, w->chunk, group, hd);
     }
-    attn_finish(w->state, group, hd, out + (int64_t)g * group * hd);
+    attn_finish(w->state, group, hd, L->attn_sinks ? L->attn_sinks + g * group : NULL, out + (int64_t)g * group * hd);
 }
 
-static void activate(const oxl_kernel_table *kt, int act, const float *g, const float *u, float *y, int n) {
-    switch (act) {
+static void activate(const oxl_kernel_table *kt, const oxl_layer *L, const float *g, const float *u, float *y, int n) {
+    switch (L->act) {
+    case OXL_ACT_SWIGLU_OAI: {
+        const float alpha = L->act_alpha, limit = L->act_limit;
+        for (int i = 0; i < n; i++) {
+            const float gi = g[i] < limit ? g[i] : limit;
+            const float ui = u ? (u[i] < -limit ? -limit : u[i] > limit ? limit : u[i]) : 0.0f;
+            y[i] = (ui + 1.0f) * (gi / (1.0f + expf(-alpha * gi)));
+        }
+        break;
+    }
     case OXL_ACT_GELU_TANH: kt->ops.gelu_mul(g, u, y, n); break;
     case OXL_ACT_GELU_ERF: kt->ops.gelu_erf_mul(g, u, y, n); break;
     default:
@@ -540,13 +560,46 @@ static int64_t lora_t_floats(const oxl_model *m, const oxl_batch_seq *seqs, int 
 /* ---- the forward ---- */
 
 /* Validates the batch; n_rows: its tokens, n_out: rows that get logits, max_pos: the last position. */
-static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
-                       int *n_rows, int *n_out, int *max_pos) {
+/* A Mamba-2 layer's sizes against each other, its weights and the model's maxima (which sized the scratch). */
+static int check_mamba2(const oxl_model *m, const oxl_layer *L) {
+    const int64_t di = L->ssm_d_inner, ds = L->ssm_d_state, ng = L->ssm_n_group, nh = L->ssm_n_head;
+    if (di <= 0 || ds <= 0 || ng <= 0 || nh <= 0 || L->ssm_d_conv < 1 || L->ssm_d_conv > 64) return OXL_ERR_SHAPE;
+    if (di % nh || nh % ng || di % ng) return OXL_ERR_SHAPE;
+    const int64_t conv_dim = di + 2 * ng * ds, d_in_proj = di + conv_dim + nh;
+    if (di > m->ssm_d_inner_max || conv_dim > m->ssm_conv_dim_max || d_in_proj > m->ssm_d_in_proj_max) return OXL_ERR_SHAPE;
+    if (!L->ssm_in.data || !L->ssm_out.data || !L->ssm_conv1d || !L->ssm_a || !L->ssm_d || !L->ssm_dt_b || !L->attn_norm)
+        return OXL_ERR_ARG;
+    if (L->ssm_in.rows != d_in_proj || L->ssm_in.cols != m->n_embd || L->ssm_out.rows != m->n_embd ||
+        L->ssm_out.cols != di) return OXL_ERR_SHAPE;
+    const int64_t need = (int64_t)(L->ssm_d_conv - 1) * conv_dim + nh * ds * (di / nh);
+    if (L->state_off < 0 || L->state_off + need > m->state_floats) return OXL_ERR_SHAPE;
+    return OXL_OK;
+}
+
+static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_state_pool *rs,
+                       const oxl_batch_seq *seqs, int n_seqs, int *n_rows, int *n_out, int *max_pos) {
     if (!m || !kv || !seqs || n_seqs <= 0 || !kv->k || !kv->v || kv->n_pages <= 0) return OXL_ERR_ARG;
     if (kv->type != OXL_TYPE_F16 && kv->type != OXL_TYPE_F32 && kv->type != OXL_TYPE_Q8_0) return OXL_ERR_TYPE;
     if (kv->head_dim <= 0 || kv_row_bytes(kv) < 0) return OXL_ERR_SHAPE;   /* Q8_0: head_dim a multiple of 32 */
-    for (int il = 0; il < m->n_layer; il++)   /* the cache's layout must be the layers' */
-        if (m->layers[il].n_head_kv != kv->n_head_kv || m->layers[il].head_dim != kv->head_dim) return OXL_ERR_ARG;
+    for (int il = 0; il < m->n_layer; il++) {   /* the cache's layout must be the attention layers' */
+        const oxl_layer *L = &m->layers[il];
+        if (L->kind == OXL_LAYER_ATTENTION) {
+            if (L->n_head_kv != kv->n_head_kv || L->head_dim != kv->head_dim) return OXL_ERR_ARG;
+        } else if (L->kind == OXL_LAYER_MAMBA2) {
+            const int rc = check_mamba2(m, L);
+            if (rc) return rc;
+        } else {
+            return OXL_ERR_ARG;
+        }
+    }
+    if (m->state_floats > 0) {   /* recurrent layers: every sequence has its own slot */
+        if (!rs || !rs->data || rs->n_slots <= 0 || rs->slot_floats < m->state_floats) return OXL_ERR_ARG;
+        for (int s = 0; s < n_seqs; s++) {
+            if (seqs[s].state_slot < 0 || seqs[s].state_slot >= rs->n_slots) return OXL_ERR_ARG;
+            for (int t = 0; t < s; t++)
+                if (seqs[t].state_slot == seqs[s].state_slot) return OXL_ERR_ARG;
+        }
+    }
     for (int il = 0; il < m->n_layer; il++) {   /* experts: the sizes the scratch was laid out for */
         const oxl_layer *L = &m->layers[il];
         if (L->n_expert == 0) continue;
@@ -558,7 +611,8 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_bat
             L->exp_gate.rows != (int64_t)L->n_expert * L->n_ff_exp || L->exp_gate.cols != m->n_embd ||
             L->exp_up.rows != L->exp_gate.rows || L->exp_up.cols != m->n_embd ||
             L->exp_down.rows != (int64_t)L->n_expert * m->n_embd || L->exp_down.cols != L->n_ff_exp) return OXL_ERR_SHAPE;
-        if (L->gating < OXL_GATING_SOFTMAX || L->gating > OXL_GATING_SOFTMAX_WEIGHT) return OXL_ERR_ARG;
+        if (L->gating < OXL_GATING_SOFTMAX || L->gating > OXL_GATING_SPARSEMIXER) return OXL_ERR_ARG;
+        if (L->gating == OXL_GATING_SPARSEMIXER && L->n_expert_used != 2) return OXL_ERR_ARG;
     }
     int64_t rows = 0, outs = 0;
     int last = 0;
@@ -602,7 +656,10 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_bat
 typedef struct {
     const oxl_model *m;
     const oxl_kv_cache *kv;
+    const oxl_state_pool *rs;       /* recurrent state, or NULL */
     const oxl_batch_seq *seqs;
+    int n_seqs;
+    const int *seq_row0;            /* each sequence's first row */
     const oxl_kernel_table *kt;
     const scratch_layout *S;
     char *base;
@@ -788,7 +845,8 @@ static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *
             const int nc = (item0[r + 1] - item0[r]) / nkv;
             float *acc = parts + (int64_t)(item0[r] + g * nc) * istride;
             for (int c = 1; c < nc; c++) attn_fold(acc, acc + (int64_t)c * istride, group, hd);
-            attn_finish(acc, group, hd, out + (int64_t)r * q_dim + (int64_t)g * group * hd);
+            attn_finish(acc, group, hd, L->attn_sinks ? L->attn_sinks + g * group : NULL,
+                        out + (int64_t)r * q_dim + (int64_t)g * group * hd);
         }
     } else {
         /* (row, KV head) items dealt round-robin: a causal item's cost grows with its position,
@@ -889,8 +947,8 @@ static void phase_ffn(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int
         add_bias(ui, L->b_up, 1, n_ff, 0, 0, 1);
         if (gi) add_bias(gi, L->b_gate, 1, n_ff, 0, 0, 1);
         float *hi = gate + i * n_ff;
-        if (gi) activate(kt, L->act, gi, ui, hi, n_ff);
-        else activate(kt, L->act, ui, NULL, hi, n_ff);
+        if (gi) activate(kt, L, gi, ui, hi, n_ff);
+        else activate(kt, L, ui, NULL, hi, n_ff);
     }
     act_set_fill(&T->acts, kt, gate, n_ff, (int)T->t0, (int)T->t1);
     sync_threads(F, T);
@@ -929,10 +987,32 @@ static int expert_chunks(const oxl_weight *w, int64_t rows, int nth) {
     return (int)OXL_MIN(OXL_MAX(c, 1), (rows + 15) / 16);
 }
 
+/* sparsemixer's weight of the best remaining logit l[best] (the taken ones -inf): its softmax over the logits
+ * close enough to it, 1 / sum over e of exp(l[e] - l[best]) for (l[best] - l[e]) / max(|l[e]|, l[best]) <= 2 eps */
+static float sparsemixer_weight(const float *l, int ne, int best, float eps) {
+    const float mx = l[best];
+    float sum = 0.0f;
+    for (int e = 0; e < ne; e++) {
+        const float a = fabsf(l[e]), factor = a > mx ? a : mx;
+        if (l[e] != -INFINITY && !((mx - l[e]) / factor > 2.0f * eps)) sum += expf(l[e] - mx);
+    }
+    return 1.0f / sum;
+}
+
 /* The router's choice for one row: sel (k experts, best first, ties to the lower index) and their weights. */
 static void route_row(const oxl_layer *L, float *logits, int32_t *sel, float *w) {
     const int ne = L->n_expert, k = L->n_expert_used;
     float *p = logits;   /* probabilities in place */
+    if (L->gating == OXL_GATING_SPARSEMIXER) {   /* k == 2 (checked when the plan is built) */
+        for (int j = 0; j < k; j++) {
+            int best = 0;
+            for (int e = 1; e < ne; e++) best = p[e] > p[best] ? e : best;
+            sel[j] = best;
+            w[j] = sparsemixer_weight(p, ne, best, L->router_eps);
+            p[best] = -INFINITY;
+        }
+        return;
+    }
     if (L->gating == OXL_GATING_SIGMOID) {
         for (int e = 0; e < ne; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
     } else if (L->gating == OXL_GATING_SOFTMAX) {
@@ -999,7 +1079,10 @@ static void phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
         if (j == 1 && kt->type[gu[1]->type].vec_dot_type == kt->type[gu[0]->type].vec_dot_type) g_in[1] = g_in[0];
     }
     if (ith == 0) {
-        for (int i = 0; i < n; i++) route_row(L, r_logits + (int64_t)i * ne, sel_exp + (int64_t)i * k, sel_w + (int64_t)i * k);
+        for (int i = 0; i < n; i++) {
+            if (L->router_b) kt->ops.add(r_logits + (int64_t)i * ne, L->router_b, ne);
+            route_row(L, r_logits + (int64_t)i * ne, sel_exp + (int64_t)i * k, sel_w + (int64_t)i * k);
+        }
         for (int e = 0; e <= ne; e++) exp_off[e] = 0;
         for (int64_t q = 0; q < (int64_t)n * k; q++) exp_off[sel_exp[q] + 1]++;
         used[0] = 0;
@@ -1045,16 +1128,20 @@ static void phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
     }
     sync_threads(F, T);
 
-    /* h = act(gate) * up per position, quantized for down */
+    /* h = act(gate (+ bias)) * (up (+ bias)) per position, quantized for down; threads split the (row, slot)
+     * pairs, each pair its own position (sel_pos) and expert (sel_exp) */
     const int hvdt = kt->type[L->exp_down.type].vec_dot_type;
     const int64_t hrb = oxl_row_size(hvdt, ff);
     {
         int64_t b, e;
         oxl_split_range((int64_t)n * k, nth, ith, 1, &b, &e);
         for (int64_t q = b; q < e; q++) {
-            float *h = g_gate + q * ff;
-            activate(kt, L->act, h, g_up + q * ff, h, ff);
-            if (hvdt != OXL_TYPE_F32) kt->type[hvdt].from_float(h, g_hact + q * hrb, ff);
+            const int64_t pos = sel_pos[q], ex = sel_exp[q];
+            float *h = g_gate + pos * ff, *u = g_up + pos * ff;
+            if (L->exp_gate_b) kt->ops.add(h, L->exp_gate_b + ex * ff, ff);
+            if (L->exp_up_b) kt->ops.add(u, L->exp_up_b + ex * ff, ff);
+            activate(kt, L, h, u, h, ff);
+            if (hvdt != OXL_TYPE_F32) kt->type[hvdt].from_float(h, g_hact + pos * hrb, ff);
         }
     }
     sync_threads(F, T);
@@ -1078,12 +1165,15 @@ static void phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
     }
     sync_threads(F, T);
 
-    /* each row: its experts' outputs, weighted, summed in the router's order */
+    /* each row: its experts' outputs (+ their down biases), weighted, summed in the router's order */
     for (int64_t i = T->t0; i < T->t1; i++) {
         float *y = out + i * n_embd;
         memset(y, 0, (size_t)n_embd * 4);
-        for (int j = 0; j < k; j++)
-            kt->ops.axpy(y, sel_w[i * k + j], g_out + (int64_t)sel_pos[i * k + j] * n_embd, n_embd);
+        for (int j = 0; j < k; j++) {
+            float *o = g_out + (int64_t)sel_pos[i * k + j] * n_embd;
+            if (L->exp_down_b) kt->ops.add(o, L->exp_down_b + (int64_t)sel_exp[i * k + j] * n_embd, n_embd);
+            kt->ops.axpy(y, sel_w[i * k + j], o, n_embd);
+        }
     }
 }
 
@@ -1116,15 +1206,124 @@ static void phase_ffn_residual(const fwd_state *F, fwd_thread *T, const oxl_laye
     if (il == F->m->n_layer - 1) sync_threads(F, T);
 }
 
+/* ---- Mamba-2 (layers/ssm.h: the kernels and the order they sum in) ---- */
+
+/* the slot floats of sequence s */
+static float *seq_state(const fwd_state *F, int s) {
+    return F->rs->data + (int64_t)F->seqs[s].state_slot * F->rs->slot_floats;
+}
+
+/* xn = norm(x); quantized for the input projection */
+static void phase_ssm_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const int n_embd = F->m->n_embd;
+    const oxl_weight *ws[1] = {&L->ssm_in};
+    act_set_init(&T->acts, F->kt, F->base, F->S, ws, 1);
+    for (int64_t i = T->t0; i < T->t1; i++)
+        norm_row(F->kt, F->m, F->x + i * n_embd, L->attn_norm, L->attn_norm_b, F->xn + i * n_embd, n_embd);
+    act_set_fill(&T->acts, F->kt, F->xn, n_embd, (int)T->t0, (int)T->t1);
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* zxbcdt (n, d_in_proj) = xn ssm_in^T */
+static void phase_ssm_in(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    float *zx = (float *)(F->base + F->S->ssm_zxbcdt);
+    matmul_share(F->kt, &L->ssm_in, act_for(&T->acts, F->kt, &L->ssm_in, F->xn), F->n, zx, L->ssm_in.rows,
+                 next_counter(F, T), T->nth);
+    sync_threads(F, T);
+    (void)il;
+}
+
+#define SSM_CONV_CHANNELS 256   /* channels per conv work item */
+
+/* xbc (n, conv_dim) = SiLU(conv(xBC) + b), per (sequence, channel block); a sequence at position 0 starts
+ * from a zero conv state */
+static void phase_ssm_conv(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const int di = L->ssm_d_inner, ds = L->ssm_d_state, ng = L->ssm_n_group, dc = L->ssm_d_conv;
+    const int conv_dim = di + 2 * ng * ds;
+    const int64_t ld_in = L->ssm_in.rows;
+    const float *zx = (const float *)(F->base + F->S->ssm_zxbcdt);
+    float *xbc = (float *)(F->base + F->S->ssm_xbc);
+    const int n_blocks = (conv_dim + SSM_CONV_CHANNELS - 1) / SSM_CONV_CHANNELS;
+    for (int64_t it = T->ith; it < (int64_t)F->n_seqs * n_blocks; it += T->nth) {
+        const int s = (int)(it / n_blocks), c0 = (int)(it % n_blocks) * SSM_CONV_CHANNELS;
+        const int c1 = OXL_MIN(conv_dim, c0 + SSM_CONV_CHANNELS);
+        float *cst = seq_state(F, s) + L->state_off;
+        if (F->seqs[s].pos0 == 0)
+            for (int k = 0; k < dc - 1; k++) memset(cst + (int64_t)k * conv_dim + c0, 0, (size_t)(c1 - c0) * 4);
+        const int64_t r0 = F->seq_row0[s];
+        oxl_ssm_conv(zx + r0 * ld_in + di, ld_in, xbc + r0 * conv_dim, conv_dim, F->seqs[s].n_tokens, cst, conv_dim,
+                     dc, L->ssm_conv1d, L->ssm_conv1d_b, c0, c1);
+    }
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* y (n, d_inner) = the selective scan, per (sequence, head); a sequence at position 0 starts from a zero
+ * ssm state */
+static void phase_ssm_scan(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const int di = L->ssm_d_inner, ds = L->ssm_d_state, ng = L->ssm_n_group, nh = L->ssm_n_head;
+    const int conv_dim = di + 2 * ng * ds, hd = di / nh;
+    const int64_t ld_in = L->ssm_in.rows;
+    const float *zx = (const float *)(F->base + F->S->ssm_zxbcdt);
+    const float *xbc = (const float *)(F->base + F->S->ssm_xbc);
+    float *y = (float *)(F->base + F->S->ssm_y);
+    for (int64_t it = T->ith; it < (int64_t)F->n_seqs * nh; it += T->nth) {
+        const int s = (int)(it / nh), h = (int)(it % nh);
+        float *hst = seq_state(F, s) + L->state_off + (int64_t)(L->ssm_d_conv - 1) * conv_dim + (int64_t)h * ds * hd;
+        if (F->seqs[s].pos0 == 0) memset(hst, 0, (size_t)ds * hd * 4);
+        const int64_t r0 = F->seq_row0[s];
+        oxl_ssm_scan_head(F->kt, xbc + r0 * conv_dim, conv_dim, zx + r0 * ld_in + di + conv_dim, ld_in, y + r0 * di, di,
+                          F->seqs[s].n_tokens, hst, h, hd, di, ds, nh, ng, L->ssm_a[h], L->ssm_d[h], L->ssm_dt_b[h]);
+    }
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* y = grouped RMS norm of y * silu(z), quantized; tmp (n, n_embd) = y ssm_out^T; without an FFN after the
+ * mixer, x += tmp here */
+static void phase_ssm_out(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const int di = L->ssm_d_inner, n_embd = F->m->n_embd;
+    const int64_t ld_in = L->ssm_in.rows;
+    const float *zx = (const float *)(F->base + F->S->ssm_zxbcdt);
+    float *y = (float *)(F->base + F->S->ssm_y);
+    const oxl_weight *ws[1] = {&L->ssm_out};
+    act_set_init(&T->acts, kt, F->base, F->S, ws, 1);
+    for (int64_t i = T->t0; i < T->t1; i++)
+        oxl_ssm_gated_norm(y + i * di, zx + i * ld_in, L->ssm_norm, di, L->ssm_n_group, F->m->norm_eps);
+    act_set_fill(&T->acts, kt, y, di, (int)T->t0, (int)T->t1);
+    sync_threads(F, T);
+    matmul_share(kt, &L->ssm_out, act_for(&T->acts, kt, &L->ssm_out, y), F->n, F->tmp, n_embd, next_counter(F, T),
+                 T->nth);
+    sync_threads(F, T);
+    if (!L->w_up.data && L->n_expert == 0) {
+        for (int64_t i = T->t0; i < T->t1; i++) {
+            scale_residual(L, F->tmp + i * n_embd, n_embd);
+            kt->ops.add(F->x + i * n_embd, F->tmp + i * n_embd, n_embd);
+        }
+        if (il == F->m->n_layer - 1) sync_threads(F, T);
+    }
+}
+
 /* The phases of one layer, in order; returns how many. */
 #define MAX_LAYER_PHASES 10
 static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
     int k = 0;
-    ph[k++] = phase_attn_norm;
-    ph[k++] = phase_qkv;
-    ph[k++] = phase_rope_store;
-    ph[k++] = phase_attention;
-    ph[k++] = phase_attn_out;
+    if (L->kind == OXL_LAYER_MAMBA2) {
+        ph[k++] = phase_ssm_norm;
+        ph[k++] = phase_ssm_in;
+        ph[k++] = phase_ssm_conv;
+        ph[k++] = phase_ssm_scan;
+        ph[k++] = phase_ssm_out;
+        if (!L->w_up.data && L->n_expert == 0) return k;   /* no FFN after the mixer (mamba2) */
+    } else {
+        ph[k++] = phase_attn_norm;
+        ph[k++] = phase_qkv;
+        ph[k++] = phase_rope_store;
+        ph[k++] = phase_attention;
+        ph[k++] = phase_attn_out;
+    }
     ph[k++] = phase_ffn_norm;
     if (L->n_expert > 0) {
         ph[k++] = phase_experts;
@@ -1165,13 +1364,13 @@ static void phase_logits(const fwd_state *F, fwd_thread *T) {
     sync_threads(F, T);
     matmul_share(kt, &m->output, act_for(&T->acts, kt, &m->output, xn), n_out, logits, m->n_vocab,
                  next_counter(F, T), nth);
-    if (m->final_softcap > 0.0f || m->logit_scale != 1.0f) {
+    if (m->final_softcap > 0.0f || m->logit_scale != 1.0f || m->output_b) {
         sync_threads(F, T);
         int64_t b, e;
         oxl_split_range((int64_t)n_out * m->n_vocab, nth, ith, 64, &b, &e);
         const float c = m->final_softcap, sc = m->logit_scale;
         for (int64_t i = b; i < e; i++) {
-            float l = logits[i] * sc;
+            float l = (m->output_b ? logits[i] + m->output_b[i % m->n_vocab] : logits[i]) * sc;
             if (c > 0.0f) l = c * tanhf(l / c);
             logits[i] = l;
         }
@@ -1203,10 +1402,11 @@ static void forward_thread(const fwd_state *F, int ith, int nth) {
     phase_logits(F, &T);
 }
 
-int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
+int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_state_pool *rs,
+                      const oxl_batch_seq *seqs, int n_seqs,
                       float *logits, float *hidden, void *scratch_raw, int64_t scratch_size, int n_threads) {
     int n = 0, n_out = 0, max_pos = 0;
-    int rc = check_batch(m, kv, seqs, n_seqs, &n, &n_out, &max_pos);
+    int rc = check_batch(m, kv, rs, seqs, n_seqs, &n, &n_out, &max_pos);
     if (rc) return rc;
     if (n_threads < 1) n_threads = 1;
     const scratch_layout S = layout(m, n, max_pos + 1, n_threads);
@@ -1225,10 +1425,16 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
         }
     int any_lora = 0;
     for (int s = 0; s < n_seqs; s++) any_lora |= seqs[s].n_loras > 0;
+    int *seq_row0 = malloc((size_t)n_seqs * sizeof(int));
+    if (!seq_row0) return OXL_ERR_NOMEM;
+    for (int s = 0, r = 0; s < n_seqs; r += seqs[s].n_tokens, s++) seq_row0[s] = r;
     /* LoRA's A x of up to three products of one phase (q, k, v; gate, up), for every row's adapters */
     const int64_t lt = any_lora ? lora_t_floats(m, seqs, n_seqs) : 0;
     float *lora_t = NULL;
-    if (lt > 0 && !(lora_t = malloc((size_t)(3 * lt) * sizeof(float)))) return OXL_ERR_NOMEM;
+    if (lt > 0 && !(lora_t = malloc((size_t)(3 * lt) * sizeof(float)))) {
+        free(seq_row0);
+        return OXL_ERR_NOMEM;
+    }
 
     /* one work counter per product: at most 10 per layer (q, k, v, o, gate, up, down; the experts' router,
      * gate|up, down) and the output */
@@ -1242,7 +1448,8 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
     barrier.n = 1;
 
     fwd_state F = {
-        .m = m, .kv = kv, .seqs = seqs, .kt = oxl_kernels(), .S = &S, .base = base, .n = n, .n_out = n_out,
+        .m = m, .kv = kv, .rs = m->state_floats > 0 ? rs : NULL, .seqs = seqs, .n_seqs = n_seqs,
+        .seq_row0 = seq_row0, .kt = oxl_kernels(), .S = &S, .base = base, .n = n, .n_out = n_out,
         .x = (float *)(base + S.x), .xn = (float *)(base + S.xn), .tmp = (float *)(base + S.tmp),
         .attn = (float *)(base + S.attn), .gate = (float *)(base + S.gate), .up = (float *)(base + S.up),
         .qbuf = (float *)(base + S.q), .kbuf = (float *)(base + S.k), .vbuf = (float *)(base + S.v),
@@ -1264,5 +1471,6 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
     forward_thread(&F, 0, 1);
 #endif
     free(lora_t);
+    free(seq_row0);
     return OXL_OK;
 }

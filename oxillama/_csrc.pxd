@@ -40,6 +40,8 @@ cdef extern from "kernels.h" nogil:
         void (*attn_scores_f16_group)(const float *q, int G, const uint16_t *K, int64_t stride, int n, int hd, float scale, float *scores)
         void (*attn_values_f16_group)(const float *p, int G, const uint16_t *V, int64_t stride, int n, int hd, float *out)
         float (*exp_shift_sum)(float *x, int n, float m)
+        void (*ssm_scan_states)(float *h, const float *B, const float *C, const float *xdt, float dA, float *y,
+                                int d_state, int n)
 
     ctypedef struct oxl_kernel_table:
         const char *name
@@ -119,18 +121,38 @@ cdef extern from "forward.h" nogil:
         float attn_scale
         float attn_softcap
         int sliding_window
+        const float *attn_sinks
         oxl_rope rope
         int qk_norm_full
         int qk_norm_layer
         int qk_norm_head_weights
         const float *alibi_slopes
-        float residual_scale
         int n_expert, n_expert_used, n_ff_exp
         int gating
         int norm_topk
         float expert_scale
         oxl_weight router, exp_gate, exp_up, exp_down
         const float *shexp_gate
+        int kind
+        oxl_weight ssm_in, ssm_out
+        const float *ssm_conv1d
+        const float *ssm_conv1d_b
+        const float *ssm_a
+        const float *ssm_d
+        const float *ssm_dt_b
+        const float *ssm_norm
+        int ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_n_group, ssm_n_head
+        int64_t state_off
+        float residual_scale
+        const float *router_b
+        const float *exp_gate_b
+        const float *exp_up_b
+        const float *exp_down_b
+        float act_alpha, act_limit
+        float router_eps
+
+    enum: OXL_LAYER_ATTENTION
+    enum: OXL_LAYER_MAMBA2
 
     ctypedef struct oxl_model:
         int n_embd, n_layer, n_vocab, n_ff_max, q_dim_max, kv_dim
@@ -147,9 +169,17 @@ cdef extern from "forward.h" nogil:
         const float *out_norm
         const float *out_norm_b
         oxl_weight output
+        const float *output_b
         float final_softcap
         float logit_scale
         int n_expert_max, n_expert_used_max, n_ff_exp_max
+        int ssm_d_in_proj_max, ssm_conv_dim_max, ssm_d_inner_max
+        int64_t state_floats
+
+    ctypedef struct oxl_state_pool:
+        float *data
+        int n_slots
+        int64_t slot_floats
 
     ctypedef struct oxl_kv_cache:
         int type
@@ -180,15 +210,18 @@ cdef extern from "forward.h" nogil:
         int all_logits
         const oxl_lora *loras
         int n_loras
+        int state_slot
 
     enum: OXL_KV_PAGE
     enum: OXL_GATING_SOFTMAX
     enum: OXL_GATING_SIGMOID
     enum: OXL_GATING_SOFTMAX_WEIGHT
+    enum: OXL_GATING_SPARSEMIXER
     enum: OXL_MAX_EXPERTS
 
     int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int n_threads)
-    int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
+    int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_state_pool *rs,
+                          const oxl_batch_seq *seqs, int n_seqs,
                           float *logits, float *hidden, void *scratch, int64_t scratch_size, int n_threads)
 
 

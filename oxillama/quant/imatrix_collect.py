@@ -113,7 +113,7 @@ def _forward(spec: dict, tokens: np.ndarray, mm: _Recorder) -> np.ndarray:
         x = _norm(x, spec["embd_norm"], spec.get("embd_norm_b"), kind, eps)
     causal = np.arange(n)[None, :] <= np.arange(n)[:, None]
     for L in spec["layers"]:
-        if any(k in L for k in _UNSUPPORTED):
+        if L.get("kind", "attention") != "attention" or L.get("n_expert") or any(k in L for k in _UNSUPPORTED):
             raise ModelError("imatrix collection does not handle expert or recurrent layers yet")
         nh, nkv, hd = L["n_head"], L["n_head_kv"], L["head_dim"]
         rs = np.float32(L.get("residual_scale", 1.0) or 1.0)                 # granite

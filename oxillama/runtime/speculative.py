@@ -15,7 +15,8 @@ the target's first n layers) and `NGramDrafter` (prompt lookup: the tokens that 
 n-gram where it occurred earlier in the prompt or output; its q is a point mass on the proposal).
 
 Rollback: after a round both KV caches are truncated to the kept tokens (engine.truncate); the
-history is never re-run.
+history is never re-run. A recurrent model's state goes back to the checkpoint taken at the start of the round
+and runs the kept tokens again (only when a draft was rejected).
 """
 from __future__ import annotations
 
@@ -158,12 +159,15 @@ class NGramDrafter:
 def _sync_cache(engine, seq: np.ndarray) -> np.ndarray:
     """Truncate engine's cache to its longest prefix shared with seq, keeping at least the last
     token of seq to run; returns the tokens of seq still to run."""
-    cached = engine._tokens
+    cached = engine.session.cached
     n = min(len(cached), len(seq) - 1)
     if n and cached[:n] != seq[:n].tolist():
         a = np.asarray(cached[:n])
         n = int(np.argmax(a != seq[:n]))
     engine.truncate(n)
+    # a recurrent model's state cannot be truncated: remember it here, where the round's rollback returns to
+    # (it then runs only the kept tokens after it again); a no-op for attention-only models
+    engine.checkpoint()
     return seq[n:]
 
 
@@ -285,8 +289,8 @@ class SpeculativeEngine:
                 t._run(t.check_tokens(seq[:-1]))
         if len(seq) + max_tokens > t.n_ctx + 1:
             raise ContextOverflowError(f"{len(seq)} tokens + max_tokens={max_tokens} exceed n_ctx={t.n_ctx}")
-        t._sampler = sampler
-        t._matcher = None
+        t.session.sampler = sampler
+        t.session.matcher = None
         eog = t.tokenizer.eog_ids
         seq = list(seq)
         seq_arr = np.asarray(seq, dtype=np.int32)
@@ -345,9 +349,10 @@ class SpeculativeEngine:
     def _finish(self, seq: list[int]) -> None:
         """Leave the target's session as plain generation does: seq[:-1] cached, the last token pending."""
         t = self.target
-        if len(t._tokens) >= len(seq) - 1 and t._tokens[:len(seq) - 1] == seq[:-1]:
+        cached = t.session.cached
+        if len(cached) >= len(seq) - 1 and cached[:len(seq) - 1] == seq[:-1]:
             t.truncate(len(seq) - 1)
-            t._pending = seq[-1]
+            t.session.pending = seq[-1]
         else:   # interrupted inside a forward: drop the session rather than leave it inconsistent
             t.reset()
 
