@@ -63,7 +63,12 @@ class InferenceEngine:
             n_ctx = min(c.n_ctx_train, DEFAULT_MAX_CTX)
             log.info("n_ctx=0: using %d (model trained with %d, default cap %d)", n_ctx, c.n_ctx_train,
                      DEFAULT_MAX_CTX)
-        elif n_ctx > c.n_ctx_train:
+        n_pos = c.extra.get("learned_positions")
+        if n_pos and n_ctx > n_pos:   # gpt2: no embedding for the positions past its table
+            log.warning("n_ctx=%d is above the %d positions %s's learned position embeddings cover: using %d",
+                        n_ctx, n_pos, c.arch, n_pos)
+            n_ctx = n_pos
+        if n_ctx > c.n_ctx_train:
             log.warning("n_ctx=%d is above the %d positions the model was trained on: expect its output to "
                         "degrade past them", n_ctx, c.n_ctx_train)
         if n_batch < 1:
