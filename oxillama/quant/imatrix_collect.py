@@ -93,7 +93,7 @@ class _Recorder:
         return x @ W.T
 
 
-_UNSUPPORTED = ("router", "ssm_in")   # a layer with experts, a Mamba-2 layer
+_UNSUPPORTED = ("experts", "moe", "ssm", "recurrent")
 
 
 def _forward(spec: dict, tokens: np.ndarray, mm: _Recorder) -> np.ndarray:
