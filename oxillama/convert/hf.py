@@ -10,6 +10,9 @@ What the conversion does, per family (the GGUF side is what oxillama/models/ and
     `experts.gate_up_proj` [gate; up] / `experts.down_proj`, or the hub's one matrix per expert), qwen2moe's
     shared expert `ffn_*_shexp` and its gate `ffn_gate_inp_shexp`; `expert_count`, `expert_used_count`,
     `expert_feed_forward_length`, and `expert_weights_norm` from norm_topk_prob;
+  - gpt_oss: `self_attn.sinks` -> `attn_sinks`, the router `mlp.router` with its bias, the experts transposed
+    back to (n_expert, rows, cols) with gate/up de-interleaved and their biases; the released MXFP4 experts
+    (`*_blocks` / `*_scales`) kept in MXFP4, repacked to ggml's nibble order; phimoe: LayerNorm and logit biases;
   - tied embeddings: no `output.weight`, the engine reuses `token_embd.weight`;
   - metadata: `<arch>.context_length`, `.embedding_length`, `.block_count`, `.feed_forward_length`,
     `.attention.head_count[_kv]`, `.attention.key_length`, `.rope.freq_base`, `.rope.dimension_count`,
@@ -82,6 +85,30 @@ _LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.(.+)\.(weight|bias)$")
 # n_ff_exp) down tensor per layer
 _FUSED_EXPERTS_RE = re.compile(r"^model\.layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)(_bias)?$")
 _SINKS_RE = re.compile(r"^model\.layers\.(\d+)\.self_attn\.sinks$")
+# gpt-oss as released: experts in MXFP4, (n_expert, rows, cols / 32, 16) nibbles and (n_expert, rows, cols / 32)
+# E8M0 scales, rows = outputs (gate and up interleaved in gate_up's)
+_MXFP4_RE = re.compile(r"^model\.layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)_(blocks|scales)$")
+
+
+class RawTensor:
+    """Already-quantized bytes for a GGUF tensor (gpt-oss's MXFP4 experts): uint8 data, numpy-order shape."""
+
+    def __init__(self, data: np.ndarray, shape: tuple[int, ...], qtype: str):
+        self.data, self.shape, self.qtype, self.ndim = data, shape, qtype, len(shape)
+
+
+def mxfp4_from_hf(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """ggml's MXFP4 blocks (an E8M0 scale byte, then 16 bytes: value j in the low nibble of byte j, value j + 16
+    in its high nibble) from the checkpoint's (value 2i in the low nibble of byte i, 2i + 1 in its high one).
+    blocks (..., n_blocks, 16) uint8, scales (..., n_blocks) uint8 -> (..., n_blocks * 17) uint8."""
+    if blocks.dtype != np.uint8 or scales.dtype != np.uint8 or blocks.shape[-1] != 16 or \
+            blocks.shape[:-1] != scales.shape:
+        raise ModelError(f"MXFP4 blocks {blocks.shape} {blocks.dtype} and scales {scales.shape} {scales.dtype} "
+                         f"do not pair up as (..., n_blocks, 16) and (..., n_blocks) uint8")
+    values = np.stack([blocks & 0x0F, blocks >> 4], axis=-1).reshape(*blocks.shape[:-1], 32)
+    qs = values[..., :16] | (values[..., 16:] << 4)
+    out = np.concatenate([scales[..., None], qs.astype(np.uint8)], axis=-1)
+    return np.ascontiguousarray(out.reshape(*blocks.shape[:-2], -1))
 # experts as checkpoints on the hub hold them: one matrix per expert (qwen/olmoe names, Mixtral's w1/w3/w2)
 _EXPERT_RE = re.compile(r"^model\.layers\.(\d+)\.(?:mlp|block_sparse_moe)\.experts\.(\d+)\."
                         r"(gate_proj|up_proj|down_proj|w1|w3|w2)\.weight$")
@@ -431,6 +458,7 @@ class HFConverter:
             yield "rope_freqs.weight", factors
         tied = self.tied()
         per_expert: dict[tuple[int, str], dict[int, str]] = {}   # (layer, gate|up|down) -> expert -> HF name
+        mxfp4: dict[tuple[int, str], dict[str, str]] = {}        # (layer, gate_up_proj|down_proj) -> part -> name
         for hf_name in self.state_dict:
             m = _EXPERT_RE.match(hf_name)
             if m:
@@ -440,13 +468,14 @@ class HFConverter:
             if m:
                 yield from self._fused_experts(int(m[1]), m[2], bool(m[3]), _to_numpy(self.state_dict[hf_name]))
                 continue
+            m = _MXFP4_RE.match(hf_name)
+            if m:
+                mxfp4.setdefault((int(m[1]), m[2]), {})[m[3]] = hf_name
+                continue
             m = _SINKS_RE.match(hf_name)
             if m:
                 yield f"blk.{m[1]}.attn_sinks.weight", np.ascontiguousarray(_to_numpy(self.state_dict[hf_name]))
                 continue
-            if hf_name.endswith(("_blocks", "_scales")):
-                raise ModelError(f"{hf_name!r}: MXFP4 checkpoints (gpt-oss as released) are not converted here; "
-                                 f"llama.cpp's convert_hf_to_gguf.py repacks them")
             gname = self.gguf_name(hf_name)
             if gname is None or (tied and gname == "output.weight"):
                 continue
@@ -454,6 +483,10 @@ class HFConverter:
             if gname.endswith("ffn_gate_inp_shexp.weight"):
                 data = data.reshape(-1)          # (1, n_embd) in HF, a vector in GGUF
             yield gname, data
+        for (il, kind), parts in sorted(mxfp4.items()):
+            if set(parts) != {"blocks", "scales"}:
+                raise ModelError(f"layer {il} experts.{kind}: MXFP4 needs both _blocks and _scales, got {sorted(parts)}")
+            yield from self._mxfp4_experts(il, kind, self._raw(parts["blocks"]), self._raw(parts["scales"]))
         for (il, kind), by_expert in sorted(per_expert.items()):
             n_expert = int(self.cfg.need("num_experts", "num_local_experts"))
             if sorted(by_expert) != list(range(n_expert)):
@@ -461,6 +494,27 @@ class HFConverter:
                                  f"{n_expert - 1}")
             yield f"blk.{il}.ffn_{kind}_exps.weight", np.ascontiguousarray(
                 np.stack([_to_numpy(self.state_dict[by_expert[e]]) for e in range(n_expert)]), dtype=np.float32)
+
+    def _raw(self, hf_name: str) -> np.ndarray:
+        t = self.state_dict[hf_name]
+        if hasattr(t, "detach"):
+            t = t.detach().to("cpu").numpy()
+        return np.asarray(t)
+
+    def _mxfp4_experts(self, il: int, kind: str, blocks: np.ndarray, scales: np.ndarray):
+        """gpt-oss's MXFP4 experts kept as they are, repacked to ggml's block layout (llama.cpp's converter does
+        the same): gate_up's even rows are gate's, its odd rows up's."""
+        if blocks.ndim != 4:
+            raise ModelError(f"layer {il} experts.{kind}_blocks should be (n_expert, rows, n_blocks, 16), has "
+                             f"shape {blocks.shape}")
+        if kind == "down_proj":
+            parts = [("down", blocks, scales)]
+        else:
+            parts = [("gate", blocks[:, 0::2], scales[:, 0::2]), ("up", blocks[:, 1::2], scales[:, 1::2])]
+        for name, b, sc in parts:
+            n_expert, rows, n_blocks, _ = b.shape
+            yield f"blk.{il}.ffn_{name}_exps.weight", RawTensor(mxfp4_from_hf(b, sc), (n_expert, rows, n_blocks * 32),
+                                                                "MXFP4")
 
     def _fused_experts(self, il: int, kind: str, bias: bool, data: np.ndarray):
         """transformers 5's stacked experts as llama.cpp's (n_expert, rows, cols) ffn_{gate,up,down}_exps.
@@ -504,7 +558,10 @@ class HFConverter:
             w.add_metadata(key, value)
         n = 0
         for gname, data in self.tensors():
-            w.add_tensor(gname, data, qtype=self.tensor_type(gname, data))
+            if isinstance(data, RawTensor):
+                w.add_tensor(gname, data.data.reshape(-1), qtype=data.qtype, shape=data.shape)
+            else:
+                w.add_tensor(gname, data, qtype=self.tensor_type(gname, data))
             n += 1
         w.write()
         log.info("wrote %s: %s, %d tensors, %s", os.fspath(path), self.arch, n, self.outtype)
