@@ -168,6 +168,10 @@ int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int
 
 static void norm_row(const oxl_kernel_table *kt, const oxl_model *m, const float *x, const float *w,
                      const float *b, float *y, int n) {
+    if (!w) {   /* a block without this norm reads x itself (olmo2) */
+        if (y != x) memcpy(y, x, (size_t)n * 4);
+        return;
+    }
     if (m->norm_type == OXL_NORM_LAYER) kt->ops.layer_norm(x, w, b, y, n, m->norm_eps);
     else kt->ops.rms_norm(x, w, y, n, m->norm_eps);
 }
@@ -357,7 +361,7 @@ typedef struct {
 /* The partial (per query head of the group: m, l, o[hd]) of one chunk's positions [t_begin, t_end) for the
  * group of KV head g, walked in page tiles with an online softmax. pages: the sequence's block table. */
 static void attn_chunk(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
-                       const int32_t *pages, const float *qg, int g, int t_begin, int t_end, float *part,
+                       const int32_t *pages, const float *qg, int g, int pos, int t_begin, int t_end, float *part,
                        const attn_tls *w) {
     const int hd = L->head_dim, group = L->n_head / L->n_head_kv;
     const int64_t stride = hd + 2;
@@ -370,6 +374,11 @@ static void attn_chunk(const oxl_kernel_table *kt, const oxl_layer *L, const oxl
         const int row = t0 % OXL_KV_PAGE, cnt = OXL_MIN(OXL_KV_PAGE - row, t_end - t0);
         const int page = pages[t0 / OXL_KV_PAGE];
         group_scores(kt, L, kv, kv_row(kv, kv->k[layer], g, page, row), qg, cnt, w->scores);
+        if (L->alibi_slopes)   /* the query at pos: key t0 + t is (pos - t0 - t) positions back */
+            for (int k = 0; k < group; k++) {
+                const float slope = L->alibi_slopes[g * group + k];
+                for (int t = 0; t < cnt; t++) w->scores[k * cnt + t] += slope * (float)(t0 + t - pos);
+            }
         float cs[group];   /* per head: how much the running output shrinks for the new max */
         for (int k = 0; k < group; k++) {
             float *ph = part + k * stride, *sk = w->scores + k * cnt;
@@ -435,7 +444,7 @@ static void attn_item(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_
     for (int c = 0; c < n_chunks; c++) {
         int tb, te;
         chunk_span(lo, pos, c, &tb, &te);
-        attn_chunk(kt, L, kv, layer, pages, qg, g, tb, te, c == 0 ? w->state : w->chunk, w);
+        attn_chunk(kt, L, kv, layer, pages, qg, g, pos, tb, te, c == 0 ? w->state : w->chunk, w);
         if (c > 0) attn_fold(w->state, w->chunk, group, hd);
     }
     attn_finish(w->state, group, hd, L->attn_sinks ? L->attn_sinks + g * group : NULL, out + (int64_t)g * group * hd);
@@ -629,6 +638,7 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_sta
         rows += q->n_tokens;
         outs += q->all_logits ? q->n_tokens : 1;
         last = OXL_MAX(last, (int)end - 1);
+        if (m->pos_embd && end > m->n_pos) return OXL_ERR_SIZE;   /* no embedding for that position */
         if (rows > INT32_MAX / 2) return OXL_ERR_SIZE;
     }
     *n_rows = (int)rows;
@@ -692,6 +702,13 @@ static void phase_embed(const fwd_state *F, fwd_thread *T) {
         F->kt->type[m->tok_embd_type].to_float((const char *)m->tok_embd + F->row_tok[i] * row, xi, n_embd);
         if (m->embd_scale != 1.0f)
             for (int j = 0; j < n_embd; j++) xi[j] *= m->embd_scale;
+        if (m->pos_embd) {   /* + the learned embedding of the row's position, via xn (free until the first norm) */
+            float *pi = F->xn + i * n_embd;
+            const int64_t prow = oxl_row_size(m->pos_embd_type, n_embd);
+            F->kt->type[m->pos_embd_type].to_float((const char *)m->pos_embd + F->row_pos[i] * prow, pi, n_embd);
+            F->kt->ops.add(xi, pi, n_embd);
+        }
+        if (m->embd_norm) norm_row(F->kt, m, xi, m->embd_norm, m->embd_norm_b, xi, n_embd);
     }
 }
 
@@ -745,6 +762,14 @@ static void phase_qkv(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int
     }
 }
 
+/* LayerNorm (no bias) of each of n_heads heads of x in place, with the heads' own weights if the layer says so */
+static void qk_layer_norm(const oxl_kernel_table *kt, const oxl_layer *L, const float *w, float *x, int n_heads,
+                          float eps) {
+    const int hd = L->head_dim;
+    for (int h = 0; h < n_heads; h++)
+        kt->ops.layer_norm(x + h * hd, w + (L->qk_norm_head_weights ? h * hd : 0), NULL, x + h * hd, hd, eps);
+}
+
 /* biases, per-head q/k norms, RoPE, then K and V into the cache; split by row */
 static void phase_rope_store(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
     const oxl_kernel_table *kt = F->kt;
@@ -758,9 +783,11 @@ static void phase_rope_store(const fwd_state *F, fwd_thread *T, const oxl_layer 
         add_bias(ki, L->bk, 1, kv_dim, 0, 0, 1);
         add_bias(vi, L->bv, 1, kv_dim, 0, 0, 1);
         if (L->q_norm && L->qk_norm_full) kt->ops.rms_norm(qi, L->q_norm, qi, q_dim, eps);
+        else if (L->q_norm && L->qk_norm_layer) qk_layer_norm(kt, L, L->q_norm, qi, L->n_head, eps);
         else if (L->q_norm)
             for (int h = 0; h < L->n_head; h++) kt->ops.rms_norm(qi + h * hd, L->q_norm, qi + h * hd, hd, eps);
         if (L->k_norm && L->qk_norm_full) kt->ops.rms_norm(ki, L->k_norm, ki, kv_dim, eps);
+        else if (L->k_norm && L->qk_norm_layer) qk_layer_norm(kt, L, L->k_norm, ki, L->n_head_kv, eps);
         else if (L->k_norm)
             for (int h = 0; h < L->n_head_kv; h++) kt->ops.rms_norm(ki + h * hd, L->k_norm, ki + h * hd, hd, eps);
         if (L->rope.mode != OXL_ROPE_NONE) {
@@ -810,8 +837,9 @@ static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *
             const int g = (it - item0[r]) / nc, c = (it - item0[r]) % nc;
             int tb, te;
             chunk_span(lo, p, c, &tb, &te);
-            attn_chunk(kt, L, F->kv, L->kv_layer, F->seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim + (int64_t)g * group * hd,
-                       g, tb, te, parts + (int64_t)it * istride, &T->w);
+            attn_chunk(kt, L, F->kv, L->kv_layer, F->seqs[row_seq[r]].pages,
+                       qsrc + (int64_t)r * q_dim + (int64_t)g * group * hd, g, p, tb, te, parts + (int64_t)it * istride,
+                       &T->w);
         }
         sync_threads(F, T);
         for (int pr = ith; pr < n * nkv; pr += nth) {
@@ -867,8 +895,10 @@ static void phase_ffn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L
         if (L->post_attn_norm) norm_row(kt, m, ti, L->post_attn_norm, NULL, ti, n_embd);
         scale_residual(L, ti, n_embd);
         if (L->parallel_residual) {
-            /* ffn reads the same normed input as attention: recompute it, then x += attn */
-            norm_row(kt, m, xi, L->attn_norm, L->attn_norm_b, F->xn + i * n_embd, n_embd);
+            /* ffn reads x normed by its own norm, or by attention's: recompute it, then x += attn */
+            const int own = L->ffn_norm != NULL;
+            norm_row(kt, m, xi, own ? L->ffn_norm : L->attn_norm, own ? L->ffn_norm_b : L->attn_norm_b,
+                     F->xn + i * n_embd, n_embd);
             kt->ops.add(xi, ti, n_embd);
         } else {
             kt->ops.add(xi, ti, n_embd);

@@ -39,7 +39,8 @@ typedef struct {
 
 typedef struct {
     /* attention block */
-    const float *attn_norm, *attn_norm_b;   /* pre-attention norm weight / bias (b may be NULL) */
+    const float *attn_norm, *attn_norm_b;   /* pre-attention norm weight / bias (b may be NULL); attn_norm NULL: the
+                                                block reads x itself (olmo2), as the FFN does without ffn_norm */
     oxl_weight wq, wk, wv, wo;               /* wq may hold the fused QKV (wk.data == NULL then) */
     const float *bq, *bk, *bv, *bo;          /* biases or NULL */
     const float *q_norm, *k_norm;            /* per-head RMS norm weights (head_dim) or NULL */
@@ -51,7 +52,8 @@ typedef struct {
     const float *post_ffn_norm;
     int fused_gate_up;                       /* w_up rows = 2 * n_ff: [gate; up] (phi3) */
     int act;                                 /* OXL_ACT_* */
-    int parallel_residual;                   /* x + attn(n(x)) + ffn(n(x)) (command-r) */
+    int parallel_residual;                   /* x + attn(n(x)) + ffn(n'(x)): n' = ffn_norm where given (gptneox),
+                                                else attn_norm (command-r, falcon) */
     /* attention parameters */
     int n_head, n_head_kv, head_dim;
     float attn_scale;                        /* multiplies q.k */
@@ -61,6 +63,9 @@ typedef struct {
                                                 softmax's denominator and adds no value (gpt-oss) */
     oxl_rope rope;
     int qk_norm_full;                        /* q_norm / k_norm span all of q_dim / kv_dim (olmoe), not a head */
+    int qk_norm_layer;                       /* q/k norms are LayerNorms without bias (stablelm), not RMS norms */
+    int qk_norm_head_weights;                /* q_norm (q_dim), k_norm (kv_dim): each head its own weights (stablelm) */
+    const float *alibi_slopes;               /* (n_head) ALiBi: score += slope_h * (key pos - query pos) (bloom), or NULL */
     /* sparse experts: n_expert > 0 makes the FFN a mixture; the dense w_gate / w_up / w_down above are then
      * its shared expert (absent: w_up.data == NULL), weighted by sigmoid(shexp_gate . xn) where given */
     int n_expert, n_expert_used, n_ff_exp;
@@ -113,6 +118,10 @@ typedef struct {
     const void *tok_embd;   /* (n_vocab, n_embd) of tok_embd_type */
     int tok_embd_type;
     float embd_scale;       /* 1, or sqrt(n_embd) for gemma */
+    const void *pos_embd;   /* learned absolute positions (n_pos, n_embd) of pos_embd_type added to the token
+                               embeddings (gpt2), or NULL; positions >= n_pos are refused */
+    int pos_embd_type, n_pos;
+    const float *embd_norm, *embd_norm_b;   /* a norm of the embeddings before the first layer (bloom), or NULL */
     const oxl_layer *layers;
     const float *out_norm, *out_norm_b;
     oxl_weight output;      /* (n_vocab, n_embd); may alias tok_embd */

@@ -124,6 +124,9 @@ cdef extern from "forward.h" nogil:
         const float *attn_sinks
         oxl_rope rope
         int qk_norm_full
+        int qk_norm_layer
+        int qk_norm_head_weights
+        const float *alibi_slopes
         int n_expert, n_expert_used, n_ff_exp
         int gating
         int norm_topk
@@ -159,6 +162,10 @@ cdef extern from "forward.h" nogil:
         const void *tok_embd
         int tok_embd_type
         float embd_scale
+        const void *pos_embd
+        int pos_embd_type, n_pos
+        const float *embd_norm
+        const float *embd_norm_b
         const oxl_layer *layers
         const float *out_norm
         const float *out_norm_b

@@ -62,6 +62,16 @@ cdef class ForwardPlan:
         m.tok_embd = emb.data
         m.tok_embd_type = emb.type
         m.output = self._weight(spec["output"], "output", self.n_vocab, self.n_embd)
+        if spec.get("pos_embd") is not None:   # learned absolute positions (gpt2)
+            pos = spec["pos_embd"]
+            pw = self._weight(pos, "position_embd", pos[2], self.n_embd)
+            if pw.rows < 1:
+                raise ModelError("position_embd.weight has no rows")
+            m.pos_embd = pw.data
+            m.pos_embd_type = pw.type
+            m.n_pos = pw.rows
+        m.embd_norm = self._vec(spec.get("embd_norm"), self.n_embd, "token_embd_norm")
+        m.embd_norm_b = self._vec(spec.get("embd_norm_b"), self.n_embd, "token_embd_norm.bias")
         m.out_norm = self._vec(spec.get("out_norm"), self.n_embd, "output_norm")
         m.out_norm_b = self._vec(spec.get("out_norm_b"), self.n_embd, "output_norm.bias")
         m.output_b = self._vec(spec.get("output_b"), self.n_vocab, "output.bias")
@@ -197,8 +207,14 @@ cdef class ForwardPlan:
         L.bv = self._vec(ls.get("bv"), kv_dim, p + "attn_v.bias")
         L.bo = self._vec(ls.get("bo"), self.n_embd, p + "attn_output.bias")
         L.qk_norm_full = bool(ls.get("qk_norm_full", False))
-        L.q_norm = self._vec(ls.get("q_norm"), q_dim if L.qk_norm_full else L.head_dim, p + "attn_q_norm")
-        L.k_norm = self._vec(ls.get("k_norm"), kv_dim if L.qk_norm_full else L.head_dim, p + "attn_k_norm")
+        L.qk_norm_layer = ls.get("qk_norm_type", "rms") == "layer"
+        L.qk_norm_head_weights = bool(ls.get("qk_norm_head_weights", False))
+        if L.qk_norm_full and (L.qk_norm_layer or L.qk_norm_head_weights):
+            raise ModelError(f"layer {il}: q/k norms over all heads are RMS norms with one weight vector")
+        whole = L.qk_norm_full or L.qk_norm_head_weights
+        L.q_norm = self._vec(ls.get("q_norm"), q_dim if whole else L.head_dim, p + "attn_q_norm")
+        L.k_norm = self._vec(ls.get("k_norm"), kv_dim if whole else L.head_dim, p + "attn_k_norm")
+        L.alibi_slopes = self._vec(ls.get("alibi_slopes"), L.n_head, p + "ALiBi slopes")
         L.post_attn_norm = self._vec(ls.get("post_attn_norm"), self.n_embd, p + "post_attention_norm")
         L.parallel_residual = bool(ls.get("parallel_residual", False))
         L.attn_scale = ls["attn_scale"]

@@ -111,6 +111,8 @@ class Architecture:
     parallel_residual = False
     norm_eps_key = "attention.layer_norm_rms_epsilon"
     qk_norm_full = False        # q/k norms over all heads at once (olmoe), not per head
+    qk_norm_type = "rms"        # rms | layer (LayerNorm without bias, stablelm)
+    pre_norms = True            # False: attention and FFN read x itself, normed only after (olmo2)
     # the router where the file does not say (expert_gating_func, expert_weights_norm): llama.cpp's per family
     expert_gating = "softmax"
     expert_norm_topk = False
@@ -353,31 +355,43 @@ class Architecture:
                                                self.yarn_truncate)
         return spec
 
+    def qkv_biases(self, il: int) -> tuple:
+        """(bq, bk, bv): separate, or the slices of a fused QKV's bias (attn_qkv.bias, [Q; K; V])."""
+        c, p = self.config, f"blk.{il}."
+        fused = self.vector(p + "attn_qkv.bias")
+        if fused is None:
+            return self.vector(p + "attn_q.bias"), self.vector(p + "attn_k.bias"), self.vector(p + "attn_v.bias")
+        if fused.shape[0] != c.q_dim + 2 * c.kv_dim:
+            raise ModelError(f"{p}attn_qkv.bias has {fused.shape[0]} values; expected q_dim + 2 kv_dim = "
+                             f"{c.q_dim + 2 * c.kv_dim}")
+        return fused[:c.q_dim].copy(), fused[c.q_dim:c.q_dim + c.kv_dim].copy(), fused[c.q_dim + c.kv_dim:].copy()
+
     def layer(self, il: int) -> dict:
         c = self.config
         p = f"blk.{il}."
         fused_qkv = self.has(p + "attn_qkv.weight")
+        bq, bk, bv = self.qkv_biases(il)
         d = {
             "n_head": c.n_head, "n_head_kv": c.n_head_kv, "head_dim": c.head_dim, "n_ff": c.n_ff,
-            "attn_norm": self.vector(p + "attn_norm.weight", optional=False),
+            "attn_norm": self.vector(p + "attn_norm.weight", optional=not self.pre_norms),
             "attn_norm_b": self.vector(p + "attn_norm.bias"),
             "wq": self.weight(p + ("attn_qkv.weight" if fused_qkv else "attn_q.weight")),
             "wk": None if fused_qkv else self.weight(p + "attn_k.weight"),
             "wv": None if fused_qkv else self.weight(p + "attn_v.weight"),
             "wo": self.weight(p + "attn_output.weight"),
-            "bq": self.vector(p + "attn_q.bias"), "bk": self.vector(p + "attn_k.bias"),
-            "bv": self.vector(p + "attn_v.bias"), "bo": self.vector(p + "attn_output.bias"),
+            "bq": bq, "bk": bk, "bv": bv, "bo": self.vector(p + "attn_output.bias"),
             "q_norm": self.vector(p + "attn_q_norm.weight"), "k_norm": self.vector(p + "attn_k_norm.weight"),
             "post_attn_norm": (self.vector(p + "post_attention_norm.weight")
                                if self.ffn_norm_tensor != "post_attention_norm" else None),
-            "ffn_norm": (None if self.parallel_residual
-                         else self.vector(p + f"{self.ffn_norm_tensor}.weight", optional=False)),
+            # parallel blocks: the FFN's own norm where the file has one (gptneox), else attention's (command-r)
+            "ffn_norm": self.vector(p + f"{self.ffn_norm_tensor}.weight",
+                                    optional=self.parallel_residual or not self.pre_norms),
             "ffn_norm_b": self.vector(p + "ffn_norm.bias"),
             "w_gate": (self.weight(p + "ffn_gate.weight", optional=True)
                        if self.gated_ffn and c.experts is None else None),
             "w_up": self.weight(p + "ffn_up.weight") if c.experts is None else None,
             "w_down": self.weight(p + "ffn_down.weight") if c.experts is None else None,
-            "qk_norm_full": self.qk_norm_full,
+            "qk_norm_full": self.qk_norm_full, "qk_norm_type": self.qk_norm_type,
             "b_up": self.vector(p + "ffn_up.bias"), "b_gate": self.vector(p + "ffn_gate.bias"),
             "b_down": self.vector(p + "ffn_down.bias"),
             "post_ffn_norm": self.vector(p + "post_ffw_norm.weight"),
@@ -423,7 +437,13 @@ class Architecture:
         c = self.config
         emb = self.weight("token_embd.weight")
         output = self.weight("output.weight", optional=True) or emb
+        pos = self.weight("position_embd.weight", optional=True)
+        if pos is not None and pos[2] < c.n_ctx_train:
+            raise ModelError(f"position_embd.weight has {pos[2]} rows, fewer than {self.arch}.context_length "
+                             f"{c.n_ctx_train}")
         return {
+            "pos_embd": pos, "embd_norm": self.vector("token_embd_norm.weight"),
+            "embd_norm_b": self.vector("token_embd_norm.bias"),
             "arch": self.arch, "n_embd": c.n_embd, "n_vocab": c.n_vocab, "norm_type": self.norm_type,
             "norm_eps": c.norm_eps, "embd_scale": self.embd_scale(), "final_softcap": self.final_softcap(),
             "logit_scale": self.logit_scale(), "tok_embd": emb, "output": output,

@@ -121,3 +121,60 @@ def test_hub_layout_with_one_matrix_per_expert_converts_the_same(converted, tmp_
             assert set(got.tensors) == set(want.tensors)
             for t in want.tensors:
                 assert np.array_equal(got.tensors[t].numpy(), want.tensors[t].numpy()), t
+
+
+# gpt-oss as released keeps its experts in MXFP4: transformers' layout (value 2i in the low nibble of byte i, 2i + 1
+# in the high one; an E8M0 scale byte per 32 values) repacked to ggml's by the converter
+FP4_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+
+
+def hf_mxfp4_dequantize(blocks, scales):
+    """transformers' convert_moe_packed_tensors, in NumPy: (..., n_blocks, 16), (..., n_blocks) -> (..., cols)."""
+    values = np.stack([FP4_VALUES[blocks & 0x0F], FP4_VALUES[blocks >> 4]], axis=-1).reshape(*blocks.shape[:-1], 32)
+    return (values * np.exp2(scales.astype(np.float64) - 127)[..., None]).reshape(*blocks.shape[:-2], -1)
+
+
+def test_mxfp4_experts_repack_to_the_values_transformers_reads():
+    from oxillama.convert.hf import mxfp4_from_hf
+    from oxillama.quant import dequantize
+    rng = np.random.default_rng(3)
+    blocks = rng.integers(0, 256, size=(3, 5, 4, 16), dtype=np.uint8)
+    scales = rng.integers(110, 135, size=(3, 5, 4), dtype=np.uint8)
+    raw = mxfp4_from_hf(blocks, scales)
+    got = dequantize(raw.reshape(-1), "MXFP4", blocks.size * 2).reshape(3, 5, 128)
+    np.testing.assert_array_equal(got, hf_mxfp4_dequantize(blocks, scales).astype(np.float32))
+
+
+def test_gpt_oss_mxfp4_checkpoint_converts(converted, tmp_path):
+    """The tiny gpt-oss with its experts as MXFP4 blocks and scales (made from its float experts): the converted
+    file keeps them in MXFP4, gate and up split from gate_up's interleaved rows, byte for byte what quantizing
+    the float file's experts gives, and runs exactly as that file does."""
+    from oxillama.gguf import GGUFWriter
+    from oxillama.quant import quantize
+    config, state, g = load("gpt-oss")
+    for k in [k for k in state if k.endswith(("experts.gate_up_proj", "experts.down_proj"))]:
+        w = np.ascontiguousarray(state.pop(k).swapaxes(1, 2))           # (n_expert, rows, cols) as MXFP4 holds it
+        q = quantize(w.reshape(-1), "MXFP4").reshape(*w.shape[:2], -1, 17)   # ggml's blocks ...
+        values = np.stack([q[..., 1:] & 0x0F, q[..., 1:] >> 4], axis=-2).reshape(*q.shape[:-1], 32)
+        state[k + "_blocks"] = (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)   # ... as HF's
+        state[k + "_scales"] = np.ascontiguousarray(q[..., 0])
+    out = convert_state_dict(state, config, tmp_path / "gpt-oss-mxfp4.gguf", outtype="f32")
+    requantized = tmp_path / "gpt-oss-requantized.gguf"
+    with GGUFFile(converted["gpt-oss"]) as ref:
+        w = GGUFWriter(requantized)
+        w.add_metadata_from(ref)
+        for t in ref.tensors.values():
+            if "_exps.weight" in t.name:
+                w.add_tensor(t.name, np.ascontiguousarray(t.numpy()), qtype="MXFP4")
+            else:
+                w.add_tensor_from(t)
+        w.write()
+    with GGUFFile(out) as f, GGUFFile(requantized) as want:
+        for t in want.tensors:
+            assert f.tensors[t].qtype == want.tensors[t].qtype and f.tensors[t].shape == want.tensors[t].shape, t
+            np.testing.assert_array_equal(f.tensors[t].data, want.tensors[t].data, err_msg=t)
+    logits = []
+    for path in (out, requantized):
+        with InferenceEngine.from_gguf(path, n_ctx=64, n_threads=2, kv_type="f32") as e:
+            logits.append(e.forward(g["tokens"], all_logits=True))
+    np.testing.assert_array_equal(logits[0], logits[1])

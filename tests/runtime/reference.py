@@ -234,9 +234,15 @@ def reference_forward(spec: dict, tokens: list[int], *, emulate_kernels: bool = 
     kind, eps = spec.get("norm_type", "rms"), spec["norm_eps"]
     emb = _mat(spec["tok_embd"])
     x = emb[np.asarray(tokens)] * spec.get("embd_scale", 1.0)          # (n, n_embd)
+    if spec.get("pos_embd") is not None:                                 # learned positions (gpt2)
+        x = x + _mat(spec["pos_embd"])[:n]
+    if spec.get("embd_norm") is not None:                                # bloom
+        x = _norm(x, _vec(spec["embd_norm"]), _vec(spec.get("embd_norm_b")), kind, eps)
     for L in spec["layers"]:
         nh, nkv, hd = L["n_head"], L["n_head_kv"], L["head_dim"]
-        h = _norm(x, _vec(L["attn_norm"]), _vec(L.get("attn_norm_b")), kind, eps)
+        rs = L.get("residual_scale", 1.0) or 1.0                         # granite
+        # no pre-norm (olmo2): the block reads x itself
+        h = x if L["attn_norm"] is None else _norm(x, _vec(L["attn_norm"]), _vec(L.get("attn_norm_b")), kind, eps)
         if L.get("wk") is None:                                          # fused QKV
             qkv = _matmul(h, L["wq"], em)
             q, k, v = np.split(qkv, [nh * hd, nh * hd + nkv * hd], axis=-1)
@@ -256,11 +262,14 @@ def reference_forward(spec: dict, tokens: list[int], *, emulate_kernels: bool = 
         if L.get("qk_norm_full"):   # over all heads at once (olmoe)
             q = _norm(q.reshape(n, -1), _vec(L["q_norm"]), None, "rms", eps).reshape(q.shape)
             k = _norm(k.reshape(n, -1), _vec(L["k_norm"]), None, "rms", eps).reshape(k.shape)
-        else:
+        else:   # per head: RMS, or LayerNorm (stablelm) with one weight vector per head where given
+            qk_kind = L.get("qk_norm_type", "rms")
+            per_head = L.get("qk_norm_head_weights", False)
             if L.get("q_norm") is not None:
-                q = _norm(q, _vec(L["q_norm"]), None, "rms", eps)
+                q = _norm(q, _vec(L["q_norm"]).reshape(nh, hd) if per_head else _vec(L["q_norm"]), None, qk_kind, eps)
             if L.get("k_norm") is not None:
-                k = _norm(k, _vec(L["k_norm"]), None, "rms", eps)
+                k = _norm(k, _vec(L["k_norm"]).reshape(nkv, hd) if per_head else _vec(L["k_norm"]), None, qk_kind,
+                          eps)
         q = _apply_rope(q, L.get("rope"), pos)
         k = _apply_rope(k, L.get("rope"), pos)
         if em:   # the cache stores K and V as float16
@@ -274,6 +283,8 @@ def reference_forward(spec: dict, tokens: list[int], *, emulate_kernels: bool = 
         if cap:
             scores = cap * np.tanh(scores / cap)
         i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+        if L.get("alibi_slopes") is not None:                            # bloom: slope_h * (key - query)
+            scores = scores + _vec(L["alibi_slopes"])[:, None, None] * (j - i)[None]
         allowed = j <= i
         win = L.get("sliding_window", 0)
         if win:
@@ -293,14 +304,18 @@ def reference_forward(spec: dict, tokens: list[int], *, emulate_kernels: bool = 
             out = out + L["bo"]
         if L.get("post_attn_norm") is not None:
             out = _norm(out, _vec(L["post_attn_norm"]), None, kind, eps)
-        if L.get("parallel_residual"):
-            f_in = h
+        out = out * rs
+        if L.get("parallel_residual"):   # the FFN's own norm of x (gptneox), else attention's normed input
+            f_in = h if L.get("ffn_norm") is None else _norm(x, _vec(L["ffn_norm"]), _vec(L.get("ffn_norm_b")),
+                                                             kind, eps)
         else:
             x = x + out
-            f_in = _norm(x, _vec(L["ffn_norm"]), _vec(L.get("ffn_norm_b")), kind, eps)
+            f_in = x if L.get("ffn_norm") is None else _norm(x, _vec(L["ffn_norm"]), _vec(L.get("ffn_norm_b")),
+                                                             kind, eps)
         f = _moe_ffn(f_in, L, em, router_trace) if L.get("n_expert") else _dense_ffn(f_in, L, em)
         if L.get("post_ffn_norm") is not None:
             f = _norm(f, _vec(L["post_ffn_norm"]), None, kind, eps)
+        f = f * rs
         x = x + f + (out if L.get("parallel_residual") else 0.0)
     x = _norm(x, _vec(spec["out_norm"]), _vec(spec.get("out_norm_b")), kind, eps)
     logits = _matmul(x, spec["output"], em)
