@@ -585,6 +585,7 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_sta
         const oxl_layer *L = &m->layers[il];
         if (L->kind == OXL_LAYER_ATTENTION) {
             if (L->n_head_kv != kv->n_head_kv || L->head_dim != kv->head_dim) return OXL_ERR_ARG;
+            if (L->kv_layer < 0 || L->kv_layer >= kv->n_layer) return OXL_ERR_ARG;
         } else if (L->kind == OXL_LAYER_MAMBA2) {
             const int rc = check_mamba2(m, L);
             if (rc) return rc;
@@ -795,8 +796,8 @@ static void phase_rope_store(const fwd_state *F, fwd_thread *T, const oxl_layer 
             for (int h = 0; h < L->n_head_kv; h++) rope_apply(&L->rope, T->cs, ki + h * hd);
         }
         const int p = F->row_pos[i], page = F->seqs[F->row_seq[i]].pages[p / OXL_KV_PAGE], prow = p % OXL_KV_PAGE;
-        store_kv(kv, kt, kv->k[il], page, prow, ki);
-        store_kv(kv, kt, kv->v[il], page, prow, vi);
+        store_kv(kv, kt, kv->k[L->kv_layer], page, prow, ki);
+        store_kv(kv, kt, kv->v[L->kv_layer], page, prow, vi);
         /* attention reads q contiguously: compact strided rows of a fused QKV */
         if (fused_qkv) memmove(F->attn + i * q_dim, qi, (size_t)q_dim * 4);
     }
@@ -836,8 +837,9 @@ static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *
             const int g = (it - item0[r]) / nc, c = (it - item0[r]) % nc;
             int tb, te;
             chunk_span(lo, p, c, &tb, &te);
-            attn_chunk(kt, L, F->kv, il, F->seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim + (int64_t)g * group * hd,
-                       g, p, tb, te, parts + (int64_t)it * istride, &T->w);
+            attn_chunk(kt, L, F->kv, L->kv_layer, F->seqs[row_seq[r]].pages,
+                       qsrc + (int64_t)r * q_dim + (int64_t)g * group * hd, g, p, tb, te, parts + (int64_t)it * istride,
+                       &T->w);
         }
         sync_threads(F, T);
         for (int pr = ith; pr < n * nkv; pr += nth) {
@@ -853,7 +855,7 @@ static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *
          * so contiguous shares would leave the first thread idle */
         for (int64_t it = ith; it < (int64_t)n * nkv; it += nth) {
             const int r = (int)(it / nkv), g = (int)(it % nkv);
-            attn_item(kt, L, F->kv, il, F->seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim, g, row_pos[r],
+            attn_item(kt, L, F->kv, L->kv_layer, F->seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim, g, row_pos[r],
                       out + (int64_t)r * q_dim, &T->w);
         }
     }

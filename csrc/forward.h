@@ -89,6 +89,8 @@ typedef struct {
     const float *ssm_norm;                   /* (d_inner) or NULL */
     int ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_n_group, ssm_n_head;
     int64_t state_off;                       /* the layer's recurrent state within a slot (floats): conv, ssm */
+    int kv_layer;                            /* attention layers: the index of its K/V in the cache (the
+                                                attention layers in order; recurrent layers have none) */
     float residual_scale;                    /* 0 (none) or multiplies the mixer's and the FFN's outputs before
                                                 each residual add (granite's residual_multiplier) */
     const float *router_b;                   /* (n_expert) added to the router logits, or NULL */
@@ -141,7 +143,8 @@ typedef struct {
     int64_t slot_floats;    /* >= the model's state_floats */
 } oxl_state_pool;
 
-/* KV storage shared by every sequence of a batch, in pages of OXL_KV_PAGE positions. Per layer, K and V are
+/* KV storage shared by every sequence of a batch, in pages of OXL_KV_PAGE positions. Per KV layer (each attention
+ * layer's kv_layer; recurrent layers keep their state in the state pool instead), K and V are
  * (n_head_kv, n_pages, OXL_KV_PAGE, head_dim): page p of KV head g holds that head's rows of OXL_KV_PAGE
  * positions contiguously, and pages taken in order (a single sequence's identity block table) make each KV
  * head's rows one contiguous stream for attention. A sequence reaches its positions through a block table:
@@ -152,6 +155,7 @@ typedef struct {
 typedef struct {
     int type;        /* OXL_TYPE_F16, OXL_TYPE_F32 or OXL_TYPE_Q8_0 (head_dim / 32 blocks per row) */
     int n_pages;     /* pages per layer and KV head */
+    int n_layer;     /* KV layers: one per attention layer of the model (oxl_layer.kv_layer) */
     int n_head_kv, head_dim;
     void **k, **v;   /* per layer: (n_head_kv, n_pages, OXL_KV_PAGE, one row of head_dim values of type) */
 } oxl_kv_cache;

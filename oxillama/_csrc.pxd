@@ -143,6 +143,7 @@ cdef extern from "forward.h" nogil:
         const float *ssm_norm
         int ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_n_group, ssm_n_head
         int64_t state_off
+        int kv_layer
         float residual_scale
         const float *router_b
         const float *exp_gate_b
@@ -184,6 +185,7 @@ cdef extern from "forward.h" nogil:
     ctypedef struct oxl_kv_cache:
         int type
         int n_pages
+        int n_layer
         int n_head_kv, head_dim
         void **k
         void **v

@@ -26,6 +26,8 @@ cdef class ForwardPlan:
     cdef oxl_layer *layers
     cdef list _keep
     cdef readonly int n_layer, n_embd, n_vocab, kv_dim, n_head_kv, head_dim
+    cdef readonly int n_kv_layer          # layers with K/V in the cache: the attention layers (>= 1: an
+                                          # attention-free model keeps one unused KV layer)
     cdef readonly int64_t state_floats    # floats of one sequence's recurrent state; 0: no recurrent layer
     cdef readonly list state_layout       # [(layer, name, shape, offset)]: where each layer's state lives in a slot
 
@@ -73,7 +75,7 @@ cdef class ForwardPlan:
         m.out_norm = self._vec(spec.get("out_norm"), self.n_embd, "output_norm")
         m.out_norm_b = self._vec(spec.get("out_norm_b"), self.n_embd, "output_norm.bias")
         m.output_b = self._vec(spec.get("output_b"), self.n_vocab, "output.bias")
-        cdef int n_ff_max = 0, q_dim_max = 0, kv_dim = -1
+        cdef int n_ff_max = 0, q_dim_max = 0, kv_dim = -1, n_kv_layer = 0
         cdef oxl_layer *L
         self.state_layout = []
         self.state_floats = 0
@@ -89,6 +91,8 @@ cdef class ForwardPlan:
             else:
                 q_dim_max = max(q_dim_max, self._attention(L, ls, p, il, kv_dim))
                 kv_dim = L.n_head_kv * L.head_dim
+                L.kv_layer = n_kv_layer
+                n_kv_layer += 1
             L.ffn_norm = self._vec(ls.get("ffn_norm"), self.n_embd, p + "ffn_norm")
             L.ffn_norm_b = self._vec(ls.get("ffn_norm_b"), self.n_embd, p + "ffn_norm.bias")
             L.fused_gate_up = bool(ls.get("fused_gate_up", False))
@@ -122,6 +126,7 @@ cdef class ForwardPlan:
         m.n_ff_max = n_ff_max
         m.q_dim_max = q_dim_max
         m.state_floats = self.state_floats
+        self.n_kv_layer = max(n_kv_layer, 1)
         if kv_dim < 0:
             kv_dim = self.n_head_kv * self.head_dim
         m.kv_dim = kv_dim
@@ -420,6 +425,7 @@ cdef class KVBuffers:
             self.ptrs[self.n_layer + il] = &vb[il, 0, 0, 0]
         self.kv.type = 1 if k.dtype == np.float16 else 8 if k.dtype == np.uint8 else 0
         self.kv.n_pages = self.n_pages
+        self.kv.n_layer = self.n_layer
         self.kv.n_head_kv = self.n_head_kv
         self.kv.head_dim = self.head_dim
         self.kv.k = self.ptrs
@@ -508,9 +514,10 @@ cdef class ForwardContext:
             raise ModelError(f"the model's recurrent layers need a state pool of >= {plan.state_floats} floats per "
                              f"slot, got {None if state is None else state.slot_floats}")
         self.state = state
-        if (kv.n_layer, kv.n_head_kv, kv.head_dim) != (plan.n_layer, plan.n_head_kv, plan.head_dim):
+        if (kv.n_layer, kv.n_head_kv, kv.head_dim) != (plan.n_kv_layer, plan.n_head_kv, plan.head_dim):
             raise ModelError(f"KV cache layout ({kv.n_layer} layers, {kv.n_head_kv} KV heads of {kv.head_dim}) does "
-                             f"not match the model's ({plan.n_layer} layers, {plan.n_head_kv} KV heads of {plan.head_dim})")
+                             f"not match the model's ({plan.n_kv_layer} attention layers, {plan.n_head_kv} KV heads of "
+                             f"{plan.head_dim})")
         if n_batch < 1 or n_threads < 1:
             raise ModelError("n_batch and n_threads must be >= 1")
         self.n_ctx = kv.n_ctx if n_ctx is None else n_ctx

@@ -19,6 +19,8 @@ One file, one job:
 - scheduler.py: continuous batching of many requests over one engine, one forward per step.
 - batch.py: SequencePool, many sequences in one pool of KV pages, run in one batched C forward.
 - kv_cache.py: one sequence's contiguous KV cache (the KVCache interface) and KV memory helpers.
+- recurrent_state.py: RecurrentStatePool, the fixed-size per-sequence state of recurrent layers (Mamba-2 ...)
+  in slots beside the KV pages, and StateCheckpoints (a recurrent state cannot be truncated).
 - prefix_cache.py: PrefixKvCache, K/V of prompt prefixes shared between requests (a radix tree).
 - snapshot.py: a session as one checked msgpack blob, and its hardened loader.
 - speculative.py: speculative decoding with a draft model or n-gram prompt lookup.

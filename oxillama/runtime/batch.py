@@ -65,8 +65,9 @@ class SequencePool:
         self.n_batch = int(max(engine.n_batch, self.n_seq_max) if n_batch is None else n_batch)
         self.n_vocab = c.n_vocab
         dtype, width = kv_storage(engine.kv.kv_type, c.kv_dim // c.n_head_kv)
-        shape = (c.n_layer, c.n_head_kv, self.n_pages * self.page_size, width)
-        check_kv_memory(c.n_layer, self.n_pages * self.page_size, c.kv_dim, engine.kv.kv_type)
+        n_kv_layer = engine.plan.n_kv_layer   # the attention layers (recurrent ones hold a state slot instead)
+        shape = (n_kv_layer, c.n_head_kv, self.n_pages * self.page_size, width)
+        check_kv_memory(n_kv_layer, self.n_pages * self.page_size, c.kv_dim, engine.kv.kv_type)
         self.k = kv_zeros(shape, dtype)      # untouched pages cost no memory until written
         self.v = kv_zeros(shape, dtype)
         self.buffers = _core.KVBuffers(self.k, self.v)
@@ -152,6 +153,15 @@ class SequencePool:
         if self.recurrent is not None:
             self.recurrent.free(s.slot)
         del self._seqs[seq_id]
+
+    def state(self, seq_id: int) -> np.ndarray:
+        """A copy of a recurrent model's state of seq_id (after its cached positions)."""
+        return self.recurrent.read(self._seq(seq_id).slot)
+
+    def set_state(self, seq_id: int, state: np.ndarray) -> None:
+        """Restore a recurrent model's state of seq_id (the caller makes its cached positions those the state
+        was taken after)."""
+        self.recurrent.write(self._seq(seq_id).slot, state)
 
     def resumable(self, seq_id: int, n: int) -> int:
         """The most positions <= n of seq_id that fork() and truncate() can keep: n for a KV-only model; for

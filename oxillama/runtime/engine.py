@@ -324,7 +324,7 @@ class InferenceEngine:
         its RNG state and mirostat mu, and the grammar state. See oxillama.runtime.snapshot."""
         c, s = self.config, self.session
         snap = _snap.Snapshot(
-            arch=c.arch, fingerprint=self.fingerprint(), n_ctx=self.n_ctx, n_layer=c.n_layer,
+            arch=c.arch, fingerprint=self.fingerprint(), n_ctx=self.n_ctx, n_layer=self.kv.n_layer,
             kv_dim=self.kv.kv_dim, n_vocab=self.n_vocab, kv_type=self.kv.kv_type, kv=s.kv_snapshot(),
             seed=self.seed, sampler=None if s.sampler is None else _snap.sampler_record(s.sampler),
             grammar=None if s.matcher is None else _snap.grammar_record(s.matcher), loras=list(s.lora_key))
@@ -372,7 +372,7 @@ class InferenceEngine:
     def _restore_session(self, snap: "_snap.Snapshot") -> None:
         c = self.config
         theirs = (snap.arch, snap.n_layer, snap.kv_dim, snap.n_vocab)
-        ours = (c.arch, c.n_layer, self.kv.kv_dim, self.n_vocab)
+        ours = (c.arch, self.kv.n_layer, self.kv.kv_dim, self.n_vocab)
         if theirs != ours:
             raise SnapshotError(f"snapshot (arch, n_layer, kv_dim, n_vocab) = {theirs} does not match the model {ours}")
         kv = snap.kv

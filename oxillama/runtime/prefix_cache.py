@@ -8,7 +8,8 @@ cached rows into the engine's cache and runs only the rest of the prompt.
 Tree: each edge is labelled with a run of token ids and owns the K/V rows of those positions,
 (n_layer, len(run), kv_dim) each; a node's depth is the prefix length at its end. A node may also hold
 a state blob (any object with nbytes, e.g. a recurrent layer's state after its last position), which
-counts in the byte budget and goes with the node. Inserting a prompt
+counts in the byte budget and goes with the node; restore_state() resumes from the deepest such node (the
+Scheduler keeps recurrent models' states there: before a prompt's last token and at a request's end). Inserting a prompt
 that diverges inside an edge splits it. Under a byte budget the least recently used leaves are
 evicted first, so shared prefixes (internal nodes) outlive the suffixes hanging off them.
 
@@ -202,6 +203,21 @@ class PrefixKvCache:
         self.stats.hits += 1
         self.stats.hit_tokens += n - start
         return n
+
+    def restore_state(self, tokens, dest: KVCache, start: int = 0) -> tuple[int, object]:
+        """For recurrent models, whose state cannot be rebuilt from K/V rows: the longest cached prefix of
+        `tokens` that ends at a node holding a state (a checkpoint). Its rows [start, n) are written into dest
+        as restore() writes them and (n, state) returned; (start, None) when no checkpoint lies beyond start."""
+        ids = _as_ids(tokens)
+        best, depth = None, 0
+        for node, used in self._walk(ids):
+            if used == len(node.tokens) and node.state is not None:
+                best, depth = node, node.depth
+        if best is None or depth <= start:
+            self.stats.misses += 1
+            return start, None
+        n = self.restore(ids[:depth], dest, start)
+        return n, best.state
 
     def clear(self) -> None:
         self._root.children.clear()

@@ -493,6 +493,8 @@ class Scheduler:
         self._record_cost(t2 - t1)
         for (seq, toks, _), req, logits in zip(items, reqs, outs):
             req.n_cached += len(toks)
+            if req.n_cached == self._checkpoint_at(req):
+                self._remember(req)
             if req.n_cached == len(req.known):
                 try:
                     self._advance(req, logits, t2)
@@ -594,6 +596,8 @@ class Scheduler:
             return min(take, budget)
         remaining = end - r.n_cached
         take = min(remaining, budget)
+        if self._checkpoint_at(r) > r.n_cached:   # stop before the prompt's last token (a checkpoint there)
+            take = min(take, self._checkpoint_at(r) - r.n_cached)
         # pages: shrink to what fits
         while take and self.pool.pages_needed(r.seq, take) > free_pages:
             fit = take - self.pool.page_size
@@ -640,23 +644,36 @@ class Scheduler:
         cache = self.prompt_cache
         if cache is None or r.lora_key:     # the cache keys on tokens: rows made with adapters stay out
             return shared
-        if self.pool.recurrent is not None:  # K/V rows alone cannot resume a recurrent state
-            return shared
         ids = r.known[:len(r.known) - 1]
         n = cache.match(ids)
         if n > shared and self.pool.pages_needed(r.seq, n - shared + 1) > free_pages:
             return shared                   # no room now: run the prompt rather than wait
+        if self.pool.recurrent is not None:  # K/V rows alone cannot resume a recurrent state: a checkpoint
+            n, state = cache.restore_state(ids, self.pool.rows(r.seq, ids), start=shared)
+            if state is not None:
+                self.pool.set_state(r.seq, state)
+            return n
         return cache.restore(ids, self.pool.rows(r.seq, ids), start=shared)
+
+    def _checkpoint_at(self, r: _Request) -> int:
+        """Recurrent models with a prompt cache: the position before the prompt's last token, where its state
+        is kept (a later request with the same prompt resumes there, and runs only its last token); else 0."""
+        if self.prompt_cache is None or self.pool.recurrent is None or r.lora_key or r.n_prompt < 2:
+            return 0
+        return r.n_prompt - 1
 
     def _remember(self, r: _Request) -> None:
         """Put the K/V of r's cached positions into the prompt cache (r's sequence is still live)."""
-        if self.prompt_cache is None or r.lora_key or r.seq is None or self.pool.recurrent is not None:
+        if self.prompt_cache is None or r.lora_key or r.seq is None:
             return
         tokens = self.pool.tokens(r.seq)
         if not tokens:
             return
+        # a recurrent model's state after them goes with the rows: a later prompt continuing this
+        # conversation resumes there
+        state = self.pool.state(r.seq) if self.pool.recurrent is not None else None
         try:
-            self.prompt_cache.insert(tokens, self.pool.rows(r.seq, tokens))
+            self.prompt_cache.insert(tokens, self.pool.rows(r.seq, tokens), state=state)
         except OxillamaError as e:      # a cache problem must not fail the request that just finished
             log.warning("could not keep request %s in the prompt cache: %s", r.handle.id, e)
 

@@ -32,7 +32,8 @@ class Session:
         c = model.config
         self.model = model
         self.n_batch = n_batch
-        self.kv = ContiguousKVCache(model.n_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv)
+        # K/V for the attention layers only (recurrent layers keep a fixed-size state in self.recurrent)
+        self.kv = ContiguousKVCache(model.plan.n_kv_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv)
         # recurrent layers: the state in slot 0 of a one-slot pool, and checkpoints of it (a recurrent state
         # cannot be truncated: going back resumes from a checkpoint and runs the tokens after it)
         self.recurrent = RecurrentStatePool(model.plan, 1) if model.plan.state_floats else None
@@ -152,9 +153,9 @@ class Session:
         tokens = model.check_tokens(state.tokens)
         n = len(tokens)
         for name, a in (("k", state.k), ("v", state.v)):
-            if not isinstance(a, np.ndarray) or a.shape != (model.n_layer, n, self.kv.kv_dim):
+            if not isinstance(a, np.ndarray) or a.shape != (self.kv.n_layer, n, self.kv.kv_dim):
                 raise InvalidArgumentError(f"KV state {name} has shape {getattr(a, 'shape', None)}, expected "
-                                           f"{(model.n_layer, n, self.kv.kv_dim)} for {n} tokens")
+                                           f"{(self.kv.n_layer, n, self.kv.kv_dim)} for {n} tokens")
         pending = state.pending
         if pending is not None:
             pending = int(model.check_tokens([pending])[0])

@@ -9,7 +9,7 @@ Layout:
       arch         str            the model's architecture (general.architecture)
       fingerprint  map            {"size": file bytes, "head": sha256 of the first FINGERPRINT_SPAN bytes,
                                    "tail": sha256 of the last FINGERPRINT_SPAN bytes} (constant time)
-      n_ctx, n_layer, kv_dim, n_vocab   int
+      n_ctx, n_layer, kv_dim, n_vocab   int   (n_layer: the layers with K/V, i.e. the attention layers)
       kv_type      str            "f16" | "f32"
       tokens       bin            int32 LE, the n_past tokens whose K/V are cached
       pending      int | nil      the last sampled token, not yet run through the model

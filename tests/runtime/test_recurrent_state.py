@@ -217,3 +217,33 @@ def test_greedy_speculative_decoding_equals_plain_decoding(draft_kind):
     assert n >= 20 and got[:n] == plain[:n]
     if draft_kind == "oracle":
         assert st.accepted > 0 and st.rejected > 0 and st.rounds < st.emitted
+
+
+def test_scheduler_prompt_cache_resumes_recurrent_states_from_checkpoints(mamba2):
+    """With a prompt cache, a recurrent model's state is kept before each prompt's last token and at each
+    request's end: the same prompt again runs only its last token, a conversation's next turn only its new
+    tokens; the texts are a cold run's."""
+    from oxillama.runtime import PrefixKvCache
+    prompt = toks(60, seed=11).tolist()
+    other = toks(45, seed=12).tolist()
+
+    def cold(p):
+        mamba2.reset()
+        return mamba2.generate(p, max_tokens=10, temperature=0).tokens
+
+    cache = PrefixKvCache(max_bytes=64 << 20)
+    with Scheduler(mamba2, n_seq_max=2, prompt_cache=cache) as sched:
+        first = sched.submit(prompt, max_tokens=10, temperature=0).result(120)
+        again = sched.submit(prompt, max_tokens=10, temperature=0)
+        out_again = again.result(120)
+        turn2 = prompt + first.tokens + other[:7]
+        h2 = sched.submit(turn2, max_tokens=10, temperature=0)
+        out2 = h2.result(120)
+        miss = sched.submit(other, max_tokens=10, temperature=0)
+        out_miss = miss.result(120)
+    assert first.tokens == cold(prompt) and out_again.tokens == first.tokens
+    assert again.stats["n_cached_prompt_tokens"] == len(prompt) - 1
+    # the first request's end: its prompt and all but its last token (sampled, never run)
+    assert h2.stats["n_cached_prompt_tokens"] == len(prompt) + len(first.tokens) - 1
+    assert out2.tokens == cold(turn2)
+    assert miss.stats["n_cached_prompt_tokens"] == 0 and out_miss.tokens == cold(other)
