@@ -20,11 +20,21 @@ cdef class ForwardPlan:
     `spec` is a dict produced by oxillama.models (see models/base.py): hyper-parameters, weights as
     (uint8 array, type id, rows, cols) tuples and norm/bias vectors as float32 arrays. The plan
     keeps every array it points into alive.
+
+    repack: the matrices whose type has a repacked layout on the active tier (matmul.h) are copied once
+    into it, and the products read the copy (the same floats, less work per block); the file stays the
+    truth (embedding rows, experts). `repacked`: a dict shared by plans over the same weights (a layer
+    draft) so each matrix is repacked once. repacked_bytes: the RAM the copies take.
     """
     cdef oxl_model model
     cdef oxl_layer *layers
     cdef list _keep
+    cdef bint _repack
+    cdef dict _repacked
+    cdef int _repack_threads
     cdef readonly int n_layer, n_embd, n_vocab, kv_dim, n_head_kv, head_dim
+    cdef readonly int64_t repacked_bytes
+    cdef readonly dict repacked_layouts
 
     def __cinit__(self):
         self.layers = NULL
@@ -33,8 +43,14 @@ cdef class ForwardPlan:
     def __dealloc__(self):
         free(self.layers)
 
-    def __init__(self, dict spec):
+    def __init__(self, dict spec, bint repack=True, dict repacked=None):
         memset(&self.model, 0, sizeof(oxl_model))
+        self._repack = repack
+        self._repacked = {} if repacked is None else repacked
+        self._repack_threads = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                   else (os.cpu_count() or 1))
+        self.repacked_bytes = 0
+        self.repacked_layouts = {}
         layers = spec["layers"]
         self.n_layer = len(layers)
         if self.n_layer == 0:
@@ -53,7 +69,7 @@ cdef class ForwardPlan:
         m.embd_scale = spec.get("embd_scale", 1.0)
         m.final_softcap = spec.get("final_softcap", 0.0)
         m.logit_scale = spec.get("logit_scale", 1.0)
-        emb = self._weight(spec["tok_embd"], "token_embd", self.n_vocab, self.n_embd)
+        emb = self._weight(spec["tok_embd"], "token_embd", self.n_vocab, self.n_embd, False)
         m.tok_embd = emb.data
         m.tok_embd_type = emb.type
         m.output = self._weight(spec["output"], "output", self.n_vocab, self.n_embd)
@@ -158,9 +174,9 @@ cdef class ForwardPlan:
         L.expert_scale = ls.get("expert_scale", 1.0)
         L.act = _ACTS[ls.get("act", "silu")]
         L.router = self._weight(ls["router"], p + "ffn_gate_inp", ne, self.n_embd)
-        L.exp_gate = self._weight(ls["exp_gate"], p + "ffn_gate_exps", ne * ff, self.n_embd)
-        L.exp_up = self._weight(ls["exp_up"], p + "ffn_up_exps", ne * ff, self.n_embd)
-        L.exp_down = self._weight(ls["exp_down"], p + "ffn_down_exps", ne * self.n_embd, ff)
+        L.exp_gate = self._weight(ls["exp_gate"], p + "ffn_gate_exps", ne * ff, self.n_embd, False)
+        L.exp_up = self._weight(ls["exp_up"], p + "ffn_up_exps", ne * ff, self.n_embd, False)
+        L.exp_down = self._weight(ls["exp_down"], p + "ffn_down_exps", ne * self.n_embd, ff, False)
         L.shexp_gate = self._vec(ls.get("shexp_gate"), self.n_embd, p + "ffn_gate_inp_shexp")
         return 0
 
@@ -176,9 +192,13 @@ cdef class ForwardPlan:
         mv = arr
         return &mv[0]
 
-    cdef oxl_weight _weight(self, w, name, int64_t rows, int64_t cols) except *:
+    cdef oxl_weight _weight(self, w, name, int64_t rows, int64_t cols, bint may_repack=True) except *:
         cdef oxl_weight out
         cdef const unsigned char[::1] mv
+        cdef unsigned char[::1] pv
+        cdef int rc, qt, nth = self._repack_threads
+        cdef int64_t prow
+        cdef const oxl_kernel_table *kt
         data, qtype, wr, wc = w
         if wr != rows or wc != cols:
             raise ModelError(f"{name}: expected shape ({rows}, {cols}), got ({wr}, {wc})")
@@ -199,6 +219,26 @@ cdef class ForwardPlan:
         out.type = qtype
         out.rows = rows
         out.cols = cols
+        out.packed = NULL
+        qt = qtype
+        kt = oxl_kernels()
+        prow = oxl_repacked_row_size(kt, qt, cols)
+        if self._repack and may_repack and prow > 0 and rows > 0:
+            key = (<size_t>out.data, qtype, rows, cols)
+            packed = self._repacked.get(key)
+            if packed is None:
+                packed = np.empty(prow * rows, np.uint8)
+                pv = packed
+                with nogil:
+                    rc = oxl_repack(kt, qt, out.data, rows, cols, &pv[0], nth)
+                if rc != 0:
+                    raise ModelError(f"{name}: repacking failed (code {rc})")
+                self._repacked[key] = packed
+            self._keep.append(packed)
+            pv = packed
+            out.packed = &pv[0]
+            self.repacked_bytes += packed.nbytes
+            self.repacked_layouts[kt.type[qt].name.decode()] = kt.type[qt].repacked.name.decode()
         return out
 
 

@@ -27,6 +27,7 @@ def add_parser(sub) -> None:
                    help="context size of each sequence (0: the model's, capped)")
     p.add_argument("--threads", "-t", type=int, default=None, metavar="N",
                    help="threads (default: OXILLAMA_NUM_THREADS, else the physical cores)")
+    p.add_argument("--no-repack", action="store_true", help="keep the weights in the file's layout only: no repacked copy for the faster kernels (saves its RAM; the output is the same)")
     p.add_argument("--api-key", default=None, metavar="KEY",
                    help="require 'Authorization: Bearer KEY' (not on /health and /metrics)")
     p.add_argument("--api-key-file", default=None, metavar="FILE",
@@ -113,7 +114,7 @@ def run(args) -> int:
                                        'pip install "oxillama[ray]"') from None
     model = str(hub.resolve_model(args.model))      # fetch a known model before the port opens
     config = ServerConfig(model=model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.n_ctx,
-                          threads=args.threads, api_key=args.api_key, api_keys=api_keys,
+                          threads=args.threads, repack=not args.no_repack, api_key=args.api_key, api_keys=api_keys,
                           alias=args.alias or _default_alias(args.model),
                           max_queue=args.max_queue, max_batch_tokens=args.max_batch_tokens,
                           max_decode_slowdown=args.max_decode_slowdown,

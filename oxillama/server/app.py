@@ -32,7 +32,7 @@ def load(state: ServerState) -> None:
     from oxillama.runtime.scheduler import Scheduler
 
     c = state.config
-    engine = InferenceEngine.from_gguf(c.model, n_ctx=c.n_ctx, n_threads=c.threads)
+    engine = InferenceEngine.from_gguf(c.model, n_ctx=c.n_ctx, n_threads=c.threads, repack=c.repack)
     try:
         state.loras = load_adapters(engine, c.loras)
         scheduler = Scheduler(engine, n_seq_max=c.parallel, max_batch_tokens=c.max_batch_tokens,
