@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "forward.h"
+#include "layers/ssm.h"
 #include "matmul.h"
 
 #if OXL_HAVE_OPENMP
@@ -103,13 +104,15 @@ typedef struct {
      * token rows, per expert its first gathered position, the used experts, the gathered inputs (one per
      * activation type of gate and up), gate, up, down's input and output, and the routed sum */
     int64_t r_logits, sel_exp, sel_w, sel_pos, g_row, exp_off, used, g_act[2], g_gate, g_up, g_hact, g_out, moe_out;
+    /* Mamba-2: the input projection's rows [z | xBC | dt], the conv's output, the scan's output */
+    int64_t ssm_zxbcdt, ssm_xbc, ssm_y;
 } scratch_layout;
 
 static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_threads) {
     scratch_layout s;
     int64_t off = 0;
     const int64_t n = n_batch;
-    const int64_t widest = OXL_MAX(OXL_MAX(m->n_embd, m->n_ff_max), m->q_dim_max);
+    const int64_t widest = OXL_MAX(OXL_MAX(OXL_MAX(m->n_embd, m->n_ff_max), m->q_dim_max), m->ssm_d_inner_max);
     const int64_t G = group_max(m), hd = head_dim_max(m);
 #define TAKE(field, bytes) do { s.field = off; off += align_up(bytes); } while (0)
     TAKE(x, n * m->n_embd * 4);
@@ -148,6 +151,9 @@ static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_t
     TAKE(g_hact, nk * max_act_row(OXL_MAX(ffe, 1)));
     TAKE(g_out, nk * m->n_embd * 4);
     TAKE(moe_out, ne ? n * m->n_embd * 4 : 0);
+    TAKE(ssm_zxbcdt, n * m->ssm_d_in_proj_max * 4);
+    TAKE(ssm_xbc, n * m->ssm_conv_dim_max * 4);
+    TAKE(ssm_y, n * m->ssm_d_inner_max * 4);
 #undef TAKE
     s.total = off + ALIGN;
     return s;
@@ -229,6 +235,12 @@ static void matmul_share(const oxl_kernel_table *kt, const oxl_weight *w, const 
         if (n == 1 && !kt->type[w->type].gemm_one_row) oxl_gemv_range(kt, w->type, w->data, w->cols, xq, Y, b, e);
         else oxl_gemm_range(kt, w->type, w->data, w->cols, xq, n, Y, ldy, b, e);
     }
+}
+
+/* a branch's output times the layer's residual scale (granite), before it joins the residual stream */
+static void scale_residual(const oxl_layer *L, float *y, int n) {
+    if (L->residual_scale == 0.0f || L->residual_scale == 1.0f) return;
+    for (int i = 0; i < n; i++) y[i] *= L->residual_scale;
 }
 
 static void add_bias(float *y, const float *b, int n_rows, int cols, int64_t ld, int r0, int r1) {
@@ -526,13 +538,46 @@ static int64_t lora_t_floats(const oxl_model *m, const oxl_batch_seq *seqs, int 
 /* ---- the forward ---- */
 
 /* Validates the batch; n_rows: its tokens, n_out: rows that get logits, max_pos: the last position. */
-static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
-                       int *n_rows, int *n_out, int *max_pos) {
+/* A Mamba-2 layer's sizes against each other, its weights and the model's maxima (which sized the scratch). */
+static int check_mamba2(const oxl_model *m, const oxl_layer *L) {
+    const int64_t di = L->ssm_d_inner, ds = L->ssm_d_state, ng = L->ssm_n_group, nh = L->ssm_n_head;
+    if (di <= 0 || ds <= 0 || ng <= 0 || nh <= 0 || L->ssm_d_conv < 1 || L->ssm_d_conv > 64) return OXL_ERR_SHAPE;
+    if (di % nh || nh % ng || di % ng) return OXL_ERR_SHAPE;
+    const int64_t conv_dim = di + 2 * ng * ds, d_in_proj = di + conv_dim + nh;
+    if (di > m->ssm_d_inner_max || conv_dim > m->ssm_conv_dim_max || d_in_proj > m->ssm_d_in_proj_max) return OXL_ERR_SHAPE;
+    if (!L->ssm_in.data || !L->ssm_out.data || !L->ssm_conv1d || !L->ssm_a || !L->ssm_d || !L->ssm_dt_b || !L->attn_norm)
+        return OXL_ERR_ARG;
+    if (L->ssm_in.rows != d_in_proj || L->ssm_in.cols != m->n_embd || L->ssm_out.rows != m->n_embd ||
+        L->ssm_out.cols != di) return OXL_ERR_SHAPE;
+    const int64_t need = (int64_t)(L->ssm_d_conv - 1) * conv_dim + nh * ds * (di / nh);
+    if (L->state_off < 0 || L->state_off + need > m->state_floats) return OXL_ERR_SHAPE;
+    return OXL_OK;
+}
+
+static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_state_pool *rs,
+                       const oxl_batch_seq *seqs, int n_seqs, int *n_rows, int *n_out, int *max_pos) {
     if (!m || !kv || !seqs || n_seqs <= 0 || !kv->k || !kv->v || kv->n_pages <= 0) return OXL_ERR_ARG;
     if (kv->type != OXL_TYPE_F16 && kv->type != OXL_TYPE_F32 && kv->type != OXL_TYPE_Q8_0) return OXL_ERR_TYPE;
     if (kv->head_dim <= 0 || kv_row_bytes(kv) < 0) return OXL_ERR_SHAPE;   /* Q8_0: head_dim a multiple of 32 */
-    for (int il = 0; il < m->n_layer; il++)   /* the cache's layout must be the layers' */
-        if (m->layers[il].n_head_kv != kv->n_head_kv || m->layers[il].head_dim != kv->head_dim) return OXL_ERR_ARG;
+    for (int il = 0; il < m->n_layer; il++) {   /* the cache's layout must be the attention layers' */
+        const oxl_layer *L = &m->layers[il];
+        if (L->kind == OXL_LAYER_ATTENTION) {
+            if (L->n_head_kv != kv->n_head_kv || L->head_dim != kv->head_dim) return OXL_ERR_ARG;
+        } else if (L->kind == OXL_LAYER_MAMBA2) {
+            const int rc = check_mamba2(m, L);
+            if (rc) return rc;
+        } else {
+            return OXL_ERR_ARG;
+        }
+    }
+    if (m->state_floats > 0) {   /* recurrent layers: every sequence has its own slot */
+        if (!rs || !rs->data || rs->n_slots <= 0 || rs->slot_floats < m->state_floats) return OXL_ERR_ARG;
+        for (int s = 0; s < n_seqs; s++) {
+            if (seqs[s].state_slot < 0 || seqs[s].state_slot >= rs->n_slots) return OXL_ERR_ARG;
+            for (int t = 0; t < s; t++)
+                if (seqs[t].state_slot == seqs[s].state_slot) return OXL_ERR_ARG;
+        }
+    }
     for (int il = 0; il < m->n_layer; il++) {   /* experts: the sizes the scratch was laid out for */
         const oxl_layer *L = &m->layers[il];
         if (L->n_expert == 0) continue;
@@ -587,7 +632,10 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_bat
 typedef struct {
     const oxl_model *m;
     const oxl_kv_cache *kv;
+    const oxl_state_pool *rs;       /* recurrent state, or NULL */
     const oxl_batch_seq *seqs;
+    int n_seqs;
+    const int *seq_row0;            /* each sequence's first row */
     const oxl_kernel_table *kt;
     const scratch_layout *S;
     char *base;
@@ -801,6 +849,7 @@ static void phase_ffn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L
         float *ti = F->tmp + i * n_embd, *xi = F->x + i * n_embd;
         add_bias(ti, L->bo, 1, n_embd, 0, 0, 1);
         if (L->post_attn_norm) norm_row(kt, m, ti, L->post_attn_norm, NULL, ti, n_embd);
+        scale_residual(L, ti, n_embd);
         if (L->parallel_residual) {
             /* ffn reads the same normed input as attention: recompute it, then x += attn */
             norm_row(kt, m, xi, L->attn_norm, L->attn_norm_b, F->xn + i * n_embd, n_embd);
@@ -1073,6 +1122,7 @@ static void phase_ffn_residual(const fwd_state *F, fwd_thread *T, const oxl_laye
         float *ti = F->tmp + i * n_embd;
         add_bias(ti, L->b_down, 1, n_embd, 0, 0, 1);
         if (L->post_ffn_norm) norm_row(F->kt, F->m, ti, L->post_ffn_norm, NULL, ti, n_embd);
+        scale_residual(L, ti, n_embd);
         F->kt->ops.add(F->x + i * n_embd, ti, n_embd);
     }
     /* the next layer starts with this thread's own rows again (norm, quantize), so only the
@@ -1080,15 +1130,124 @@ static void phase_ffn_residual(const fwd_state *F, fwd_thread *T, const oxl_laye
     if (il == F->m->n_layer - 1) sync_threads(F, T);
 }
 
+/* ---- Mamba-2 (layers/ssm.h: the kernels and the order they sum in) ---- */
+
+/* the slot floats of sequence s */
+static float *seq_state(const fwd_state *F, int s) {
+    return F->rs->data + (int64_t)F->seqs[s].state_slot * F->rs->slot_floats;
+}
+
+/* xn = norm(x); quantized for the input projection */
+static void phase_ssm_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const int n_embd = F->m->n_embd;
+    const oxl_weight *ws[1] = {&L->ssm_in};
+    act_set_init(&T->acts, F->kt, F->base, F->S, ws, 1);
+    for (int64_t i = T->t0; i < T->t1; i++)
+        norm_row(F->kt, F->m, F->x + i * n_embd, L->attn_norm, L->attn_norm_b, F->xn + i * n_embd, n_embd);
+    act_set_fill(&T->acts, F->kt, F->xn, n_embd, (int)T->t0, (int)T->t1);
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* zxbcdt (n, d_in_proj) = xn ssm_in^T */
+static void phase_ssm_in(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    float *zx = (float *)(F->base + F->S->ssm_zxbcdt);
+    matmul_share(F->kt, &L->ssm_in, act_for(&T->acts, F->kt, &L->ssm_in, F->xn), F->n, zx, L->ssm_in.rows,
+                 next_counter(F, T), T->nth);
+    sync_threads(F, T);
+    (void)il;
+}
+
+#define SSM_CONV_CHANNELS 256   /* channels per conv work item */
+
+/* xbc (n, conv_dim) = SiLU(conv(xBC) + b), per (sequence, channel block); a sequence at position 0 starts
+ * from a zero conv state */
+static void phase_ssm_conv(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const int di = L->ssm_d_inner, ds = L->ssm_d_state, ng = L->ssm_n_group, dc = L->ssm_d_conv;
+    const int conv_dim = di + 2 * ng * ds;
+    const int64_t ld_in = L->ssm_in.rows;
+    const float *zx = (const float *)(F->base + F->S->ssm_zxbcdt);
+    float *xbc = (float *)(F->base + F->S->ssm_xbc);
+    const int n_blocks = (conv_dim + SSM_CONV_CHANNELS - 1) / SSM_CONV_CHANNELS;
+    for (int64_t it = T->ith; it < (int64_t)F->n_seqs * n_blocks; it += T->nth) {
+        const int s = (int)(it / n_blocks), c0 = (int)(it % n_blocks) * SSM_CONV_CHANNELS;
+        const int c1 = OXL_MIN(conv_dim, c0 + SSM_CONV_CHANNELS);
+        float *cst = seq_state(F, s) + L->state_off;
+        if (F->seqs[s].pos0 == 0)
+            for (int k = 0; k < dc - 1; k++) memset(cst + (int64_t)k * conv_dim + c0, 0, (size_t)(c1 - c0) * 4);
+        const int64_t r0 = F->seq_row0[s];
+        oxl_ssm_conv(zx + r0 * ld_in + di, ld_in, xbc + r0 * conv_dim, conv_dim, F->seqs[s].n_tokens, cst, conv_dim,
+                     dc, L->ssm_conv1d, L->ssm_conv1d_b, c0, c1);
+    }
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* y (n, d_inner) = the selective scan, per (sequence, head); a sequence at position 0 starts from a zero
+ * ssm state */
+static void phase_ssm_scan(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const int di = L->ssm_d_inner, ds = L->ssm_d_state, ng = L->ssm_n_group, nh = L->ssm_n_head;
+    const int conv_dim = di + 2 * ng * ds, hd = di / nh;
+    const int64_t ld_in = L->ssm_in.rows;
+    const float *zx = (const float *)(F->base + F->S->ssm_zxbcdt);
+    const float *xbc = (const float *)(F->base + F->S->ssm_xbc);
+    float *y = (float *)(F->base + F->S->ssm_y);
+    for (int64_t it = T->ith; it < (int64_t)F->n_seqs * nh; it += T->nth) {
+        const int s = (int)(it / nh), h = (int)(it % nh);
+        float *hst = seq_state(F, s) + L->state_off + (int64_t)(L->ssm_d_conv - 1) * conv_dim + (int64_t)h * ds * hd;
+        if (F->seqs[s].pos0 == 0) memset(hst, 0, (size_t)ds * hd * 4);
+        const int64_t r0 = F->seq_row0[s];
+        oxl_ssm_scan_head(xbc + r0 * conv_dim, conv_dim, zx + r0 * ld_in + di + conv_dim, ld_in, y + r0 * di, di,
+                          F->seqs[s].n_tokens, hst, h, hd, di, ds, nh, ng, L->ssm_a[h], L->ssm_d[h], L->ssm_dt_b[h]);
+    }
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* y = grouped RMS norm of y * silu(z), quantized; tmp (n, n_embd) = y ssm_out^T; without an FFN after the
+ * mixer, x += tmp here */
+static void phase_ssm_out(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const int di = L->ssm_d_inner, n_embd = F->m->n_embd;
+    const int64_t ld_in = L->ssm_in.rows;
+    const float *zx = (const float *)(F->base + F->S->ssm_zxbcdt);
+    float *y = (float *)(F->base + F->S->ssm_y);
+    const oxl_weight *ws[1] = {&L->ssm_out};
+    act_set_init(&T->acts, kt, F->base, F->S, ws, 1);
+    for (int64_t i = T->t0; i < T->t1; i++)
+        oxl_ssm_gated_norm(y + i * di, zx + i * ld_in, L->ssm_norm, di, L->ssm_n_group, F->m->norm_eps);
+    act_set_fill(&T->acts, kt, y, di, (int)T->t0, (int)T->t1);
+    sync_threads(F, T);
+    matmul_share(kt, &L->ssm_out, act_for(&T->acts, kt, &L->ssm_out, y), F->n, F->tmp, n_embd, next_counter(F, T),
+                 T->nth);
+    sync_threads(F, T);
+    if (!L->w_up.data && L->n_expert == 0) {
+        for (int64_t i = T->t0; i < T->t1; i++) {
+            scale_residual(L, F->tmp + i * n_embd, n_embd);
+            kt->ops.add(F->x + i * n_embd, F->tmp + i * n_embd, n_embd);
+        }
+        if (il == F->m->n_layer - 1) sync_threads(F, T);
+    }
+}
+
 /* The phases of one layer, in order; returns how many. */
 #define MAX_LAYER_PHASES 10
 static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
     int k = 0;
-    ph[k++] = phase_attn_norm;
-    ph[k++] = phase_qkv;
-    ph[k++] = phase_rope_store;
-    ph[k++] = phase_attention;
-    ph[k++] = phase_attn_out;
+    if (L->kind == OXL_LAYER_MAMBA2) {
+        ph[k++] = phase_ssm_norm;
+        ph[k++] = phase_ssm_in;
+        ph[k++] = phase_ssm_conv;
+        ph[k++] = phase_ssm_scan;
+        ph[k++] = phase_ssm_out;
+        if (!L->w_up.data && L->n_expert == 0) return k;   /* no FFN after the mixer (mamba2) */
+    } else {
+        ph[k++] = phase_attn_norm;
+        ph[k++] = phase_qkv;
+        ph[k++] = phase_rope_store;
+        ph[k++] = phase_attention;
+        ph[k++] = phase_attn_out;
+    }
     ph[k++] = phase_ffn_norm;
     if (L->n_expert > 0) {
         ph[k++] = phase_experts;
@@ -1167,10 +1326,11 @@ static void forward_thread(const fwd_state *F, int ith, int nth) {
     phase_logits(F, &T);
 }
 
-int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
+int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_state_pool *rs,
+                      const oxl_batch_seq *seqs, int n_seqs,
                       float *logits, float *hidden, void *scratch_raw, int64_t scratch_size, int n_threads) {
     int n = 0, n_out = 0, max_pos = 0;
-    int rc = check_batch(m, kv, seqs, n_seqs, &n, &n_out, &max_pos);
+    int rc = check_batch(m, kv, rs, seqs, n_seqs, &n, &n_out, &max_pos);
     if (rc) return rc;
     if (n_threads < 1) n_threads = 1;
     const scratch_layout S = layout(m, n, max_pos + 1, n_threads);
@@ -1189,10 +1349,16 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
         }
     int any_lora = 0;
     for (int s = 0; s < n_seqs; s++) any_lora |= seqs[s].n_loras > 0;
+    int *seq_row0 = malloc((size_t)n_seqs * sizeof(int));
+    if (!seq_row0) return OXL_ERR_NOMEM;
+    for (int s = 0, r = 0; s < n_seqs; r += seqs[s].n_tokens, s++) seq_row0[s] = r;
     /* LoRA's A x of up to three products of one phase (q, k, v; gate, up), for every row's adapters */
     const int64_t lt = any_lora ? lora_t_floats(m, seqs, n_seqs) : 0;
     float *lora_t = NULL;
-    if (lt > 0 && !(lora_t = malloc((size_t)(3 * lt) * sizeof(float)))) return OXL_ERR_NOMEM;
+    if (lt > 0 && !(lora_t = malloc((size_t)(3 * lt) * sizeof(float)))) {
+        free(seq_row0);
+        return OXL_ERR_NOMEM;
+    }
 
     /* one work counter per product: at most 10 per layer (q, k, v, o, gate, up, down; the experts' router,
      * gate|up, down) and the output */
@@ -1206,7 +1372,8 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
     barrier.n = 1;
 
     fwd_state F = {
-        .m = m, .kv = kv, .seqs = seqs, .kt = oxl_kernels(), .S = &S, .base = base, .n = n, .n_out = n_out,
+        .m = m, .kv = kv, .rs = m->state_floats > 0 ? rs : NULL, .seqs = seqs, .n_seqs = n_seqs,
+        .seq_row0 = seq_row0, .kt = oxl_kernels(), .S = &S, .base = base, .n = n, .n_out = n_out,
         .x = (float *)(base + S.x), .xn = (float *)(base + S.xn), .tmp = (float *)(base + S.tmp),
         .attn = (float *)(base + S.attn), .gate = (float *)(base + S.gate), .up = (float *)(base + S.up),
         .qbuf = (float *)(base + S.q), .kbuf = (float *)(base + S.k), .vbuf = (float *)(base + S.v),
@@ -1228,5 +1395,6 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
     forward_thread(&F, 0, 1);
 #endif
     free(lora_t);
+    free(seq_row0);
     return OXL_OK;
 }

@@ -137,6 +137,20 @@ cdef extern from "forward.h" nogil:
         float expert_scale
         oxl_weight router, exp_gate, exp_up, exp_down
         const float *shexp_gate
+        int kind
+        oxl_weight ssm_in, ssm_out
+        const float *ssm_conv1d
+        const float *ssm_conv1d_b
+        const float *ssm_a
+        const float *ssm_d
+        const float *ssm_dt_b
+        const float *ssm_norm
+        int ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_n_group, ssm_n_head
+        int64_t state_off
+        float residual_scale
+
+    enum: OXL_LAYER_ATTENTION
+    enum: OXL_LAYER_MAMBA2
 
     ctypedef struct oxl_model:
         int n_embd, n_layer, n_vocab, n_ff_max, q_dim_max, kv_dim
@@ -152,6 +166,13 @@ cdef extern from "forward.h" nogil:
         float final_softcap
         float logit_scale
         int n_expert_max, n_expert_used_max, n_ff_exp_max
+        int ssm_d_in_proj_max, ssm_conv_dim_max, ssm_d_inner_max
+        int64_t state_floats
+
+    ctypedef struct oxl_state_pool:
+        float *data
+        int n_slots
+        int64_t slot_floats
 
     ctypedef struct oxl_kv_cache:
         int type
@@ -182,6 +203,7 @@ cdef extern from "forward.h" nogil:
         int all_logits
         const oxl_lora *loras
         int n_loras
+        int state_slot
 
     enum: OXL_KV_PAGE
     enum: OXL_GATING_SOFTMAX
@@ -190,7 +212,8 @@ cdef extern from "forward.h" nogil:
     enum: OXL_MAX_EXPERTS
 
     int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int n_threads)
-    int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
+    int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_state_pool *rs,
+                          const oxl_batch_seq *seqs, int n_seqs,
                           float *logits, float *hidden, void *scratch, int64_t scratch_size, int n_threads)
 
 

@@ -11,6 +11,11 @@ grows; pages are reference counted, so a fork shares its parent's prefix and cop
 when it writes into it. A pool smaller than n_ctx * n_seq_max works: step() refuses a step the free pages
 cannot hold (KVPoolExhaustedError, nothing changed) and the caller frees or preempts a sequence.
 
+A model with recurrent layers (Mamba-2, ...) also gives each sequence one slot of a recurrent-state pool
+(runtime/recurrent_state.py) for as long as it lives: a sequence holds KV pages for its attention layers and a
+state slot for its recurrent ones. A fork copies the parent's state; since a state cannot be truncated, a
+recurrent sequence forks or truncates only at its end or at 0 (`resumable` says where).
+
 The logits of a position depend only on the tokens up to it, bit for bit: alone or beside other sequences,
 prefilled in one chunk or many, decoded one token at a time, with 1 or 2 threads.
 """
@@ -26,6 +31,7 @@ from oxillama import _core
 from oxillama.lora import bound, check_loras
 from oxillama.errors import BatchError, ContextOverflowError, InvalidArgumentError, KVPoolExhaustedError
 from oxillama.runtime.kv_cache import check_kv_memory, kv_storage, kv_zeros
+from oxillama.runtime.recurrent_state import RecurrentStatePool
 
 log = logging.getLogger("oxillama.batch")
 
@@ -36,6 +42,7 @@ class _Sequence:
     n_blocks: int = 0
     tokens: list[int] = field(default_factory=list)
     loras: list = field(default_factory=list)     # [(LoraAdapter, scale)] applied to its rows
+    slot: int = 0                          # its recurrent-state slot (models with recurrent layers)
 
 
 class SequencePool:
@@ -63,7 +70,9 @@ class SequencePool:
         self.k = kv_zeros(shape, dtype)      # untouched pages cost no memory until written
         self.v = kv_zeros(shape, dtype)
         self.buffers = _core.KVBuffers(self.k, self.v)
-        self._ctx = _core.ForwardContext(engine.plan, self.buffers, self.n_batch, engine.n_threads, self.n_ctx)
+        self.recurrent = RecurrentStatePool(engine.plan, self.n_seq_max) if engine.plan.state_floats else None
+        self._ctx = _core.ForwardContext(engine.plan, self.buffers, self.n_batch, engine.n_threads, self.n_ctx,
+                                         self.recurrent.buffers if self.recurrent else None)
         self._refs = np.zeros(self.n_pages, dtype=np.int32)
         self._free = list(range(self.n_pages - 1, -1, -1))   # pop() takes the lowest id first
         self._seqs: dict[int, _Sequence] = {}
@@ -83,7 +92,12 @@ class SequencePool:
         return len(self._seqs)
 
     def memory_bytes(self) -> int:
-        return self.k.nbytes + self.v.nbytes
+        return self.k.nbytes + self.v.nbytes + (self.recurrent.memory_bytes() if self.recurrent else 0)
+
+    @property
+    def free_state_slots(self) -> int | None:
+        """Recurrent-state slots free (None: the model has no recurrent layers)."""
+        return self.recurrent.n_free if self.recurrent is not None else None
 
     def add(self) -> int:
         """A new empty sequence's id."""
@@ -91,15 +105,21 @@ class SequencePool:
             raise BatchError(f"all {self.n_seq_max} sequence slots are in use (n_seq_max={self.n_seq_max})")
         sid = self._next_id
         self._next_id += 1
-        self._seqs[sid] = _Sequence(np.zeros(self.pages_per_seq, dtype=np.int32))
+        s = _Sequence(np.zeros(self.pages_per_seq, dtype=np.int32))
+        if self.recurrent is not None:
+            s.slot = self.recurrent.alloc()
+        self._seqs[sid] = s
         return sid
 
-    def adopt(self, cache, tokens) -> int:
+    def adopt(self, cache, tokens, state=None) -> int:
         """A new sequence holding a copy of the first len(tokens) positions of a ContiguousKVCache (an engine's
-        session, say) whose tokens they are: no forward runs."""
+        session, say) whose tokens they are: no forward runs. state: a recurrent model's state after exactly
+        those tokens (an engine's `recurrent.read(0)`)."""
         n = len(tokens)
         if not 0 < n <= min(cache.n_past, self.n_ctx):
             raise InvalidArgumentError(f"cannot adopt {n} positions of a cache holding {cache.n_past}")
+        if self.recurrent is not None and state is None:
+            raise InvalidArgumentError("adopting a sequence of a recurrent model needs its state after the tokens")
         if (cache.k.dtype, cache.k.shape[:2], cache.k.shape[3]) != (self.k.dtype, self.k.shape[:2], self.k.shape[3]):
             raise InvalidArgumentError("the cache's layout or type differs from the pool's")
         nb = -(-n // self.page_size)
@@ -107,6 +127,8 @@ class SequencePool:
             raise KVPoolExhaustedError(f"adopting {n} positions needs {nb} KV pages, {len(self._free)} are free")
         sid = self.add()
         s = self._seqs[sid]
+        if self.recurrent is not None:
+            self.recurrent.write(s.slot, state)
         P = self.page_size
         for b in range(nb):
             pid = self._take()
@@ -127,7 +149,17 @@ class SequencePool:
         """Free the sequence's slot and its pages."""
         s = self._seq(seq_id)
         self._release(s, 0)
+        if self.recurrent is not None:
+            self.recurrent.free(s.slot)
         del self._seqs[seq_id]
+
+    def resumable(self, seq_id: int, n: int) -> int:
+        """The most positions <= n of seq_id that fork() and truncate() can keep: n for a KV-only model; for
+        a recurrent one, all of them (n >= its length) or none (its state is known only at its end)."""
+        s = self._seq(seq_id)
+        if self.recurrent is None:
+            return n
+        return len(s.tokens) if n >= len(s.tokens) else 0
 
     def fork(self, seq_id: int, n: int | None = None) -> int:
         """A new sequence holding the first n (default all) cached positions of seq_id, sharing its pages."""
@@ -135,8 +167,13 @@ class SequencePool:
         n = len(parent.tokens) if n is None else n
         if not 0 <= n <= len(parent.tokens):
             raise InvalidArgumentError(f"fork of {n} positions: sequence {seq_id} has {len(parent.tokens)}")
+        if self.resumable(seq_id, n) != n:
+            raise InvalidArgumentError(f"fork of {n} positions of sequence {seq_id}: a recurrent state is known only "
+                                       f"at the sequence's end ({len(parent.tokens)}) or 0")
         child_id = self.add()
         child = self._seqs[child_id]
+        if self.recurrent is not None and n:
+            self.recurrent.copy(parent.slot, child.slot)
         nb = -(-n // self.page_size)
         child.pages[:nb] = parent.pages[:nb]
         child.n_blocks = nb
@@ -144,6 +181,17 @@ class SequencePool:
         child.tokens = parent.tokens[:n]
         child.loras = list(parent.loras)   # its cached positions were computed with them
         return child_id
+
+    def rows(self, seq_id: int, tokens) -> "SequenceRows":
+        """The sequence's K/V as rows (the KVCache read/write/truncate interface), for a PrefixKvCache to
+        copy out of and back into; tokens: the ids of the positions rows may be written at."""
+        self._seq(seq_id)
+        return SequenceRows(self, seq_id, tokens)
+
+    def _slots(self, s: _Sequence, start: int, stop: int) -> np.ndarray:
+        """Pool row of each of s's positions [start, stop)."""
+        pos = np.arange(start, stop)
+        return s.pages[pos // self.page_size].astype(np.int64) * self.page_size + pos % self.page_size
 
     def set_loras(self, seq_id: int, loras) -> None:
         """The LoRA adapters ([(LoraAdapter, scale)] or adapters) applied to the sequence's next tokens;
@@ -165,6 +213,9 @@ class SequencePool:
         s = self._seq(seq_id)
         if not 0 <= n <= len(s.tokens):
             raise InvalidArgumentError(f"cannot truncate sequence {seq_id} of {len(s.tokens)} positions to {n}")
+        if self.resumable(seq_id, n) != n:
+            raise InvalidArgumentError(f"cannot truncate sequence {seq_id} to {n}: a recurrent state cannot go back "
+                                       f"(only to 0)")
         self._release(s, -(-n // self.page_size))
         del s.tokens[n:]
 
@@ -281,7 +332,8 @@ class SequencePool:
         dest = out[call[0][4]:call[0][4] + n_rows] if direct else np.empty((n_rows, self.n_vocab), np.float32)
         self._ctx.run_batch([c[0] for c in call], [c[1] for c in call], [c[2].pages for c in call],
                             [c[3] for c in call], dest.reshape(-1),
-                            [bound(self.engine, c[2].loras) if c[2].loras else None for c in call])
+                            [bound(self.engine, c[2].loras) if c[2].loras else None for c in call],
+                            [c[2].slot for c in call] if self.recurrent is not None else None)
         if not direct:
             r = 0
             for chunk, _, _, all_logits, at in call:
@@ -293,3 +345,59 @@ class SequencePool:
     def __repr__(self):
         return (f"SequencePool(n_seq_max={self.n_seq_max}, n_ctx={self.n_ctx}, n_pages={self.n_pages}, "
                 f"free_pages={self.free_pages}, live={len(self._seqs)})")
+
+
+class SequenceRows:
+    """One pool sequence seen as a KVCache of rows (n_layer, n, kv_dim) for PrefixKvCache.
+
+    The rows are the pool's stored bytes (f16/f32 values, or q8_0 blocks as uint8, kv_dim then being
+    the bytes of a position's K in one layer), so a copy out and back is exact: a restored position
+    gives the same logits, bit for bit, as the forward that computed it."""
+
+    def __init__(self, pool: SequencePool, seq_id: int, tokens):
+        self.pool, self.seq_id = pool, seq_id
+        self.tokens = [int(t) for t in tokens]
+        self.n_layer, n_head_kv, _, width = pool.k.shape
+        self.kv_dim = n_head_kv * width
+        self.dtype = pool.k.dtype
+
+    @property
+    def n_past(self) -> int:
+        return self.pool.n_past(self.seq_id)
+
+    def truncate(self, n: int) -> None:
+        self.pool.truncate(self.seq_id, n)
+
+    def read(self, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        s = self.pool._seq(self.seq_id)
+        stop = len(s.tokens) if stop is None else stop
+        if not 0 <= start <= stop <= len(s.tokens):
+            raise InvalidArgumentError(f"positions [{start}, {stop}) are not within the cached [0, {len(s.tokens)})")
+        at = self.pool._slots(s, start, stop)
+        n = stop - start
+        return tuple(np.ascontiguousarray(a[:, :, at].transpose(0, 2, 1, 3)).reshape(self.n_layer, n, self.kv_dim)
+                     for a in (self.pool.k, self.pool.v))
+
+    def write(self, k: np.ndarray, v: np.ndarray, pos0: int = 0) -> None:
+        """Set positions [pos0, pos0 + n) to the rows (later ones are dropped); their tokens are
+        self.tokens[pos0:pos0 + n]. Takes pages from the pool (KVPoolExhaustedError: nothing changed)."""
+        pool, s = self.pool, self.pool._seq(self.seq_id)
+        n = k.shape[1] if k.ndim == 3 else -1
+        for name, a in (("k", k), ("v", v)):
+            if a.shape != (self.n_layer, n, self.kv_dim) or a.dtype != self.dtype:
+                raise InvalidArgumentError(f"{name} rows must be ({self.n_layer}, n, {self.kv_dim}) {self.dtype}, "
+                                           f"got {a.shape} {a.dtype}")
+        if not 0 <= pos0 <= len(s.tokens) or pos0 + n > min(len(self.tokens), pool.n_ctx):
+            raise InvalidArgumentError(f"rows for positions [{pos0}, {pos0 + n}) do not follow the sequence's "
+                                       f"{len(s.tokens)} positions within its {len(self.tokens)} tokens")
+        if pos0 < len(s.tokens):
+            pool.truncate(self.seq_id, pos0)
+        if pool.pages_needed(self.seq_id, n) > pool.free_pages:
+            raise KVPoolExhaustedError(f"writing {n} positions needs {pool.pages_needed(self.seq_id, n)} KV pages, "
+                                       f"{pool.free_pages} are free")
+        pool._prepare(s, n)
+        at = pool._slots(s, pos0, pos0 + n)
+        _, n_head_kv, _, width = pool.k.shape
+        pool.k[:, :, at] = k.reshape(self.n_layer, n, n_head_kv, width).transpose(0, 2, 1, 3)
+        pool.v[:, :, at] = v.reshape(self.n_layer, n, n_head_kv, width).transpose(0, 2, 1, 3)
+        s.tokens.extend(self.tokens[pos0:pos0 + n])
