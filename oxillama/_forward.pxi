@@ -2,6 +2,10 @@
 # ForwardContext (scratch + the one call per forward that releases the GIL).
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset
+from posix.mman cimport madvise, MADV_DONTNEED
+from posix.unistd cimport sysconf, _SC_PAGESIZE
+
+import mmap as _mmap
 
 import numpy as np
 
@@ -300,12 +304,33 @@ cdef class ForwardPlan:
                 if rc != 0:
                     raise ModelError(f"{name}: repacking failed (code {rc})")
                 self._repacked[key] = packed
+                _release_file_pages(data)
             self._keep.append(packed)
             pv = packed
             out.packed = &pv[0]
             self.repacked_bytes += packed.nbytes
             self.repacked_layouts[kt.type[qt].name.decode()] = kt.type[qt].repacked.name.decode()
         return out
+
+
+def _release_file_pages(arr):
+    """A repacked matrix's file rows are no longer read by the products: give their pages back (a file
+    mapping: they stay in the page cache and come back from the file if anything reads them, such as
+    embedding rows of a tied output matrix). Arrays not mapped from a file are left alone."""
+    cdef size_t page, start, end, addr
+    base = arr
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    if not isinstance(base, _mmap.mmap):
+        return
+    page = <size_t>sysconf(_SC_PAGESIZE)
+    addr = <size_t>arr.__array_interface__["data"][0]
+    start = (addr + page - 1) // page * page
+    end = (addr + <size_t>arr.nbytes) // page * page
+    if end > start:
+        madvise(<void *>start, end - start, MADV_DONTNEED)   # advice: a failure changes nothing
 
 
 KV_PAGE = OXL_KV_PAGE   # positions per page of the C forward's KV cache
