@@ -62,3 +62,15 @@ def test_no_repack_flag_keeps_the_file_layout_only(model_path):
         args = build_parser().parse_args(["run", "-m", str(path), "-c", "64", *flags, "hi"])
         with _options.engine_from_args(args) as e:
             assert (e.model.repacked_bytes > 0) == copied, flags
+
+
+def test_inspect_says_what_loading_will_repack(model_path):
+    """`oxillama inspect` gives the RAM of the copies before anything is loaded: what the plan then makes."""
+    from oxillama.cli.inspect import summarize
+    from oxillama.gguf import GGUFFile
+    path, qtype = model_path
+    with GGUFFile(path) as f:
+        rp = summarize(f, tensors=False)["repack"]
+    with InferenceEngine.from_gguf(path, n_ctx=64, n_threads=1) as e:
+        assert rp["nbytes"] == e.model.repacked_bytes
+        assert rp["layouts"] == e.model.plan.repacked_layouts
