@@ -277,6 +277,9 @@ static void *panel_memory(size_t bytes) {
     return b->p;
 }
 
+void *oxl_vnni_panel_memory(size_t bytes);   /* also quants_lowbit_vnni.c's */
+void *oxl_vnni_panel_memory(size_t bytes) { return panel_memory(bytes); }
+
 /* 0, or -1 for a repacked product that found no memory for its panel (the caller then reads the file rows) */
 static inline int gemm_vnni(int vk, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr,
                             const void *vy, size_t y_row, int nc) {
