@@ -8,7 +8,9 @@ so neither library's threads, caches or memory disturb the other. Reported per m
   prefill   tokens/s for a 512-token prompt from an empty cache
   decode    tokens/s for 128 greedy tokens after a short prompt
   decode@1k tokens/s for 128 greedy tokens after a 1,024-token prompt (--long N: after N tokens)
-  rss       resident memory after the run (oxillama: file size + KV cache + the rest)
+  rss       resident memory after the run (oxillama: file size + repacked weights + KV cache + the rest)
+
+--file-layout adds oxillama with repack=False (weights read in the file's layout only) to every round.
 
 and, per library, the median over rounds of decode@1k / decode (how much a long context slows decode).
 With --bandwidth the memory read bandwidth is measured in C (bench/membw.py) before each round, and
@@ -78,12 +80,14 @@ def _decode_cases(n_long: int) -> list[tuple[str, int]]:
     return [("decode", 16)] + ([(_long_key(n_long), n_long)] if n_long else [])
 
 
-def worker_oxillama(model: str, threads: int, n_long: int = N_LONG, n_decode: int = N_DECODE) -> dict:
+def worker_oxillama(model: str, threads: int, n_long: int = N_LONG, n_decode: int = N_DECODE,
+                    repack: bool = True) -> dict:
     import numpy as np
 
     from oxillama.runtime import InferenceEngine
 
-    engine = InferenceEngine.from_gguf(model, n_ctx=_n_ctx(n_long, n_decode), n_threads=threads, n_batch=512)
+    engine = InferenceEngine.from_gguf(model, n_ctx=_n_ctx(n_long, n_decode), n_threads=threads, n_batch=512,
+                                       repack=repack)
     bos = engine.tokenizer.bos_id
     res = {}
     prompt = _prompt_ids(engine.n_vocab, N_PREFILL, bos)
@@ -102,6 +106,7 @@ def worker_oxillama(model: str, threads: int, n_long: int = N_LONG, n_decode: in
     res["rss_mb"] = _rss_mb()
     res["file_mb"] = os.path.getsize(model) / 2**20
     res["kv_mb"] = engine.kv.memory_bytes() / 2**20
+    res["repacked_mb"] = engine.model.repacked_bytes / 2**20
     return res
 
 
@@ -200,14 +205,20 @@ def main(argv=None) -> int:
     ap.add_argument("--decode-tokens", type=int, default=N_DECODE, help="greedy tokens per decode figure")
     ap.add_argument("--bandwidth", action="store_true", help="measure the read bandwidth in C before each "
                                                              "round and give decode as a share of its limit")
-    ap.add_argument("--worker", choices=["oxillama", "llamacpp"], help=argparse.SUPPRESS)
+    ap.add_argument("--file-layout", action="store_true", help="also run oxillama with repack=False (the "
+                                                               "weights in the file's layout only) in the rounds")
+    ap.add_argument("--worker", choices=["oxillama", "llamacpp", "oxillama-file"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if not (args.long == 0 or args.long >= 16) or args.decode_tokens < 1:
         ap.error("--long must be 0 (no long-context decode) or at least 16, --decode-tokens at least 1")
 
     if args.worker:
-        fn = worker_oxillama if args.worker == "oxillama" else worker_llamacpp
-        print(json.dumps(fn(args.model[0], args.threads, args.long, args.decode_tokens)))
+        if args.worker == "llamacpp":
+            res = worker_llamacpp(args.model[0], args.threads, args.long, args.decode_tokens)
+        else:
+            res = worker_oxillama(args.model[0], args.threads, args.long, args.decode_tokens,
+                                  repack=args.worker == "oxillama")
+        print(json.dumps(res))
         return 0
 
     try:
@@ -230,12 +241,13 @@ def main(argv=None) -> int:
     results = {}
     bandwidth = []
     for model in models:
-        runs = {"oxillama": [], "llamacpp": []}
+        libs = ["oxillama", "llamacpp"] + (["oxillama-file"] if args.file_layout else [])
+        runs = {lib: [] for lib in libs}
         for r in range(args.rounds):
             if args.bandwidth:
                 from membw import read_bandwidth
                 bandwidth.append(read_bandwidth(threads))
-            order = ("oxillama", "llamacpp") if r % 2 == 0 else ("llamacpp", "oxillama")
+            order = libs[r % len(libs):] + libs[:r % len(libs)]   # each library first in turn
             for lib in order:
                 runs[lib].append(run_child(lib, model, threads, args.long, args.decode_tokens))
         results[os.path.basename(model)] = runs
@@ -244,11 +256,13 @@ def main(argv=None) -> int:
         print(f"{'':12s} {'library':9s} {'min':>8s} {'median':>8s} {'max':>8s}  tokens/s")
         keys = ["prefill"] + [key for key, _ in _decode_cases(args.long)]
         for key in keys:
-            for lib in ("oxillama", "llamacpp"):
+            for lib in libs:
                 print(f"{key:12s} {lib:9s} {_stats([x[key] for x in runs[lib]])}")
-            ratio = statistics.median(x[key] for x in runs["oxillama"]) / statistics.median(
-                x[key] for x in runs["llamacpp"])
-            print(f"{key:12s} {'ratio':9s} {ratio:26.2f}x")
+            for lib in [x for x in libs if x != "llamacpp"]:
+                ratio = statistics.median(x[key] for x in runs[lib]) / statistics.median(
+                    x[key] for x in runs["llamacpp"])
+                name = "ratio" if lib == "oxillama" else "ratio (file layout)"
+                print(f"{key:12s} {name:9s} {ratio:26.2f}x")
         if args.long:
             # decode after the long prompt against decode after a short prompt, per round (the same process)
             slow = {lib: statistics.median(x[long_key] / x["decode"] for x in runs[lib]) for lib in runs}
@@ -261,9 +275,10 @@ def main(argv=None) -> int:
             print(f"read bandwidth {bw:.1f} GB/s (median of {len(bandwidth)}, C): decode limit {limit:.1f} "
                   f"tokens/s; decode's share: {shares}")
         ox = runs["oxillama"][-1]
-        extra = ox["rss_mb"] - ox["file_mb"] - ox["kv_mb"]
-        print(f"rss: oxillama {ox['rss_mb']:.0f} MB (file {ox['file_mb']:.0f} + KV {ox['kv_mb']:.0f} + "
-              f"{extra:.0f}), llama.cpp {runs['llamacpp'][-1]['rss_mb']:.0f} MB")
+        packed = ox.get("repacked_mb", 0.0)
+        extra = ox["rss_mb"] - ox["file_mb"] - ox["kv_mb"] - packed
+        print(f"rss: oxillama {ox['rss_mb']:.0f} MB (file {ox['file_mb']:.0f} + repacked {packed:.0f} + KV "
+              f"{ox['kv_mb']:.0f} + {extra:.0f}), llama.cpp {runs['llamacpp'][-1]['rss_mb']:.0f} MB")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"cpu": cpu, "threads": threads, "bandwidth_gbs": bandwidth, "results": results}, f,

@@ -93,6 +93,8 @@ void oxl_dispatch_init(const char *disabled) {
                 tab->type[ty].gemm = NULL;
                 tab->type[ty].gemm_one_row = 0;
             }
+            if (tab->type[ty].vec_dot != pt->vec_dot && tab->type[ty].repacked.gemm == pt->repacked.gemm)
+                memset(&tab->type[ty].repacked, 0, sizeof(tab->type[ty].repacked));
         }
         if (g_tier_specs[t].adopt_fn) g_tier_specs[t].adopt_fn(tab);
         tab->name = g_tier_names[t];

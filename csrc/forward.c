@@ -235,6 +235,7 @@ static void matmul_share(const oxl_kernel_table *kt, const oxl_weight *w, const 
         int64_t b, e;
         oxl_split_range(w->rows, (int)n_chunks, c, align, &b, &e);
         if (b >= e) continue;
+        if (w->packed && !oxl_gemm_packed_range(kt, w->type, w->packed, w->cols, xq, n, Y, ldy, b, e)) continue;
         if (n == 1 && !kt->type[w->type].gemm_one_row) oxl_gemv_range(kt, w->type, w->data, w->cols, xq, Y, b, e);
         else oxl_gemm_range(kt, w->type, w->data, w->cols, xq, n, Y, ldy, b, e);
     }

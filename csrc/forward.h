@@ -18,6 +18,7 @@ typedef struct {
     const void *data;   /* NULL: absent */
     int type;
     int64_t rows, cols;
+    const void *packed; /* the rows in the active tier's repacked layout (matmul.h), or NULL: read data */
 } oxl_weight;
 
 enum { OXL_NORM_RMS = 0, OXL_NORM_LAYER = 1 };

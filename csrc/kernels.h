@@ -76,6 +76,21 @@ static inline void oxl_stream_row(const void *row, size_t row_bytes, const void 
     for (; p < e; p += 64) __builtin_prefetch(p, 0, 3);
 }
 
+/* A repacked weight layout (ggml-cpu's repack "extra buffer type"): a type's rows rewritten once at load
+ * into the form one tier's multi-row kernel reads with the least work, kept beside the mapped file, which
+ * stays the truth. Rows stay rows (a thread's row range is the same rows in either layout), each
+ * row_size(cols) bytes. gemm reads them as the type's gemm reads file rows and gives every element the
+ * very float of the type's vec_dot; it returns 0, or -1 if it could not run (no memory for its working
+ * buffer): the caller then multiplies the file rows. */
+typedef int (*oxl_gemm_packed_fn)(int n, float *OXL_RESTRICT s, int64_t lds, const void *OXL_RESTRICT w,
+                                  size_t w_row, int nr, const void *OXL_RESTRICT y, size_t y_row, int nc);
+typedef struct {
+    const char *name;                              /* NULL: the type has no repacked layout on this tier */
+    int64_t (*row_size)(int64_t cols);             /* bytes of a repacked row; -1: no layout for this width */
+    void (*repack)(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols);
+    oxl_gemm_packed_fn gemm;
+} oxl_repacked_layout;
+
 typedef struct {
     const char *name;           /* GGUF type name, e.g. "Q4_K" */
     int64_t blck_size;          /* values per block */
@@ -89,6 +104,7 @@ typedef struct {
     const char *tier;           /* tier whose vec_dot this is; filled by the dispatcher */
     oxl_gemm_fn gemm;           /* optional, matching vec_dot; matmul falls back to vec_dot per output */
     int gemm_one_row;           /* gemm is faster than vec_dot row by row even for one activation row */
+    oxl_repacked_layout repacked;   /* optional; its gemm sums as gemm and vec_dot do */
 } oxl_type_traits;
 
 /* Row ops used by the transformer. All take contiguous float rows. */

@@ -94,6 +94,46 @@ static int clamp_threads(int n_threads, int64_t work_units) {
     return n_threads;
 }
 
+int64_t oxl_repacked_row_size(const oxl_kernel_table *k, int type, int64_t cols) {
+    if (type < 0 || type >= OXL_TYPE_COUNT || !k->type[type].repacked.name || cols <= 0) return -1;
+    if (oxl_row_size(type, cols) < 0) return -1;
+    return k->type[type].repacked.row_size(cols);
+}
+
+int oxl_repack(const oxl_kernel_table *k, int type, const void *W, int64_t rows, int64_t cols, void *dst,
+               int n_threads) {
+    const int64_t prow = oxl_repacked_row_size(k, type, cols), row = oxl_row_size(type, cols);
+    if (prow < 0) return OXL_ERR_TYPE;
+    if (rows < 0) return OXL_ERR_SHAPE;
+    const int nth = clamp_threads(n_threads, rows / 64);
+#if OXL_HAVE_OPENMP
+#pragma omp parallel for num_threads(nth) schedule(static)
+#endif
+    for (int t = 0; t < nth; t++) {
+        int64_t b, e;
+        oxl_split_range(rows, nth, t, 1, &b, &e);
+        if (b < e) k->type[type].repacked.repack((const char *)W + b * row, (char *)dst + b * prow, e - b, cols);
+    }
+    return OXL_OK;
+}
+
+int oxl_gemm_packed_range(const oxl_kernel_table *k, int type, const void *P, int64_t cols, const void *xq,
+                          int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
+    const oxl_gemm_packed_fn gemm = k->type[type].repacked.gemm;
+    const int64_t prow = k->type[type].repacked.row_size(cols);
+    const int64_t xrow = oxl_row_size(k->type[type].vec_dot_type, cols);
+    const char *p = (const char *)P;
+    if (r1 <= r0) return 0;
+    for (int64_t jb = 0; jb < n; jb += OXL_GEMM_MAX_ACT_ROWS) {
+        const int nc = (int)OXL_MIN(OXL_GEMM_MAX_ACT_ROWS, n - jb);
+        if (nc <= GEMM_SMALL_BATCH) stream_start(p + r0 * prow, p + r1 * prow);
+        if (gemm((int)cols, Y + jb * ldy + r0, ldy, p + r0 * prow, (size_t)prow, (int)(r1 - r0),
+                 (const char *)xq + jb * xrow, (size_t)xrow, nc))
+            return -1;
+    }
+    return 0;
+}
+
 int oxl_matvec(const oxl_kernel_table *k, int type, const void *W, int64_t rows, int64_t cols,
                const float *x, float *y, void *scratch, int n_threads) {
     int rc = check_args(k, type, rows, cols);

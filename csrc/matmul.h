@@ -26,6 +26,17 @@ void oxl_gemv_range(const oxl_kernel_table *k, int type, const void *W, int64_t 
 void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
                     int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1);
 
+/* Repacked weights (kernels.h, oxl_repacked_layout): bytes of one repacked row of `cols` values, -1 where the
+ * active tier has no layout for the type or width; oxl_repack writes rows [0, rows) of W into dst
+ * (rows * that many bytes) on n_threads threads. oxl_gemm_packed_range is oxl_gemm_range over repacked rows
+ * P, the same floats; it returns 0, or -1 if the kernel could not run (then nothing is to be trusted in Y's
+ * range and the caller runs oxl_gemm_range on the file rows). */
+int64_t oxl_repacked_row_size(const oxl_kernel_table *k, int type, int64_t cols);
+int oxl_repack(const oxl_kernel_table *k, int type, const void *W, int64_t rows, int64_t cols, void *dst,
+               int n_threads);
+int oxl_gemm_packed_range(const oxl_kernel_table *k, int type, const void *P, int64_t cols, const void *xq,
+                          int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1);
+
 /* Whole products with their own OpenMP region. scratch: oxl_act_size bytes (unused for float types).
  * Return OXL_OK or an OXL_ERR_* code; nothing is read before the arguments are checked. */
 int oxl_matvec(const oxl_kernel_table *k, int type, const void *W, int64_t rows, int64_t cols,

@@ -399,6 +399,42 @@ static void check_type(checker *c, int type) {
     }
     emit(c, &res);
 
+    /* the repacked layout: contiguous rows repacked, every output of its gemm bit-identical to the tier's
+     * vec_dot on the file rows (the invariant: a plan that reads the copy gives the same logits) */
+    result_init(&res, rt->name, "repacked", kt->repacked.name ? owner_at(c->k, TYPE_OFF(type, repacked.gemm)) : "none");
+    if (kt->repacked.name) {
+        static const int ncs[] = {1, 3, 8, 9, 17};
+        const int R = 5;
+        for (int li = 0; li < nlen && li < (c->thorough ? 5 : 4); li++) {
+            const int64_t n = lens[li], prow = oxl_repacked_row_size(c->k, type, n);
+            if (prow < 0) continue;
+            const size_t row = (size_t)oxl_row_size(type, n), arow = (size_t)oxl_row_size(vdt, n);
+            uint8_t *W = malloc(row * R), *P = malloc((size_t)prow * R + 64), *Y = malloc(arow * 17);
+            float *S = malloc(sizeof(float) * R * 17);
+            for (int rr = 0; rr < R; rr++) make_weights(&c->rng, c->ref, type, n, rr % 2, x, W + rr * row);
+            for (int j = 0; j < 17; j++) make_act(&c->rng, c->ref, type, n, a, Y + j * arow);
+            oxl_repack(c->k, type, W, R, n, P, 1);
+            for (int ni = 0; ni < 5; ni++) {
+                const int nc = ncs[ni];
+                if (kt->repacked.gemm((int)n, S, R, P, (size_t)prow, R, Y, arow, nc)) {
+                    fail_detail(&res, "n %lld nc %d: the kernel did not run", (long long)n, nc);
+                    continue;
+                }
+                for (int j = 0; j < nc; j++)
+                    for (int rr = 0; rr < R; rr++) {
+                        float own = 0;
+                        kt->vec_dot((int)n, &own, W + rr * row, Y + j * arow);
+                        res.cases++;
+                        if (oxl_fp32_to_bits(S[j * R + rr]) != oxl_fp32_to_bits(own))
+                            fail_detail(&res, "n %lld nc %d: S[%d * %d + %d] = %.9g from the %s rows, the tier's vec_dot "
+                                        "%.9g", (long long)n, nc, j, R, rr, S[j * R + rr], kt->repacked.name, own);
+                    }
+            }
+            free(W); free(P); free(Y); free(S);
+        }
+    }
+    emit(c, &res);
+
     /* matvec and matmul through matmul.c with this tier's table, against the same with the scalar one */
     const int uses_tier = kt->vec_dot != rt->vec_dot || (kt->gemm && kt->gemm != rt->gemm) ||
                           c->k->type[vdt].from_float != c->ref->type[vdt].from_float;

@@ -8,6 +8,9 @@ cdef extern from "kernels.h" nogil:
     ctypedef void (*oxl_gemm_fn)(int n, float *s, int64_t lds, const void *w, size_t w_row, int nr,
                                  const void *y, size_t y_row, int nc)
 
+    ctypedef struct oxl_repacked_layout:
+        const char *name
+
     ctypedef struct oxl_type_traits:
         const char *name
         int64_t blck_size
@@ -20,6 +23,7 @@ cdef extern from "kernels.h" nogil:
         oxl_vec_dot_fn vec_dot
         const char *tier
         oxl_gemm_fn gemm
+        oxl_repacked_layout repacked
 
     ctypedef struct oxl_ops:
         void (*rms_norm)(const float *x, const float *w, float *y, int n, float eps)
@@ -79,12 +83,18 @@ cdef extern from "matmul.h" nogil:
                    const float *X, int64_t n, float *Y, void *scratch, int n_threads)
     void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t cols, const void *xq,
                         int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1)
+    int64_t oxl_repacked_row_size(const oxl_kernel_table *k, int type, int64_t cols)
+    int oxl_repack(const oxl_kernel_table *k, int type, const void *W, int64_t rows, int64_t cols, void *dst,
+                   int n_threads)
+    int oxl_gemm_packed_range(const oxl_kernel_table *k, int type, const void *P, int64_t cols, const void *xq,
+                              int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1)
 
 cdef extern from "forward.h" nogil:
     ctypedef struct oxl_weight:
         const void *data
         int type
         int64_t rows, cols
+        const void *packed
 
     ctypedef struct oxl_rope:
         float base

@@ -51,6 +51,17 @@ def kernel_tiers():
     return out
 
 
+def repacked_layouts(tier=None):
+    """Quant type name -> the tier's repacked weight layout for it (ForwardPlan(repack=True) uses the active
+    tier's); types without one are left out."""
+    cdef const oxl_kernel_table *k = _table(tier)
+    out = {}
+    for t in range(OXL_TYPE_COUNT):
+        if k.type[t].name != NULL and k.type[t].repacked.name != NULL:
+            out[k.type[t].name.decode()] = k.type[t].repacked.name.decode()
+    return out
+
+
 def type_table():
     """type id -> (name, block size, type size, is_quantized, vec_dot type id, has_dequantize, has_quantize, has_vec_dot)."""
     cdef const oxl_type_traits *tr

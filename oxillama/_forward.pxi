@@ -2,6 +2,10 @@
 # ForwardContext (scratch + the one call per forward that releases the GIL).
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset
+from posix.mman cimport madvise, MADV_DONTNEED
+from posix.unistd cimport sysconf, _SC_PAGESIZE
+
+import mmap as _mmap
 
 import numpy as np
 
@@ -21,13 +25,23 @@ cdef class ForwardPlan:
     `spec` is a dict produced by oxillama.models (see models/base.py): hyper-parameters, weights as
     (uint8 array, type id, rows, cols) tuples and norm/bias vectors as float32 arrays. The plan
     keeps every array it points into alive.
+
+    repack: the matrices whose type has a repacked layout on the active tier (matmul.h) are copied once
+    into it, and the products read the copy (the same floats, less work per block); the file stays the
+    truth (embedding rows, experts). `repacked`: a dict shared by plans over the same weights (a layer
+    draft) so each matrix is repacked once. repacked_bytes: the RAM the copies take.
     """
     cdef oxl_model model
     cdef oxl_layer *layers
     cdef list _keep
+    cdef bint _repack
+    cdef dict _repacked
+    cdef int _repack_threads
     cdef readonly int n_layer, n_embd, n_vocab, kv_dim, n_head_kv, head_dim
     cdef readonly int n_kv_layer          # layers with K/V in the cache: the attention layers (>= 1: an
                                           # attention-free model keeps one unused KV layer)
+    cdef readonly int64_t repacked_bytes
+    cdef readonly dict repacked_layouts
     cdef readonly int64_t state_floats    # floats of one sequence's recurrent state; 0: no recurrent layer
     cdef readonly list state_layout       # [(layer, name, shape, offset)]: where each layer's state lives in a slot
 
@@ -38,8 +52,14 @@ cdef class ForwardPlan:
     def __dealloc__(self):
         free(self.layers)
 
-    def __init__(self, dict spec):
+    def __init__(self, dict spec, bint repack=True, dict repacked=None):
         memset(&self.model, 0, sizeof(oxl_model))
+        self._repack = repack
+        self._repacked = {} if repacked is None else repacked
+        self._repack_threads = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                   else (os.cpu_count() or 1))
+        self.repacked_bytes = 0
+        self.repacked_layouts = {}
         layers = spec["layers"]
         self.n_layer = len(layers)
         if self.n_layer == 0:
@@ -58,7 +78,7 @@ cdef class ForwardPlan:
         m.embd_scale = spec.get("embd_scale", 1.0)
         m.final_softcap = spec.get("final_softcap", 0.0)
         m.logit_scale = spec.get("logit_scale", 1.0)
-        emb = self._weight(spec["tok_embd"], "token_embd", self.n_vocab, self.n_embd)
+        emb = self._weight(spec["tok_embd"], "token_embd", self.n_vocab, self.n_embd, False)
         m.tok_embd = emb.data
         m.tok_embd_type = emb.type
         m.output = self._weight(spec["output"], "output", self.n_vocab, self.n_embd)
@@ -256,9 +276,9 @@ cdef class ForwardPlan:
         L.expert_scale = ls.get("expert_scale", 1.0)
         L.act = _ACTS[ls.get("act", "silu")]
         L.router = self._weight(ls["router"], p + "ffn_gate_inp", ne, self.n_embd)
-        L.exp_gate = self._weight(ls["exp_gate"], p + "ffn_gate_exps", ne * ff, self.n_embd)
-        L.exp_up = self._weight(ls["exp_up"], p + "ffn_up_exps", ne * ff, self.n_embd)
-        L.exp_down = self._weight(ls["exp_down"], p + "ffn_down_exps", ne * self.n_embd, ff)
+        L.exp_gate = self._weight(ls["exp_gate"], p + "ffn_gate_exps", ne * ff, self.n_embd, False)
+        L.exp_up = self._weight(ls["exp_up"], p + "ffn_up_exps", ne * ff, self.n_embd, False)
+        L.exp_down = self._weight(ls["exp_down"], p + "ffn_down_exps", ne * self.n_embd, ff, False)
         L.shexp_gate = self._vec(ls.get("shexp_gate"), self.n_embd, p + "ffn_gate_inp_shexp")
         L.router_b = self._vec(ls.get("router_b"), ne, p + "ffn_gate_inp.bias")
         L.exp_gate_b = self._vec(ls.get("exp_gate_b"), ne * ff, p + "ffn_gate_exps.bias")
@@ -278,9 +298,13 @@ cdef class ForwardPlan:
         mv = arr
         return &mv[0]
 
-    cdef oxl_weight _weight(self, w, name, int64_t rows, int64_t cols) except *:
+    cdef oxl_weight _weight(self, w, name, int64_t rows, int64_t cols, bint may_repack=True) except *:
         cdef oxl_weight out
         cdef const unsigned char[::1] mv
+        cdef unsigned char[::1] pv
+        cdef int rc, qt, nth = self._repack_threads
+        cdef int64_t prow
+        cdef const oxl_kernel_table *kt
         data, qtype, wr, wc = w
         if wr != rows or wc != cols:
             raise ModelError(f"{name}: expected shape ({rows}, {cols}), got ({wr}, {wc})")
@@ -301,7 +325,48 @@ cdef class ForwardPlan:
         out.type = qtype
         out.rows = rows
         out.cols = cols
+        out.packed = NULL
+        qt = qtype
+        kt = oxl_kernels()
+        prow = oxl_repacked_row_size(kt, qt, cols)
+        if self._repack and may_repack and prow > 0 and rows > 0:
+            key = (<size_t>out.data, qtype, rows, cols)
+            packed = self._repacked.get(key)
+            if packed is None:
+                packed = np.empty(prow * rows, np.uint8)
+                pv = packed
+                with nogil:
+                    rc = oxl_repack(kt, qt, out.data, rows, cols, &pv[0], nth)
+                if rc != 0:
+                    raise ModelError(f"{name}: repacking failed (code {rc})")
+                self._repacked[key] = packed
+                _release_file_pages(data)
+            self._keep.append(packed)
+            pv = packed
+            out.packed = &pv[0]
+            self.repacked_bytes += packed.nbytes
+            self.repacked_layouts[kt.type[qt].name.decode()] = kt.type[qt].repacked.name.decode()
         return out
+
+
+def _release_file_pages(arr):
+    """A repacked matrix's file rows are no longer read by the products: give their pages back (a file
+    mapping: they stay in the page cache and come back from the file if anything reads them, such as
+    embedding rows of a tied output matrix). Arrays not mapped from a file are left alone."""
+    cdef size_t page, start, end, addr
+    base = arr
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    if not isinstance(base, _mmap.mmap):
+        return
+    page = <size_t>sysconf(_SC_PAGESIZE)
+    addr = <size_t>arr.__array_interface__["data"][0]
+    start = (addr + page - 1) // page * page
+    end = (addr + <size_t>arr.nbytes) // page * page
+    if end > start:
+        madvise(<void *>start, end - start, MADV_DONTNEED)   # advice: a failure changes nothing
 
 
 KV_PAGE = OXL_KV_PAGE   # positions per page of the C forward's KV cache

@@ -178,10 +178,39 @@ def has_gemm(int qtype, tier=None):
     return _traits(_table(tier), qtype).gemm != NULL
 
 
+def repacked_row_size(int qtype, int64_t cols, tier=None):
+    """Bytes of one row of `cols` values in the tier's repacked layout for qtype, or -1 if it has none."""
+    cdef const oxl_kernel_table *k = _table(tier)
+    _traits(k, qtype)
+    return oxl_repacked_row_size(k, qtype, cols)
+
+
+def repack(const uint8_t[::1] w, int qtype, int64_t rows, int64_t cols, int n_threads=1, tier=None):
+    """The rows of w (file layout) in the tier's repacked layout, as a new uint8 array; None where the tier
+    has no layout for the type and width."""
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef const oxl_type_traits *t = _traits(k, qtype)
+    cdef int64_t prow = oxl_repacked_row_size(k, qtype, cols)
+    cdef uint8_t[::1] out
+    cdef int rc
+    if prow < 0:
+        return None
+    if rows < 0 or w.shape[0] != _nbytes(t, cols) * rows:
+        raise QuantError(f"repack {t.name.decode()}: {w.shape[0]} bytes do not hold {rows} rows of {cols} values")
+    arr = np.empty(max(prow * rows, 1), np.uint8)
+    out = arr
+    with nogil:
+        rc = oxl_repack(k, qtype, &w[0], rows, cols, &out[0], n_threads)
+    _check_rc(rc, "repack")
+    return arr[:prow * rows]
+
+
 def gemm_range(const uint8_t[::1] w, int qtype, int64_t rows, int64_t cols, const uint8_t[::1] xq, int64_t n,
-               float[:, ::1] Y, int64_t r0, int64_t r1, tier=None):
+               float[:, ::1] Y, int64_t r0, int64_t r1, tier=None, const uint8_t[::1] packed=None):
     """Y[j, r] = dot(W[r], Xq[j]) for r in [r0, r1) through oxl_gemm_range, the entry the forward pass
-    uses for n > 1 on its own row ranges; xq holds n activation rows already of the vec_dot type."""
+    uses for n > 1 on its own row ranges; xq holds n activation rows already of the vec_dot type.
+    packed: w's rows as repack() gives them, read instead of w through oxl_gemm_packed_range (False
+    is returned if that kernel could not run)."""
     cdef const oxl_kernel_table *k = _table(tier)
     cdef const oxl_type_traits *t = _traits(k, qtype)
     cdef const oxl_type_traits *ta = _traits(k, t.vec_dot_type)
@@ -195,5 +224,13 @@ def gemm_range(const uint8_t[::1] w, int qtype, int64_t rows, int64_t cols, cons
                          f"{rows}x{cols}, n={n}")
     if Y.shape[0] != n or Y.shape[1] != rows:
         raise QuantError(f"gemm_range: Y is {Y.shape[0]}x{Y.shape[1]}, want {n}x{rows}")
+    cdef int rc = 0
+    if packed is not None:
+        if packed.shape[0] != oxl_repacked_row_size(k, qtype, cols) * rows:
+            raise QuantError(f"gemm_range: {packed.shape[0]} repacked bytes do not hold {rows}x{cols}")
+        with nogil:
+            rc = oxl_gemm_packed_range(k, qtype, &packed[0], cols, &xq[0], n, &Y[0, 0], rows, r0, r1)
+        return rc == 0
     with nogil:
         oxl_gemm_range(k, qtype, &w[0], cols, &xq[0], n, &Y[0, 0], rows, r0, r1)
+    return True

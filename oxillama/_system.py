@@ -109,11 +109,14 @@ def available_memory() -> int | None:
 
 
 def system_info() -> dict:
-    """CPU features detected, the SIMD tier each quant type's kernel uses, OpenMP, default threads."""
+    """CPU features detected, the SIMD tier each quant type's kernel uses, the repacked weight layouts a
+    loaded model's matrices of those types are copied into (repack=True, the default), OpenMP, default
+    threads."""
     from oxillama import _core
     return {
         "cpu_features": _core.cpu_features(),
         "kernels": _core.kernel_tiers(),
+        "repacked_layouts": _core.repacked_layouts(),
         "active_tier": _core.active_tier(),
         "usable_tiers": _core.usable_tiers(),
         "compiled_tiers": _core.compiled_tiers(),

@@ -65,6 +65,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads-oversubscribe", action="store_true",
                    help="run -t threads even when they are more than the logical CPUs")
     p.add_argument("--seed", type=int, default=None, help="sampling seed (default: a random one)")
+    p.add_argument("--no-repack", action="store_true", help="keep the weights in the file's layout only: no repacked copy for the faster kernels (saves its RAM; the output is the same)")
 
 
 def add_sampling_options(p: argparse.ArgumentParser, max_tokens: int) -> None:
@@ -87,7 +88,8 @@ def engine_from_args(args):
     if args.threads_oversubscribe:
         os.environ[OVERSUBSCRIBE_ENV] = "1"
     path = hub.resolve_model(args.model)
-    return InferenceEngine.from_gguf(path, n_ctx=args.ctx_size, n_threads=args.threads, seed=args.seed)
+    return InferenceEngine.from_gguf(path, n_ctx=args.ctx_size, n_threads=args.threads, seed=args.seed,
+                                     repack=not args.no_repack)
 
 
 def sampling_kwargs(args) -> dict:

@@ -113,6 +113,24 @@ def _experts(f: GGUFFile, hparams: dict) -> dict | None:
             "active_nbytes": all_bytes - exp_bytes + exp_bytes * used // n_expert}
 
 
+def _repack(f: GGUFFile) -> dict:
+    """What loading this file copies into this CPU's repacked layouts (the default; --no-repack skips it):
+    the matrices the products read, not the embedding table or the experts, which stay in the file's layout.
+    The copies' pages replace the file's in memory, so resident memory stays about the file's size."""
+    from oxillama import _core
+    from oxillama.quant import GGMLType
+    layouts = _core.repacked_layouts()
+    used, nbytes = {}, 0
+    for t in f.tensors.values():
+        if t.qtype not in layouts or len(t.shape) != 2 or t.name.startswith("token_embd") or "_exps" in t.name:
+            continue
+        row = _core.repacked_row_size(int(GGMLType[t.qtype]), t.shape[1])
+        if row > 0:
+            used[t.qtype] = layouts[t.qtype]
+            nbytes += row * t.shape[0]
+    return {"tier": _core.active_tier(), "layouts": used, "nbytes": nbytes}
+
+
 def summarize(f: GGUFFile, tensors: bool = True) -> dict:
     arch = f.architecture
     prefix = f"{arch}." if arch else None
@@ -143,6 +161,7 @@ def summarize(f: GGUFFile, tensors: bool = True) -> dict:
     experts = _experts(f, hparams)
     if experts:
         report["experts"] = experts
+    report["repack"] = _repack(f)
     if tensors:
         report["tensors"] = [{"name": t.name, "type": t.qtype, "shape": list(t.shape), "nbytes": t.nbytes,
                               "offset": t.offset} for t in f.tensors.values()]
@@ -195,6 +214,11 @@ def format_text(r: dict) -> str:
                      + (" + a shared expert" if e["shared_expert"] else "")
                      + f", {_size(e['expert_nbytes'])} per expert per layer; per token "
                        f"{_count(e['active_params'])} parameters active ({_size(e['active_nbytes'])} read)")
+    rp = r.get("repack")
+    if rp and rp["layouts"]:
+        lines.append(f"repacked       {_size(rp['nbytes'])} at load on the {rp['tier']} tier ("
+                     + ", ".join(f"{q} as {lay}" for q, lay in rp["layouts"].items())
+                     + "; in place of the file's pages, --no-repack: none)")
     if r["hparams"]:
         lines.append("")
         lines.append(f"hyper-parameters ({r['architecture']}.*)")

@@ -37,6 +37,7 @@ def add_parser(sub) -> None:
                    help="context size of each sequence (0: the model's, capped)")
     p.add_argument("--threads", "-t", type=int, default=None, metavar="N",
                    help="threads (default: OXILLAMA_NUM_THREADS, else the physical cores)")
+    p.add_argument("--no-repack", action="store_true", help="keep the weights in the file's layout only: no repacked copy for the faster kernels (saves its RAM; the output is the same)")
     p.add_argument("--api-key", default=None, metavar="KEY",
                    help="require 'Authorization: Bearer KEY' (not on /health and /metrics)")
     p.add_argument("--api-key-file", default=None, metavar="FILE",
@@ -138,7 +139,7 @@ def run(args) -> int:
         raise InvalidArgumentError("--replicas/--autoscale serve one model: give -m once")
     model = specs[0].path
     config = ServerConfig(model=model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.n_ctx,
-                          threads=args.threads, api_key=args.api_key, api_keys=api_keys,
+                          threads=args.threads, repack=not args.no_repack, api_key=args.api_key, api_keys=api_keys,
                           alias=specs[0].name, models=specs if len(specs) > 1 or args.models_file else (),
                           max_loaded=args.max_loaded,
                           max_queue=args.max_queue, max_batch_tokens=args.max_batch_tokens,

@@ -53,9 +53,10 @@ class InferenceEngine:
 
     def __init__(self, gguf: GGUFFile | Model, *, n_ctx: int = 0, n_threads: int | None = None, n_batch: int = 512,
                  seed: int | None = None, kv_type: str = "f16", tokenizer=None,
-                 prefix_cache: PrefixKvCache | None = None, n_seq_max: int = 1, type_k=None, type_v=None):
+                 prefix_cache: PrefixKvCache | None = None, n_seq_max: int = 1, type_k=None, type_v=None,
+                 repack: bool = True):
         # the loaded model (immutable, shareable: a Model given is not closed with this engine's session)
-        self.model = gguf if isinstance(gguf, Model) else Model(gguf, tokenizer=tokenizer)
+        self.model = gguf if isinstance(gguf, Model) else Model(gguf, tokenizer=tokenizer, repack=repack)
         c = self.config
         if n_ctx < 0:
             raise InvalidArgumentError(f"n_ctx must be >= 0, got {n_ctx}")
@@ -108,18 +109,20 @@ class InferenceEngine:
                   n_batch: int = 512, seed: int | None = None, kv_type: str = "f16",
                   prefix_cache: PrefixKvCache | None = None, n_seq_max: int = 1, type_k=None,
                   type_v=None, lora_path: str | os.PathLike | None = None,
-                  lora_scale: float = 1.0) -> "InferenceEngine":
+                  lora_scale: float = 1.0, repack: bool = True) -> "InferenceEngine":
         """Load a GGUF file (weights stay memory-mapped); a known model name (see `oxillama pull`)
         is fetched into the cache on first use. n_seq_max: sequences served at once by a Scheduler or
         generate_batch (llama.cpp's name); type_k / type_v: the KV cache type in llama-cpp-python's
         spelling ("f16", "f32", "q8_0", or GGML type ids 1, 0, 8), an alternative to kv_type. lora_path /
-        lora_scale: a GGUF LoRA adapter added at load (llama-cpp-python's names)."""
+        lora_scale: a GGUF LoRA adapter added at load (llama-cpp-python's names). repack=False keeps the
+        weights in the file's layout only (see Model: repacking costs RAM, gives the same logits)."""
         path = hub.resolve_model(path)
         t0 = time.perf_counter()
         gguf = GGUFFile(path)
         try:
             engine = cls(gguf, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, seed=seed, kv_type=kv_type,
-                         prefix_cache=prefix_cache, n_seq_max=n_seq_max, type_k=type_k, type_v=type_v)
+                         prefix_cache=prefix_cache, n_seq_max=n_seq_max, type_k=type_k, type_v=type_v,
+                         repack=repack)
             if lora_path is not None:
                 engine.add_lora(LoraAdapter.from_gguf(lora_path), lora_scale)
         except BaseException:

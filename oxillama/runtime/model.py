@@ -6,6 +6,8 @@ decoding is `model.first_layers(n)`, a Model sharing the file, weights and token
 """
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from oxillama import _core
@@ -20,20 +22,30 @@ from oxillama.tokenizer import Tokenizer
 
 __all__ = ["Model"]
 
+log = logging.getLogger("oxillama")
+
 
 class Model:
     """A loaded GGUF model (see the module docstring). n_layer: run only the first n_layer blocks (then
-    the output norm and head), an early-exit draft of the same model."""
+    the output norm and head), an early-exit draft of the same model. repack: copy the matrices whose type
+    has a repacked layout on this CPU's kernel tier into it once (faster products, the same logits; costs
+    `repacked_bytes` of RAM beside the mapped file)."""
 
     def __init__(self, gguf: GGUFFile, *, tokenizer: Tokenizer | None = None, n_layer: int | None = None,
-                 arch=None, owns_file: bool = True):
+                 arch=None, owns_file: bool = True, repack: bool = True, _repacked: dict | None = None):
         self.gguf = gguf
         self.arch = architecture_for(gguf) if arch is None else arch
         self.config = self.arch.config
         spec = self.arch.build()
         if n_layer is not None:
             spec["layers"] = spec["layers"][:n_layer]
-        self.plan = _core.ForwardPlan(spec)
+        self.repack = bool(repack)
+        self._repacked = {} if _repacked is None else _repacked   # shared with layer drafts
+        self.plan = _core.ForwardPlan(spec, repack=self.repack, repacked=self._repacked)
+        if self.plan.repacked_bytes:
+            log.info("repacked weights (%s): %.1f MB of RAM beside the mapped file (repack=False to skip)",
+                     ", ".join(f"{t} as {lay}" for t, lay in sorted(self.plan.repacked_layouts.items())),
+                     self.plan.repacked_bytes / 1e6)
         self.n_layer = self.plan.n_layer      # blocks the forward runs (config.n_layer unless a draft)
         self.owns_file = owns_file
         self._tokenizer = tokenizer
@@ -47,10 +59,17 @@ class Model:
         if isinstance(n_layer, bool) or not isinstance(n_layer, (int, np.integer)) or not 1 <= n_layer < full:
             raise InvalidArgumentError(f"a layer draft needs 1 <= n_layer < {full} (the target's layers), "
                                        f"got {n_layer!r}")
-        return Model(self.gguf, tokenizer=self.tokenizer, n_layer=int(n_layer), arch=self.arch, owns_file=False)
+        return Model(self.gguf, tokenizer=self.tokenizer, n_layer=int(n_layer), arch=self.arch, owns_file=False,
+                     repack=self.repack, _repacked=self._repacked)
+
+    @property
+    def repacked_bytes(self) -> int:
+        """RAM taken by the repacked copies of the weights this model's plan reads (0: none)."""
+        return self.plan.repacked_bytes if self.plan is not None else 0
 
     def close(self) -> None:
         self.plan = None
+        self._repacked = {}
         if self.owns_file:
             self.gguf.close()
 

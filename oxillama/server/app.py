@@ -43,7 +43,8 @@ def load_slot(state: ServerState, slot) -> None:
     c = state.config
     slot.status = LOADING
     try:
-        engine = InferenceEngine.from_gguf(slot.spec.path, n_ctx=slot.spec.n_ctx or c.n_ctx, n_threads=c.threads)
+        engine = InferenceEngine.from_gguf(slot.spec.path, n_ctx=slot.spec.n_ctx or c.n_ctx, n_threads=c.threads,
+                                           repack=c.repack)
     except BaseException as e:
         slot.status, slot.load_error = FAILED, f"{type(e).__name__}: {e}"
         raise

@@ -24,6 +24,7 @@ class ServerConfig:
     parallel: int = 8                # sequences batched together (Scheduler n_seq_max)
     n_ctx: int = 0                   # per-sequence context; 0: the engine's default
     threads: int | None = None
+    repack: bool = True              # the weights' repacked copy for the faster kernels (serve --no-repack)
     api_key: str | None = None
     api_keys: dict | None = None     # --api-key-file: {key: (rpm or None, tpm or None)} (server.api_keys)
     alias: str | None = None         # the model id clients see; default: the file's stem

@@ -101,3 +101,34 @@ def test_x86_tiers_keep_their_multi_row_kernels(tier):
 def test_scalar_tier_has_no_multi_row_kernel():
     """Scalar matmul is vec_dot per output, invariant by construction."""
     assert not any(_core.has_gemm(qid(t), "scalar") for t in TYPES_WITH_VEC_DOT)
+
+
+LAYOUT_CASES = [(t, q) for t in TIERS for q in _core.repacked_layouts(t)]
+
+
+@pytest.mark.skipif(not LAYOUT_CASES, reason="no tier of this CPU has a repacked weight layout")
+@pytest.mark.parametrize("tier,qtype", LAYOUT_CASES)
+def test_repacked_rows_give_the_file_rows_floats_bit_for_bit(qtype, tier):
+    """A plan reads its matrices' repacked copy (ForwardPlan(repack=True)): each output must be the tier's
+    vec_dot on the file rows, bit for bit, for every activation row count and row range."""
+    for ci, cols in enumerate(_cols_for(qtype)):
+        X, w, xq, expect = _case(qtype, cols, tier, seed=10 + ci)
+        packed = _core.repack(w, qid(qtype), W_ROWS, cols, 2, tier)
+        assert packed is not None and packed.nbytes == _core.repacked_row_size(qid(qtype), cols, tier) * W_ROWS
+        assert not np.shares_memory(packed, w)
+        for n in N_ACT:
+            xq_n = np.ascontiguousarray(xq[:n]).reshape(-1)
+            for r0, r1 in ROW_RANGES:
+                Y = np.full((n, W_ROWS), np.nan, np.float32)
+                assert _core.gemm_range(w, qid(qtype), W_ROWS, cols, xq_n, n, Y, r0, r1, tier, packed)
+                assert np.array_equal(Y[:, r0:r1], expect[:n, r0:r1]), (qtype, tier, cols, n, (r0, r1))
+                assert np.isnan(Y[:, :r0]).all() and np.isnan(Y[:, r1:]).all()
+
+
+def test_repack_refuses_what_it_cannot_hold():
+    """No layout: None; a byte count that does not match the shape: QuantError, nothing read."""
+    from oxillama.errors import QuantError
+    assert _core.repack(np.zeros(4 * 17, np.uint8), qid("F32"), 1, 17) is None
+    if "Q8_0" in _core.repacked_layouts():
+        with pytest.raises(QuantError, match="do not hold"):
+            _core.repack(np.zeros(34 * 2 - 1, np.uint8), qid("Q8_0"), 2, 32)

@@ -1,0 +1,76 @@
+"""Repacked weights (ForwardPlan(repack=True), the default): a model whose matrices have a repacked layout on
+this CPU's tier (Q4_0 and Q8_0 on AVX-512 VNNI) reads a copy of them made at load, and must give exactly the
+logits of the file layout, in every call shape (test_invariance.py's checks). A llama model of n_embd 256 with
+every matrix of the type, written at test time (test_invariance_quants.write_model)."""
+import numpy as np
+import pytest
+from test_invariance import assert_same, check_batched, check_call_shapes, chunked_logits, prefill_logits, tokens_for
+from test_invariance_quants import N_TOKENS, write_model
+
+import oxillama
+from oxillama import InferenceEngine, _core
+
+TYPES = ["Q4_0", "Q8_0"]
+
+
+@pytest.fixture(scope="module", params=TYPES)
+def model_path(request, tmp_path_factory):
+    path = tmp_path_factory.mktemp("repack") / f"llama-{request.param}.gguf"
+    write_model(path, request.param, seed=3)
+    return path, request.param
+
+
+def test_repacked_copy_gives_the_file_layouts_logits_bit_for_bit(model_path):
+    path, qtype = model_path
+    with InferenceEngine.from_gguf(path, n_ctx=256, n_threads=2) as packed, \
+            InferenceEngine.from_gguf(path, n_ctx=256, n_threads=2, repack=False) as plain:
+        has_layout = qtype in _core.repacked_layouts()
+        # every matrix but the embedding table (read by rows from the file) is copied, once
+        assert (packed.model.repacked_bytes > 0) == has_layout
+        assert plain.model.repacked_bytes == 0
+        toks = tokens_for(packed, N_TOKENS)
+        ref = prefill_logits(plain, toks)
+        assert np.isfinite(ref).all() and ref.std() > 0
+        assert_same(prefill_logits(packed, toks), ref, "prefill, repacked against the file layout")
+        assert_same(chunked_logits(packed, toks, 1), ref, "decode, repacked against the file layout")
+        toks, ref = check_call_shapes(packed, N_TOKENS)
+        check_batched(packed, toks, ref)
+
+
+def test_a_layer_draft_shares_the_repacked_copies(model_path):
+    path, qtype = model_path
+    if qtype not in _core.repacked_layouts():
+        pytest.skip(f"no repacked layout for {qtype} on the {_core.active_tier()} tier")
+    with InferenceEngine.from_gguf(path, n_ctx=256, n_threads=2) as e:
+        before = len(e.model._repacked)
+        draft = e.model.first_layers(1)
+        assert len(e.model._repacked) == before       # no new copy: the draft reads the model's
+        assert 0 < draft.repacked_bytes < e.model.repacked_bytes
+
+
+def test_system_info_names_the_layouts():
+    info = oxillama.system_info()
+    assert info["repacked_layouts"] == _core.repacked_layouts()
+    for qtype in info["repacked_layouts"]:
+        assert qtype in info["kernels"]
+
+
+def test_no_repack_flag_keeps_the_file_layout_only(model_path):
+    from oxillama.cli import _options, build_parser
+    path, qtype = model_path
+    for flags, copied in (([], qtype in _core.repacked_layouts()), (["--no-repack"], False)):
+        args = build_parser().parse_args(["run", "-m", str(path), "-c", "64", *flags, "hi"])
+        with _options.engine_from_args(args) as e:
+            assert (e.model.repacked_bytes > 0) == copied, flags
+
+
+def test_inspect_says_what_loading_will_repack(model_path):
+    """`oxillama inspect` gives the RAM of the copies before anything is loaded: what the plan then makes."""
+    from oxillama.cli.inspect import summarize
+    from oxillama.gguf import GGUFFile
+    path, qtype = model_path
+    with GGUFFile(path) as f:
+        rp = summarize(f, tensors=False)["repack"]
+    with InferenceEngine.from_gguf(path, n_ctx=64, n_threads=1) as e:
+        assert rp["nbytes"] == e.model.repacked_bytes
+        assert rp["layouts"] == e.model.plan.repacked_layouts
