@@ -202,7 +202,8 @@ def make_extensions():
     from Cython.Build import cythonize
 
     kernel_sources = _rel(glob.glob(os.path.join(ROOT, "csrc", "*.c"))
-                          + glob.glob(os.path.join(ROOT, "csrc", "scalar", "*.c")))
+                          + glob.glob(os.path.join(ROOT, "csrc", "scalar", "*.c"))
+                          + glob.glob(os.path.join(ROOT, "csrc", "layers", "*.c")))
     # every C file and header counts as a dependency, so editing one relinks the module
     depends = _rel(glob.glob(os.path.join(ROOT, "csrc", "**", "*.[ch]"), recursive=True)
                    + glob.glob(os.path.join(ROOT, "oxillama", "*.pxi"))

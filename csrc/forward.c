@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "forward.h"
+#include "layers/shortconv.h"
 #include "matmul.h"
 
 #if OXL_HAVE_OPENMP
@@ -97,7 +98,7 @@ static inline int attn_chunks(int lo, int pos) { return pos / ATTN_CHUNK - lo / 
 
 /* The scratch layout, computed the same way by the size query and by the forward. */
 typedef struct {
-    int64_t x, xn, q, k, v, attn, tmp, gate, up, act[MAX_ACT_TYPES], rope, tls, part, rows, total;
+    int64_t x, xn, q, k, v, attn, tmp, gate, up, act[MAX_ACT_TYPES], rope, tls, part, rows, rec, total;
     int64_t act_bytes, tls_floats, part_floats;
     /* experts: router logits, each (row, slot)'s expert, weight and gathered position, the gathered rows'
      * token rows, per expert its first gathered position, the used experts, the gathered inputs (one per
@@ -105,11 +106,19 @@ typedef struct {
     int64_t r_logits, sel_exp, sel_w, sel_pos, g_row, exp_off, used, g_act[2], g_gate, g_up, g_hact, g_out, moe_out;
 } scratch_layout;
 
+/* floats per row a recurrent layer's phase needs: LFM2's conv, in_proj's [B | C | x] and the gated conv */
+static int64_t rec_row_floats(const oxl_model *m) {
+    int64_t f = 0;
+    for (int il = 0; il < m->n_layer; il++)
+        if (m->layers[il].kind == OXL_LAYER_SHORTCONV) f = OXL_MAX(f, 4 * (int64_t)m->n_embd);
+    return f;
+}
+
 static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_threads) {
     scratch_layout s;
     int64_t off = 0;
     const int64_t n = n_batch;
-    const int64_t widest = OXL_MAX(OXL_MAX(m->n_embd, m->n_ff_max), m->q_dim_max);
+    const int64_t widest = OXL_MAX(OXL_MAX(m->n_embd, m->n_ff_max), m->q_dim_max);   /* recurrent: n_embd */
     const int64_t G = group_max(m), hd = head_dim_max(m);
 #define TAKE(field, bytes) do { s.field = off; off += align_up(bytes); } while (0)
     TAKE(x, n * m->n_embd * 4);
@@ -132,7 +141,9 @@ static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_t
     const int64_t items = OXL_MIN(n, SPLIT_ATTN_MAX_ROWS) * n_kv_max * (int64_t)(n_ctx / ATTN_CHUNK + 2);
     s.part_floats = OXL_MIN(items * item_floats(m), (int64_t)SPLIT_ATTN_MAX_FLOATS);
     TAKE(part, s.part_floats * 4);
-    TAKE(rows, 4 * n * 4);   /* each row's sequence, position and token; the rows that get logits */
+    TAKE(rows, (5 * n + 1) * 4);   /* each row's sequence, position and token; the rows that get logits;
+                                      each sequence's first row */
+    TAKE(rec, n * rec_row_floats(m) * 4);
     const int64_t ne = m->n_expert_max, nk = n * m->n_expert_used_max, ffe = m->n_ff_exp_max;
     TAKE(r_logits, n * ne * 4);
     TAKE(sel_exp, nk * 4);
@@ -525,13 +536,41 @@ static int64_t lora_t_floats(const oxl_model *m, const oxl_batch_seq *seqs, int 
 /* ---- the forward ---- */
 
 /* Validates the batch; n_rows: its tokens, n_out: rows that get logits, max_pos: the last position. */
-static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
-                       int *n_rows, int *n_out, int *max_pos) {
+/* An LFM2 conv layer's weights against the model, its state within the slot. */
+static int check_shortconv(const oxl_model *m, const oxl_layer *L) {
+    const oxl_shortconv *c = &L->conv;
+    if (!c->in_proj.data || !c->out_proj.data || !c->kernel || !L->attn_norm) return OXL_ERR_ARG;
+    if (c->L < 2 || c->L > OXL_CONV_MAX_L || c->in_proj.rows != 3 * (int64_t)m->n_embd ||
+        c->in_proj.cols != m->n_embd || c->out_proj.rows != m->n_embd || c->out_proj.cols != m->n_embd)
+        return OXL_ERR_SHAPE;
+    if (L->state_off < 0 || L->state_off + (int64_t)m->n_embd * (c->L - 1) > m->state_floats) return OXL_ERR_SHAPE;
+    return OXL_OK;
+}
+
+static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_state_pool *rs,
+                       const oxl_batch_seq *seqs, int n_seqs, int *n_rows, int *n_out, int *max_pos) {
     if (!m || !kv || !seqs || n_seqs <= 0 || !kv->k || !kv->v || kv->n_pages <= 0) return OXL_ERR_ARG;
     if (kv->type != OXL_TYPE_F16 && kv->type != OXL_TYPE_F32 && kv->type != OXL_TYPE_Q8_0) return OXL_ERR_TYPE;
     if (kv->head_dim <= 0 || kv_row_bytes(kv) < 0) return OXL_ERR_SHAPE;   /* Q8_0: head_dim a multiple of 32 */
-    for (int il = 0; il < m->n_layer; il++)   /* the cache's layout must be the layers' */
-        if (m->layers[il].n_head_kv != kv->n_head_kv || m->layers[il].head_dim != kv->head_dim) return OXL_ERR_ARG;
+    for (int il = 0; il < m->n_layer; il++) {   /* the cache's layout must be the attention layers' */
+        const oxl_layer *L = &m->layers[il];
+        if (L->kind == OXL_LAYER_ATTENTION) {
+            if (L->n_head_kv != kv->n_head_kv || L->head_dim != kv->head_dim) return OXL_ERR_ARG;
+        } else if (L->kind == OXL_LAYER_SHORTCONV) {
+            const int rc = check_shortconv(m, L);
+            if (rc) return rc;
+        } else {
+            return OXL_ERR_ARG;
+        }
+    }
+    if (m->state_floats > 0) {   /* recurrent layers: every sequence has its own slot */
+        if (!rs || !rs->data || rs->n_slots <= 0 || rs->slot_floats < m->state_floats) return OXL_ERR_ARG;
+        for (int s = 0; s < n_seqs; s++) {
+            if (seqs[s].state_slot < 0 || seqs[s].state_slot >= rs->n_slots) return OXL_ERR_ARG;
+            for (int t = 0; t < s; t++)
+                if (seqs[t].state_slot == seqs[s].state_slot) return OXL_ERR_ARG;
+        }
+    }
     for (int il = 0; il < m->n_layer; il++) {   /* experts: the sizes the scratch was laid out for */
         const oxl_layer *L = &m->layers[il];
         if (L->n_expert == 0) continue;
@@ -586,6 +625,7 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_bat
 typedef struct {
     const oxl_model *m;
     const oxl_kv_cache *kv;
+    const oxl_state_pool *rs;       /* recurrent state, or NULL */
     const oxl_batch_seq *seqs;
     const oxl_kernel_table *kt;
     const scratch_layout *S;
@@ -593,6 +633,8 @@ typedef struct {
     int n, n_out;                   /* rows of the step; rows that get logits */
     float *x, *xn, *tmp, *attn, *gate, *up, *qbuf, *kbuf, *vbuf, *parts, *logits, *hidden;
     const int *row_seq, *row_pos, *row_tok, *out_rows;   /* each row's sequence, position, token; logit rows */
+    const int *seq_row0;            /* each sequence's first row; n_seqs + 1 entries */
+    int n_seqs;
     int64_t istride;                /* floats of one (row, KV head [, chunk]) attention partial */
     int any_lora;
     float *lt[3];                   /* LoRA's A x of up to three products of one phase */
@@ -631,11 +673,13 @@ static void phase_embed(const fwd_state *F, fwd_thread *T) {
     }
 }
 
-/* xn = norm(x); quantized for Q, K, V */
+/* xn = norm(x); quantized for Q, K, V (or the recurrent block's input projection) */
 static void phase_attn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
     const int n_embd = F->m->n_embd;
     const oxl_weight *qkv_ws[3] = {&L->wq, &L->wk, &L->wv};
-    act_set_init(&T->acts, F->kt, F->base, F->S, qkv_ws, 3);
+    const oxl_weight *conv_ws[1] = {&L->conv.in_proj};
+    if (L->kind == OXL_LAYER_SHORTCONV) act_set_init(&T->acts, F->kt, F->base, F->S, conv_ws, 1);
+    else act_set_init(&T->acts, F->kt, F->base, F->S, qkv_ws, 3);
     for (int64_t i = T->t0; i < T->t1; i++)
         norm_row(F->kt, F->m, F->x + i * n_embd, L->attn_norm, L->attn_norm_b, F->xn + i * n_embd, n_embd);
     act_set_fill(&T->acts, F->kt, F->xn, n_embd, (int)T->t0, (int)T->t1);
@@ -787,6 +831,44 @@ static void phase_attn_out(const fwd_state *F, fwd_thread *T, const oxl_layer *L
         lora_up(kt, F->seqs, F->row_seq, n, il, OXL_LORA_O, &L->wo, F->lt[0], F->tmp, n_embd, T->ith, T->nth);
         sync_threads(F, T);
     }
+}
+
+/* the slot floats of sequence s */
+static float *seq_state(const fwd_state *F, int s) {
+    return F->rs->data + (int64_t)F->seqs[s].state_slot * F->rs->slot_floats;
+}
+
+/* LFM2's conv block: tmp (n, n_embd) = out_proj(C * conv(B * x)), [B | C | x] = in_proj(xn) (n, 3 n_embd) in
+ * rec; the gated conv (n, n_embd) after it. The conv runs per sequence over its rows in order, each thread a
+ * range of channels of every sequence (layers/shortconv.h: channels are independent, so the split changes
+ * nothing), from and into the sequence's conv state. */
+static void phase_shortconv(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const oxl_shortconv *c = &L->conv;
+    const int n = F->n, n_embd = F->m->n_embd, nth = T->nth;
+    float *bcx = (float *)(F->base + F->S->rec), *y = bcx + (int64_t)n * 3 * n_embd;
+    matmul_share(kt, &c->in_proj, act_for(&T->acts, kt, &c->in_proj, F->xn), n, bcx, 3 * n_embd,
+                 next_counter(F, T), nth);
+    sync_threads(F, T);
+    int64_t c0, c1;
+    oxl_split_range(n_embd, nth, T->ith, 16, &c0, &c1);
+    if (c0 < c1)
+        for (int s = 0; s < F->n_seqs; s++) {
+            const int r0 = F->seq_row0[s];
+            float *state = seq_state(F, s) + L->state_off;   /* (n_embd, L - 1) */
+            if (F->seqs[s].pos0 == 0)   /* a new sequence: the zero state */
+                memset(state + c0 * (c->L - 1), 0, (size_t)((c1 - c0) * (c->L - 1)) * 4);
+            oxl_shortconv_rows(bcx + (int64_t)r0 * 3 * n_embd, 3 * n_embd, F->seq_row0[s + 1] - r0, n_embd,
+                               c->kernel, c->L, state, y + (int64_t)r0 * n_embd, n_embd, (int)c0, (int)c1);
+        }
+    const oxl_weight *out_ws[1] = {&c->out_proj};
+    act_set_init(&T->acts, kt, F->base, F->S, out_ws, 1);
+    sync_threads(F, T);
+    act_set_fill(&T->acts, kt, y, n_embd, (int)T->t0, (int)T->t1);
+    sync_threads(F, T);
+    matmul_share(kt, &c->out_proj, act_for(&T->acts, kt, &c->out_proj, y), n, F->tmp, n_embd,
+                 next_counter(F, T), nth);
+    sync_threads(F, T);
 }
 
 /* x += attention output (biased, post-normed); xn = the FFN's normed input, quantized for gate and up */
@@ -1084,10 +1166,14 @@ static void phase_ffn_residual(const fwd_state *F, fwd_thread *T, const oxl_laye
 static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
     int k = 0;
     ph[k++] = phase_attn_norm;
-    ph[k++] = phase_qkv;
-    ph[k++] = phase_rope_store;
-    ph[k++] = phase_attention;
-    ph[k++] = phase_attn_out;
+    if (L->kind == OXL_LAYER_SHORTCONV) {
+        ph[k++] = phase_shortconv;
+    } else {
+        ph[k++] = phase_qkv;
+        ph[k++] = phase_rope_store;
+        ph[k++] = phase_attention;
+        ph[k++] = phase_attn_out;
+    }
     ph[k++] = phase_ffn_norm;
     if (L->n_expert > 0) {
         ph[k++] = phase_experts;
@@ -1166,10 +1252,11 @@ static void forward_thread(const fwd_state *F, int ith, int nth) {
     phase_logits(F, &T);
 }
 
-int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
+int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_state_pool *rs,
+                      const oxl_batch_seq *seqs, int n_seqs,
                       float *logits, float *hidden, void *scratch_raw, int64_t scratch_size, int n_threads) {
     int n = 0, n_out = 0, max_pos = 0;
-    int rc = check_batch(m, kv, seqs, n_seqs, &n, &n_out, &max_pos);
+    int rc = check_batch(m, kv, rs, seqs, n_seqs, &n, &n_out, &max_pos);
     if (rc) return rc;
     if (n_threads < 1) n_threads = 1;
     const scratch_layout S = layout(m, n, max_pos + 1, n_threads);
@@ -1179,13 +1266,17 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
     /* the rows of the batch: sequence by sequence, token by token */
     int *row_seq = (int *)(base + S.rows), *row_pos = row_seq + n, *row_tok = row_seq + 2 * n;
     int *out_rows = row_seq + 3 * n;   /* rows whose logits are wanted, in output order */
-    for (int s = 0, r = 0, o = 0; s < n_seqs; s++)
+    int *seq_row0 = row_seq + 4 * n;
+    for (int s = 0, r = 0, o = 0; s < n_seqs; s++) {
+        seq_row0[s] = r;
+        seq_row0[s + 1] = r + seqs[s].n_tokens;
         for (int i = 0; i < seqs[s].n_tokens; i++, r++) {
             row_seq[r] = s;
             row_pos[r] = seqs[s].pos0 + i;
             row_tok[r] = seqs[s].tokens[i];
             if (seqs[s].all_logits || i == seqs[s].n_tokens - 1) out_rows[o++] = r;
         }
+    }
     int any_lora = 0;
     for (int s = 0; s < n_seqs; s++) any_lora |= seqs[s].n_loras > 0;
     /* LoRA's A x of up to three products of one phase (q, k, v; gate, up), for every row's adapters */
@@ -1205,12 +1296,13 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batc
     barrier.n = 1;
 
     fwd_state F = {
-        .m = m, .kv = kv, .seqs = seqs, .kt = oxl_kernels(), .S = &S, .base = base, .n = n, .n_out = n_out,
+        .m = m, .kv = kv, .rs = m->state_floats > 0 ? rs : NULL, .seqs = seqs, .kt = oxl_kernels(), .S = &S, .base = base, .n = n, .n_out = n_out,
         .x = (float *)(base + S.x), .xn = (float *)(base + S.xn), .tmp = (float *)(base + S.tmp),
         .attn = (float *)(base + S.attn), .gate = (float *)(base + S.gate), .up = (float *)(base + S.up),
         .qbuf = (float *)(base + S.q), .kbuf = (float *)(base + S.k), .vbuf = (float *)(base + S.v),
         .parts = (float *)(base + S.part), .logits = logits, .hidden = hidden,
         .row_seq = row_seq, .row_pos = row_pos, .row_tok = row_tok, .out_rows = out_rows,
+        .seq_row0 = seq_row0, .n_seqs = n_seqs,
         .istride = item_floats(m), .any_lora = any_lora,
         .lt = {lora_t, lora_t ? lora_t + lt : NULL, lora_t ? lora_t + 2 * lt : NULL},
         .counters = counters, .barrier = &barrier,

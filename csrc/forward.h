@@ -13,6 +13,7 @@
 #define OXL_FORWARD_H
 
 #include "kernels.h"
+#include "layers/shortconv.h"
 
 typedef struct {
     const void *data;   /* NULL: absent */
@@ -34,6 +35,14 @@ typedef struct {
     float attn_factor;   /* YaRN magnitude scale */
     float corr_low, corr_high; /* YaRN correction dims */
 } oxl_rope;
+
+/* LFM2's conv block: y = out_proj(C * conv(B * x)), [B; C; x] = in_proj(xn); state (n_embd, L - 1) floats */
+typedef struct {
+    oxl_weight in_proj;     /* (3 n_embd, n_embd): rows [B; C; x] */
+    oxl_weight out_proj;    /* (n_embd, n_embd) */
+    const float *kernel;    /* (n_embd, L): channel c's taps, oldest first */
+    int L;                  /* kernel width (shortconv.l_cache), 2 .. OXL_CONV_MAX_L */
+} oxl_shortconv;
 
 typedef struct {
     /* attention block */
@@ -67,7 +76,18 @@ typedef struct {
     oxl_weight exp_gate, exp_up;             /* every expert's rows stacked: (n_expert * n_ff_exp, n_embd) */
     oxl_weight exp_down;                     /* (n_expert * n_embd, n_ff_exp) */
     const float *shexp_gate;                 /* (n_embd) or NULL */
+    /* the layer's kind: which mixer runs before the FFN */
+    int kind;                                /* OXL_LAYER_* */
+    /* LFM2's gated short convolution (kind OXL_LAYER_SHORTCONV): attn_norm is its pre-norm, then the FFN as
+     * in an attention layer; the attention fields above are unused (n_head = n_head_kv = head_dim = 0) */
+    oxl_shortconv conv;
+    int64_t state_off;                       /* the layer's recurrent state within a slot (floats) */
 } oxl_layer;
+
+/* What a layer's mixer is (the norms, residuals and FFN around it are the same for every kind). A recurrent
+ * kind keeps a fixed-size state per sequence in the state pool (oxl_state_pool) instead of KV.
+ * SHORTCONV's state: its conv state (n_embd, L - 1) (layers/shortconv.h). */
+enum { OXL_LAYER_ATTENTION = 0, OXL_LAYER_SHORTCONV = 2 };
 
 /* How a router turns its logits into the chosen experts' weights (llama.cpp's expert_gating_func values):
  * SOFTMAX: softmax over all experts, the top k kept; SIGMOID: sigmoid of each, the top k kept;
@@ -88,7 +108,18 @@ typedef struct {
     float final_softcap;    /* 0: none */
     float logit_scale;      /* 1 unless the architecture scales logits (command-r) */
     int n_expert_max, n_expert_used_max, n_ff_exp_max;   /* over the layers; 0 without experts */
+    int64_t state_floats;   /* floats of one sequence's recurrent state (every recurrent layer's); 0: none */
 } oxl_model;
+
+/* Recurrent state shared by every sequence of a batch, beside the KV pages: n_slots slots of slot_floats
+ * floats, a sequence's slot holding every recurrent layer's state at that layer's state_off. A sequence whose
+ * pos0 is 0 starts from the zero state (the forward clears its share); otherwise its slot must hold the state
+ * after its first pos0 tokens. */
+typedef struct {
+    float *data;            /* (n_slots, slot_floats) */
+    int n_slots;
+    int64_t slot_floats;    /* >= the model's state_floats */
+} oxl_state_pool;
 
 /* KV storage shared by every sequence of a batch, in pages of OXL_KV_PAGE positions. Per layer, K and V are
  * (n_head_kv, n_pages, OXL_KV_PAGE, head_dim): page p of KV head g holds that head's rows of OXL_KV_PAGE
@@ -135,6 +166,7 @@ typedef struct {
     int all_logits;         /* logits of every new token, else of the last one only */
     const oxl_lora *loras;  /* the adapters applied to this sequence's rows (n_loras, may be 0), in order */
     int n_loras;
+    int state_slot;         /* its recurrent state's slot (models with recurrent layers; one sequence each) */
 } oxl_batch_seq;
 
 /* Scratch bytes for forwards of up to n_batch tokens in all, attending over up to n_ctx positions. */
@@ -146,9 +178,11 @@ int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int
  * The logits of a position depend only on the tokens up to it, bit for bit, whatever else is in the batch,
  * however its tokens were split into calls and whatever n_threads: every output element is summed in one
  * fixed order (matrix products per element as vec_dot; attention in fixed page tiles and position chunks
- * merged in position order).
+ * merged in position order; recurrent layers one token after another, layers/shortconv.h). rs: the
+ * recurrent state pool, NULL for a model without recurrent layers.
  * Returns OXL_OK or an OXL_ERR_* code (bad token id, page outside the pool, scratch too small, ...). */
-int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
+int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_state_pool *rs,
+                      const oxl_batch_seq *seqs, int n_seqs,
                       float *logits, float *hidden, void *scratch, int64_t scratch_size, int n_threads);
 
 #endif

@@ -94,6 +94,13 @@ cdef extern from "forward.h" nogil:
         float attn_factor
         float corr_low, corr_high
 
+    enum: OXL_CONV_MAX_L
+
+    ctypedef struct oxl_shortconv:
+        oxl_weight in_proj, out_proj
+        const float *kernel
+        int L
+
     ctypedef struct oxl_layer:
         const float *attn_norm
         const float *attn_norm_b
@@ -127,6 +134,12 @@ cdef extern from "forward.h" nogil:
         float expert_scale
         oxl_weight router, exp_gate, exp_up, exp_down
         const float *shexp_gate
+        int kind
+        oxl_shortconv conv
+        int64_t state_off
+
+    enum: OXL_LAYER_ATTENTION
+    enum: OXL_LAYER_SHORTCONV
 
     ctypedef struct oxl_model:
         int n_embd, n_layer, n_vocab, n_ff_max, q_dim_max, kv_dim
@@ -142,6 +155,12 @@ cdef extern from "forward.h" nogil:
         float final_softcap
         float logit_scale
         int n_expert_max, n_expert_used_max, n_ff_exp_max
+        int64_t state_floats
+
+    ctypedef struct oxl_state_pool:
+        float *data
+        int n_slots
+        int64_t slot_floats
 
     ctypedef struct oxl_kv_cache:
         int type
@@ -172,6 +191,7 @@ cdef extern from "forward.h" nogil:
         int all_logits
         const oxl_lora *loras
         int n_loras
+        int state_slot
 
     enum: OXL_KV_PAGE
     enum: OXL_GATING_SOFTMAX
@@ -180,7 +200,8 @@ cdef extern from "forward.h" nogil:
     enum: OXL_MAX_EXPERTS
 
     int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int n_threads)
-    int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_batch_seq *seqs, int n_seqs,
+    int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_state_pool *rs,
+                          const oxl_batch_seq *seqs, int n_seqs,
                           float *logits, float *hidden, void *scratch, int64_t scratch_size, int n_threads)
 
 

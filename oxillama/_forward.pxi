@@ -25,6 +25,9 @@ cdef class ForwardPlan:
     cdef oxl_layer *layers
     cdef list _keep
     cdef readonly int n_layer, n_embd, n_vocab, kv_dim, n_head_kv, head_dim
+    cdef readonly int64_t state_floats    # floats of one sequence's recurrent state; 0: no recurrent layer
+    cdef readonly list state_layout       # [(layer, name, shape, offset)]: where each layer's state lives in a slot
+    cdef readonly tuple kinds             # each layer's kind
 
     def __cinit__(self):
         self.layers = NULL
@@ -61,40 +64,21 @@ cdef class ForwardPlan:
         m.out_norm_b = self._vec(spec.get("out_norm_b"), self.n_embd, "output_norm.bias")
         cdef int n_ff_max = 0, q_dim_max = 0, kv_dim = -1
         cdef oxl_layer *L
+        self.state_layout = []
+        self.state_floats = 0
+        kinds = []
         for il, ls in enumerate(layers):
             L = &self.layers[il]
-            L.n_head = ls["n_head"]
-            L.n_head_kv = ls["n_head_kv"]
-            L.head_dim = ls["head_dim"]
-            if L.n_head <= 0 or L.n_head_kv <= 0 or L.head_dim <= 0 or L.n_head % L.n_head_kv:
-                raise ModelError(f"layer {il}: bad head counts n_head={L.n_head} n_head_kv={L.n_head_kv} "
-                                 f"head_dim={L.head_dim}")
-            q_dim = L.n_head * L.head_dim
-            lkv = L.n_head_kv * L.head_dim
-            if il > 0 and (L.n_head_kv, L.head_dim) != (self.n_head_kv, self.head_dim):
-                raise ModelError(f"layer {il}: n_head_kv={L.n_head_kv}, head_dim={L.head_dim} differ from layer 0's "
-                                 f"{self.n_head_kv}, {self.head_dim} (the KV cache has one layout for all layers)")
-            self.n_head_kv, self.head_dim = L.n_head_kv, L.head_dim
-            kv_dim = lkv
-            q_dim_max = max(q_dim_max, q_dim)
             p = f"blk.{il}."
-            L.attn_norm = self._vec(ls.get("attn_norm"), self.n_embd, p + "attn_norm")
-            L.attn_norm_b = self._vec(ls.get("attn_norm_b"), self.n_embd, p + "attn_norm.bias")
-            if ls.get("wk") is None:
-                L.wq = self._weight(ls["wq"], p + "attn_qkv", q_dim + 2 * kv_dim, self.n_embd)
+            kind = ls.get("kind", "attention")
+            kinds.append(kind)
+            if kind == "shortconv":
+                self._shortconv(L, ls, p, il)
+            elif kind != "attention":
+                raise ModelError(f"layer {il}: unknown layer kind {kind!r}")
             else:
-                L.wq = self._weight(ls["wq"], p + "attn_q", q_dim, self.n_embd)
-                L.wk = self._weight(ls["wk"], p + "attn_k", kv_dim, self.n_embd)
-                L.wv = self._weight(ls["wv"], p + "attn_v", kv_dim, self.n_embd)
-            L.wo = self._weight(ls["wo"], p + "attn_output", self.n_embd, q_dim)
-            L.bq = self._vec(ls.get("bq"), q_dim, p + "attn_q.bias")
-            L.bk = self._vec(ls.get("bk"), kv_dim, p + "attn_k.bias")
-            L.bv = self._vec(ls.get("bv"), kv_dim, p + "attn_v.bias")
-            L.bo = self._vec(ls.get("bo"), self.n_embd, p + "attn_output.bias")
-            L.qk_norm_full = bool(ls.get("qk_norm_full", False))
-            L.q_norm = self._vec(ls.get("q_norm"), q_dim if L.qk_norm_full else L.head_dim, p + "attn_q_norm")
-            L.k_norm = self._vec(ls.get("k_norm"), lkv if L.qk_norm_full else L.head_dim, p + "attn_k_norm")
-            L.post_attn_norm = self._vec(ls.get("post_attn_norm"), self.n_embd, p + "post_attention_norm")
+                q_dim_max = max(q_dim_max, self._attention(L, ls, p, il, kv_dim))
+                kv_dim = L.n_head_kv * L.head_dim
             L.ffn_norm = self._vec(ls.get("ffn_norm"), self.n_embd, p + "ffn_norm")
             L.ffn_norm_b = self._vec(ls.get("ffn_norm_b"), self.n_embd, p + "ffn_norm.bias")
             L.fused_gate_up = bool(ls.get("fused_gate_up", False))
@@ -118,27 +102,83 @@ cdef class ForwardPlan:
                 m.n_ff_exp_max = max(m.n_ff_exp_max, L.n_ff_exp)
             L.post_ffn_norm = self._vec(ls.get("post_ffn_norm"), self.n_embd, p + "post_ffw_norm")
             L.act = _ACTS[ls.get("act", "silu")]
-            L.parallel_residual = bool(ls.get("parallel_residual", False))
-            L.attn_scale = ls["attn_scale"]
-            L.attn_softcap = ls.get("attn_softcap", 0.0)
-            L.sliding_window = ls.get("sliding_window", 0)
-            rope = ls.get("rope") or {"mode": "none"}
-            L.rope.mode = _ROPE_MODES[rope["mode"]]
-            if L.rope.mode != -1:
-                L.rope.base = rope["base"]
-                L.rope.freq_scale = rope.get("freq_scale", 1.0)
-                L.rope.n_rot = rope.get("n_rot", L.head_dim)
-                if L.rope.n_rot <= 0 or L.rope.n_rot > L.head_dim or L.rope.n_rot % 2:
-                    raise ModelError(f"layer {il}: rope n_rot {L.rope.n_rot} must be even and <= head_dim")
-                L.rope.freq_factors = self._vec(rope.get("freq_factors"), L.rope.n_rot // 2, p + "rope_freqs")
-                L.rope.ext_factor = rope.get("ext_factor", 0.0)
-                L.rope.attn_factor = rope.get("attn_factor", 1.0)
-                L.rope.corr_low, L.rope.corr_high = rope.get("corr_dims", (0.0, 0.0))
+        self.kinds = tuple(kinds)
         m.layers = self.layers
         m.n_ff_max = n_ff_max
         m.q_dim_max = q_dim_max
+        m.state_floats = self.state_floats
         m.kv_dim = kv_dim
         self.kv_dim = kv_dim
+
+    cdef int _shortconv(self, oxl_layer *L, dict ls, str p, int il) except -1:
+        """LFM2's gated short convolution (layers/shortconv.h): in_proj (3 n_embd, n_embd) rows [B; C; x], the
+        (n_embd, L) kernel, out_proj; its conv state placed in the slot after the previous recurrent layers'."""
+        L.kind = OXL_LAYER_SHORTCONV
+        width = ls["conv_L"]
+        if not isinstance(width, int) or not 2 <= width <= OXL_CONV_MAX_L:
+            raise ModelError(f"layer {il}: shortconv.l_cache = {width!r}; supported 2..{OXL_CONV_MAX_L}")
+        L.conv.L = width
+        L.attn_norm = self._vec(ls.get("attn_norm"), self.n_embd, p + "attn_norm")
+        if L.attn_norm == NULL:
+            raise ModelError(f"layer {il}: {p}attn_norm is missing")
+        L.conv.in_proj = self._weight(ls["conv_in"], p + "shortconv.in_proj", 3 * self.n_embd, self.n_embd)
+        L.conv.out_proj = self._weight(ls["conv_out"], p + "shortconv.out_proj", self.n_embd, self.n_embd)
+        L.conv.kernel = self._vec(ls["conv_kernel"], self.n_embd * width, p + "shortconv.conv")
+        L.state_off = self.state_floats
+        self.state_layout.append((il, "conv", (self.n_embd, width - 1), self.state_floats))
+        self.state_floats += self.n_embd * (width - 1)
+        return 0
+
+    cdef int _attention(self, oxl_layer *L, dict ls, str p, int il, int kv_dim_seen) except -1:
+        """An attention block's weights; returns its q_dim."""
+        L.kind = OXL_LAYER_ATTENTION
+        L.n_head = ls["n_head"]
+        L.n_head_kv = ls["n_head_kv"]
+        L.head_dim = ls["head_dim"]
+        if L.n_head <= 0 or L.n_head_kv <= 0 or L.head_dim <= 0 or L.n_head % L.n_head_kv:
+            raise ModelError(f"layer {il}: bad head counts n_head={L.n_head} n_head_kv={L.n_head_kv} "
+                             f"head_dim={L.head_dim}")
+        q_dim = L.n_head * L.head_dim
+        kv_dim = L.n_head_kv * L.head_dim
+        if kv_dim_seen >= 0 and (L.n_head_kv, L.head_dim) != (self.n_head_kv, self.head_dim):
+            raise ModelError(f"layer {il}: n_head_kv={L.n_head_kv}, head_dim={L.head_dim} differ from the first "
+                             f"attention layer's {self.n_head_kv}, {self.head_dim} (the KV cache has one layout for "
+                             f"all layers)")
+        self.n_head_kv, self.head_dim = L.n_head_kv, L.head_dim
+        L.attn_norm = self._vec(ls.get("attn_norm"), self.n_embd, p + "attn_norm")
+        L.attn_norm_b = self._vec(ls.get("attn_norm_b"), self.n_embd, p + "attn_norm.bias")
+        if ls.get("wk") is None:
+            L.wq = self._weight(ls["wq"], p + "attn_qkv", q_dim + 2 * kv_dim, self.n_embd)
+        else:
+            L.wq = self._weight(ls["wq"], p + "attn_q", q_dim, self.n_embd)
+            L.wk = self._weight(ls["wk"], p + "attn_k", kv_dim, self.n_embd)
+            L.wv = self._weight(ls["wv"], p + "attn_v", kv_dim, self.n_embd)
+        L.wo = self._weight(ls["wo"], p + "attn_output", self.n_embd, q_dim)
+        L.bq = self._vec(ls.get("bq"), q_dim, p + "attn_q.bias")
+        L.bk = self._vec(ls.get("bk"), kv_dim, p + "attn_k.bias")
+        L.bv = self._vec(ls.get("bv"), kv_dim, p + "attn_v.bias")
+        L.bo = self._vec(ls.get("bo"), self.n_embd, p + "attn_output.bias")
+        L.qk_norm_full = bool(ls.get("qk_norm_full", False))
+        L.q_norm = self._vec(ls.get("q_norm"), q_dim if L.qk_norm_full else L.head_dim, p + "attn_q_norm")
+        L.k_norm = self._vec(ls.get("k_norm"), kv_dim if L.qk_norm_full else L.head_dim, p + "attn_k_norm")
+        L.post_attn_norm = self._vec(ls.get("post_attn_norm"), self.n_embd, p + "post_attention_norm")
+        L.parallel_residual = bool(ls.get("parallel_residual", False))
+        L.attn_scale = ls["attn_scale"]
+        L.attn_softcap = ls.get("attn_softcap", 0.0)
+        L.sliding_window = ls.get("sliding_window", 0)
+        rope = ls.get("rope") or {"mode": "none"}
+        L.rope.mode = _ROPE_MODES[rope["mode"]]
+        if L.rope.mode != -1:
+            L.rope.base = rope["base"]
+            L.rope.freq_scale = rope.get("freq_scale", 1.0)
+            L.rope.n_rot = rope.get("n_rot", L.head_dim)
+            if L.rope.n_rot <= 0 or L.rope.n_rot > L.head_dim or L.rope.n_rot % 2:
+                raise ModelError(f"layer {il}: rope n_rot {L.rope.n_rot} must be even and <= head_dim")
+            L.rope.freq_factors = self._vec(rope.get("freq_factors"), L.rope.n_rot // 2, p + "rope_freqs")
+            L.rope.ext_factor = rope.get("ext_factor", 0.0)
+            L.rope.attn_factor = rope.get("attn_factor", 1.0)
+            L.rope.corr_low, L.rope.corr_high = rope.get("corr_dims", (0.0, 0.0))
+        return q_dim
 
     cdef int _experts(self, oxl_layer *L, dict ls, str p) except -1:
         """A mixture-of-experts FFN: the router and every expert's gate, up and down stacked by expert."""
@@ -329,6 +369,26 @@ cdef class KVBuffers:
         self.kv.v = self.ptrs + self.n_layer
 
 
+cdef class StateBuffers:
+    """The recurrent-state pool the C forward reads beside the KV pages: a float32 array (n_slots,
+    slot_floats), numpy-owned, one slot per sequence (oxl_state_pool, csrc/forward.h)."""
+    cdef oxl_state_pool pool
+    cdef readonly object data
+    cdef readonly int n_slots
+    cdef readonly int64_t slot_floats
+
+    def __init__(self, data):
+        if not isinstance(data, np.ndarray) or data.dtype != np.float32 or data.ndim != 2 \
+                or not data.flags.c_contiguous or min(data.shape) < 1:
+            raise ModelError("recurrent state must be a contiguous float32 array (n_slots, slot_floats)")
+        cdef float[:, ::1] mv = data
+        self.data = data
+        self.n_slots, self.slot_floats = data.shape
+        self.pool.data = &mv[0, 0]
+        self.pool.n_slots = self.n_slots
+        self.pool.slot_floats = self.slot_floats
+
+
 _FORWARD_ERRORS = {-1: "the KV cache type is not supported", -3: "a buffer or the context is too small",
                    -4: "out of memory", -5: "a token id, page id or length is invalid"}
 
@@ -339,6 +399,7 @@ cdef class ForwardContext:
     with its own block table). Either is one call into C with the GIL released."""
     cdef ForwardPlan plan
     cdef KVBuffers kv
+    cdef StateBuffers state
     cdef void *scratch
     cdef int64_t scratch_size
     cdef oxl_batch_seq *seqs
@@ -383,7 +444,13 @@ cdef class ForwardContext:
                 j += 1
         return 0
 
-    def __init__(self, ForwardPlan plan, KVBuffers kv, int n_batch, int n_threads, n_ctx=None):
+    def __init__(self, ForwardPlan plan, KVBuffers kv, int n_batch, int n_threads, n_ctx=None,
+                 StateBuffers state=None):
+        """state: the recurrent-state pool, needed by a plan with recurrent layers (plan.state_floats > 0)."""
+        if plan.state_floats > 0 and (state is None or state.slot_floats < plan.state_floats):
+            raise ModelError(f"the model's recurrent layers need a state pool of >= {plan.state_floats} floats per "
+                             f"slot, got {None if state is None else state.slot_floats}")
+        self.state = state
         if (kv.n_layer, kv.n_head_kv, kv.head_dim) != (plan.n_layer, plan.n_head_kv, plan.head_dim):
             raise ModelError(f"KV cache layout ({kv.n_layer} layers, {kv.n_head_kv} KV heads of {kv.head_dim}) does "
                              f"not match the model's ({plan.n_layer} layers, {plan.n_head_kv} KV heads of {plan.head_dim})")
@@ -408,16 +475,18 @@ cdef class ForwardContext:
 
     cdef _call(self, int n_seqs, float *lp, float *hp):
         cdef int rc
+        cdef const oxl_state_pool *sp = &self.state.pool if self.state is not None else NULL
         with nogil:
-            rc = oxl_forward_batch(&self.plan.model, &self.kv.kv, self.seqs, n_seqs, lp, hp, self.scratch,
+            rc = oxl_forward_batch(&self.plan.model, &self.kv.kv, sp, self.seqs, n_seqs, lp, hp, self.scratch,
                                    self.scratch_size, self.n_threads)
         if rc != 0:
             raise ModelError(f"forward failed: {_FORWARD_ERRORS.get(rc, 'error')} (code {rc})")
 
     def run(self, const int32_t[::1] tokens, int pos0, float[::1] logits=None, bint all_logits=False,
-            float[::1] hidden=None, list loras=None):
+            float[::1] hidden=None, list loras=None, int state_slot=0):
         """Run tokens at positions pos0.. of the single sequence that uses the pages in order; logits
-        (n_vocab,) or (n * n_vocab,) if all_logits. loras: (LoraWeights, scale) pairs applied to it."""
+        (n_vocab,) or (n * n_vocab,) if all_logits. loras: (LoraWeights, scale) pairs applied to it.
+        state_slot: its recurrent state's slot (recurrent models; pos0 = 0 starts from the zero state)."""
         cdef int n = tokens.shape[0]
         cdef float *lp = NULL
         cdef float *hp = NULL
@@ -445,15 +514,24 @@ cdef class ForwardContext:
         self.seqs[0].pages = &pages[0]
         self.seqs[0].n_blocks = pages.shape[0]
         self.seqs[0].all_logits = all_logits
+        self.seqs[0].state_slot = self._slot(state_slot)
         self._set_loras([loras])
         self._call(1, lp, hp)
 
-    def run_batch(self, list tokens, list pos0, list pages, list all_logits, float[::1] logits, list loras=None):
+    cdef int _slot(self, slot) except -1:
+        if self.state is None:
+            return 0
+        if not 0 <= slot < self.state.n_slots:
+            raise ModelError(f"recurrent state slot {slot} is outside the pool's {self.state.n_slots}")
+        return slot
+
+    def run_batch(self, list tokens, list pos0, list pages, list all_logits, float[::1] logits, list loras=None,
+                  list state_slots=None):
         """One step for many sequences: tokens[i] (int32 array) at positions pos0[i].. of the sequence whose
         block table is pages[i] (int32 page ids); logits (n_out * n_vocab,) gets, sequence by sequence, every
         token's logits where all_logits[i] is true, else its last token's; loras[i] (if given): sequence i's
-        (LoraWeights, scale) pairs. The caller keeps page ids within the pool and pages written by one
-        sequence unshared."""
+        (LoraWeights, scale) pairs; state_slots[i] (recurrent models): sequence i's state slot, each at most once.
+        The caller keeps page ids within the pool and pages written by one sequence unshared."""
         cdef int n_seqs = len(tokens)
         cdef int i, n, total = 0, n_out = 0
         cdef const int32_t[::1] tv
@@ -479,6 +557,9 @@ cdef class ForwardContext:
             self.seqs[i].pages = &pv[0]
             self.seqs[i].n_blocks = pv.shape[0]
             self.seqs[i].all_logits = bool(all_logits[i])
+            self.seqs[i].state_slot = self._slot(state_slots[i] if state_slots is not None else i)
+        if self.state is not None and len(set(state_slots if state_slots is not None else range(n_seqs))) < n_seqs:
+            raise ModelError("run_batch: a recurrent state slot appears twice in one step")
         if logits.shape[0] != n_out * self.plan.n_vocab:
             raise ModelError(f"logits buffer has {logits.shape[0]} values, need {n_out * self.plan.n_vocab}")
         if loras is not None and len(loras) != n_seqs:

@@ -110,6 +110,7 @@ class Architecture:
     expert_gating = "softmax"
     expert_norm_topk = False
     shared_expert_gate = False  # the shared expert's output times sigmoid(ffn_gate_inp_shexp . x) (qwen2moe)
+    out_norm_name = "output_norm"   # the final norm's tensor (lfm2: token_embd_norm)
 
     def __init__(self, gguf: GGUFFile):
         self.gguf = gguf
@@ -410,8 +411,8 @@ class Architecture:
             "arch": self.arch, "n_embd": c.n_embd, "n_vocab": c.n_vocab, "norm_type": self.norm_type,
             "norm_eps": c.norm_eps, "embd_scale": self.embd_scale(), "final_softcap": self.final_softcap(),
             "logit_scale": self.logit_scale(), "tok_embd": emb, "output": output,
-            "out_norm": self.vector("output_norm.weight", optional=False),
-            "out_norm_b": self.vector("output_norm.bias"),
+            "out_norm": self.vector(f"{self.out_norm_name}.weight", optional=False),
+            "out_norm_b": self.vector(f"{self.out_norm_name}.bias"),
             "layers": [self.layer(il) for il in range(c.n_layer)],
         }
 

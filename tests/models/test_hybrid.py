@@ -1,0 +1,146 @@
+"""LFM2 (short-convolution + attention hybrid) against transformers and llama.cpp, and its bad files.
+
+The tiny model is written at test time (tiny_hybrid.py); the reference logits were computed once by
+make_hybrid_goldens.py from the same weights (transformers' Lfm2ForCausalLM in float32; llama.cpp 0.3.36 on the
+GGUF file). The forward runs here through the C plan directly (ForwardContext with a recurrent-state pool),
+over a prompt of 150 tokens fed in chunks of 64 (crossing chunks, KV pages and the conv state).
+"""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from oxillama import _core
+from oxillama.errors import ModelError
+from oxillama.gguf import GGUFFile
+from oxillama.runtime.model import Model
+
+sys.path.insert(0, str(Path(__file__).parent))
+import tiny_hybrid  # noqa: E402
+
+GOLDENS = Path(__file__).parent / "data" / "hybrid_goldens.npz"
+# float32 everywhere on both sides; what is left is summation order (transformers vs llama.cpp: 4.8e-5)
+TOL_F32 = 2e-4
+PREFILL_CHUNK = 64
+# Q8_0 weights and activations, relative to the logits' largest magnitude (~45 here); achieved: max 0.057,
+# median row max 0.021, 96% of argmaxes kept
+TOL_Q8_MAX, TOL_Q8_MEDIAN, Q8_ARGMAX_AGREE = 0.1, 0.04, 0.9
+
+
+class Rig:
+    """A model's plan with a KV cache, a recurrent-state pool and a forward context: one sequence at a time."""
+
+    def __init__(self, path, *, n_ctx=256, n_threads=1, n_slots=4, kv_dtype=np.float32):
+        self.model = Model(GGUFFile(path))
+        plan = self.plan = self.model.plan
+        k = np.zeros((plan.n_layer, plan.n_head_kv, n_ctx, plan.head_dim), kv_dtype)
+        self.kv = _core.KVBuffers(k, np.zeros_like(k))
+        # NaN: a slot the forward did not clear or fill would poison the logits
+        self.state = _core.StateBuffers(np.full((n_slots, plan.state_floats), np.nan, np.float32))
+        self.ctx = _core.ForwardContext(plan, self.kv, n_ctx, n_threads, state=self.state)
+        self.n_vocab = plan.n_vocab
+
+    def logits(self, tokens, chunk=None, slot=0, pos0=0):
+        """Every position's logits of tokens fed at pos0.. in chunks of `chunk` (whole by default)."""
+        tokens = np.asarray(tokens, np.int32)
+        chunk = chunk or len(tokens)
+        out = []
+        for i in range(0, len(tokens), chunk):
+            part = np.ascontiguousarray(tokens[i:i + chunk])
+            lg = np.zeros(len(part) * self.n_vocab, np.float32)
+            self.ctx.run(part, pos0 + i, lg, all_logits=True, state_slot=slot)
+            out.append(lg.reshape(len(part), self.n_vocab))
+        return np.concatenate(out)
+
+
+@pytest.fixture(scope="module")
+def lfm2_path(tmp_path_factory):
+    return tiny_hybrid.write_tiny_lfm2(tmp_path_factory.mktemp("lfm2") / "lfm2.gguf")
+
+
+@pytest.fixture(scope="module")
+def goldens():
+    return np.load(GOLDENS)
+
+
+def test_lfm2_reads_its_layer_kinds(lfm2_path):
+    rig = Rig(lfm2_path)
+    assert rig.plan.kinds == tiny_hybrid.LFM2_KINDS
+    conv_layers = [il for il, k in enumerate(tiny_hybrid.LFM2_KINDS) if k == "shortconv"]
+    # one conv state (n_embd, l_cache - 1) per conv layer, nothing for the attention layers
+    assert [(il, name, shape) for il, name, shape, _ in rig.plan.state_layout] == \
+        [(il, "conv", (tiny_hybrid.N_EMBD, tiny_hybrid.CONV_L - 1)) for il in conv_layers]
+    assert rig.plan.state_floats == len(conv_layers) * tiny_hybrid.N_EMBD * (tiny_hybrid.CONV_L - 1)
+
+
+def test_lfm2_matches_transformers(lfm2_path, goldens):
+    toks = goldens["tokens"]
+    got = Rig(lfm2_path).logits(toks, chunk=PREFILL_CHUNK)
+    ref = goldens["lfm2/transformers"]
+    assert np.abs(got - ref).max() < TOL_F32
+    assert (got.argmax(-1) == ref.argmax(-1)).all()
+
+
+def test_lfm2_matches_llama_cpp(lfm2_path, goldens):
+    if "lfm2/llama_cpp" not in goldens:
+        pytest.skip("the goldens were made without llama-cpp-python")
+    got = Rig(lfm2_path).logits(goldens["tokens"], chunk=PREFILL_CHUNK)
+    assert np.abs(got - goldens["lfm2/llama_cpp"]).max() < TOL_F32
+
+
+def test_lfm2_the_conv_state_matters(lfm2_path, goldens):
+    """A forward that lost the state between chunks (a fresh sequence at every chunk) is visibly wrong: the
+    parity above can fail."""
+    toks = goldens["tokens"][:128]
+    rig = Rig(lfm2_path)
+    good = rig.logits(toks, chunk=64)
+    rig.logits(toks[:64])
+    rig.state.data[0] = 0.0   # the conv state of the first 64 tokens forgotten
+    lost = rig.logits(toks[64:], pos0=64)
+    assert np.array_equal(good[:64], rig.logits(toks[:64]))
+    assert np.abs(lost - good[64:]).max() > 100 * TOL_F32
+
+
+def test_lfm2_quantized_stays_close(tmp_path, goldens):
+    path = tiny_hybrid.write_tiny_lfm2(tmp_path / "q8.gguf", qtype="Q8_0")
+    got = Rig(path).logits(goldens["tokens"], chunk=PREFILL_CHUNK)
+    ref = goldens["lfm2/transformers"]
+    scale = np.abs(ref).max()
+    assert np.abs(got - ref).max() < TOL_Q8_MAX * scale
+    assert np.median(np.abs(got - ref).max(-1)) < TOL_Q8_MEDIAN * scale
+    assert (got.argmax(-1) == ref.argmax(-1)).mean() >= Q8_ARGMAX_AGREE
+
+
+def test_lfm2_needs_a_state_pool(lfm2_path):
+    rig = Rig(lfm2_path)
+    with pytest.raises(ModelError, match="state pool"):
+        _core.ForwardContext(rig.plan, rig.kv, 16, 1)
+    with pytest.raises(ModelError, match="slot 9"):
+        rig.ctx.run(np.array([1, 2], np.int32), 0, np.zeros(rig.n_vocab, np.float32), state_slot=9)
+
+
+HCKV = "lfm2.attention.head_count_kv"
+BAD_FILES = [
+    # the layer-kind list: too short, kinds that disagree with the tensors, two KV head counts
+    ({HCKV: np.array([0, 0, 2], np.int32)}, (), {}, HCKV),
+    ({HCKV: np.array([0, 2, 2, 0, 2, 0], np.int32)}, (), {}, HCKV),
+    ({HCKV: np.array([0, 0, 2, 0, 1, 0], np.int32)}, (), {}, HCKV),
+    ({HCKV: None}, (), {}, HCKV),
+    # the conv kernel width
+    ({"lfm2.shortconv.l_cache": None}, (), {}, "lfm2.shortconv.l_cache"),
+    ({"lfm2.shortconv.l_cache": 4}, (), {}, "lfm2.shortconv.l_cache"),
+    ({"lfm2.shortconv.l_cache": 1}, (), {}, "lfm2.shortconv.l_cache"),
+    ({}, (), {"blk.3.shortconv.conv.weight": np.zeros((tiny_hybrid.N_EMBD, 5), np.float32)},
+     "lfm2.shortconv.l_cache"),
+    # a conv layer without its conv
+    ({}, ("blk.1.shortconv.conv.weight",), {}, HCKV),
+    ({}, ("token_embd_norm.weight",), {}, "token_embd_norm"),
+]
+
+
+@pytest.mark.parametrize("overrides, drop, reshape, key", BAD_FILES)
+def test_bad_lfm2_metadata_is_a_model_error_naming_the_key(tmp_path, overrides, drop, reshape, key):
+    path = tiny_hybrid.write_tiny_lfm2(tmp_path / "bad.gguf", overrides=overrides, drop=drop, reshape=reshape)
+    with pytest.raises(ModelError, match=key.replace(".", r"\.")):
+        Model(GGUFFile(path))
