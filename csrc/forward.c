@@ -4,6 +4,7 @@
 
 #include "forward.h"
 #include "layers/shortconv.h"
+#include "layers/ssm.h"
 #include "matmul.h"
 
 #if OXL_HAVE_OPENMP
@@ -104,6 +105,8 @@ typedef struct {
      * token rows, per expert its first gathered position, the used experts, the gathered inputs (one per
      * activation type of gate and up), gate, up, down's input and output, and the routed sum */
     int64_t r_logits, sel_exp, sel_w, sel_pos, g_row, exp_off, used, g_act[2], g_gate, g_up, g_hact, g_out, moe_out;
+    /* Mamba-2: the input projection's rows [z | xBC | dt], the conv's output, the scan's output */
+    int64_t ssm_zxbcdt, ssm_xbc, ssm_y;
 } scratch_layout;
 
 /* floats per row a recurrent layer's phase needs: LFM2's conv, in_proj's [B | C | x] and the gated conv */
@@ -118,7 +121,7 @@ static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_t
     scratch_layout s;
     int64_t off = 0;
     const int64_t n = n_batch;
-    const int64_t widest = OXL_MAX(OXL_MAX(m->n_embd, m->n_ff_max), m->q_dim_max);   /* recurrent: n_embd */
+    const int64_t widest = OXL_MAX(OXL_MAX(OXL_MAX(m->n_embd, m->n_ff_max), m->q_dim_max), m->ssm_d_inner_max);
     const int64_t G = group_max(m), hd = head_dim_max(m);
 #define TAKE(field, bytes) do { s.field = off; off += align_up(bytes); } while (0)
     TAKE(x, n * m->n_embd * 4);
@@ -141,8 +144,7 @@ static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_t
     const int64_t items = OXL_MIN(n, SPLIT_ATTN_MAX_ROWS) * n_kv_max * (int64_t)(n_ctx / ATTN_CHUNK + 2);
     s.part_floats = OXL_MIN(items * item_floats(m), (int64_t)SPLIT_ATTN_MAX_FLOATS);
     TAKE(part, s.part_floats * 4);
-    TAKE(rows, (5 * n + 1) * 4);   /* each row's sequence, position and token; the rows that get logits;
-                                      each sequence's first row */
+    TAKE(rows, 4 * n * 4);   /* each row's sequence, position and token; the rows that get logits */
     TAKE(rec, n * rec_row_floats(m) * 4);
     const int64_t ne = m->n_expert_max, nk = n * m->n_expert_used_max, ffe = m->n_ff_exp_max;
     TAKE(r_logits, n * ne * 4);
@@ -159,6 +161,9 @@ static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_t
     TAKE(g_hact, nk * max_act_row(OXL_MAX(ffe, 1)));
     TAKE(g_out, nk * m->n_embd * 4);
     TAKE(moe_out, ne ? n * m->n_embd * 4 : 0);
+    TAKE(ssm_zxbcdt, n * m->ssm_d_in_proj_max * 4);
+    TAKE(ssm_xbc, n * m->ssm_conv_dim_max * 4);
+    TAKE(ssm_y, n * m->ssm_d_inner_max * 4);
 #undef TAKE
     s.total = off + ALIGN;
     return s;
@@ -535,7 +540,6 @@ static int64_t lora_t_floats(const oxl_model *m, const oxl_batch_seq *seqs, int 
 
 /* ---- the forward ---- */
 
-/* Validates the batch; n_rows: its tokens, n_out: rows that get logits, max_pos: the last position. */
 /* An LFM2 conv layer's weights against the model, its state within the slot. */
 static int check_shortconv(const oxl_model *m, const oxl_layer *L) {
     const oxl_shortconv *c = &L->conv;
@@ -547,6 +551,23 @@ static int check_shortconv(const oxl_model *m, const oxl_layer *L) {
     return OXL_OK;
 }
 
+/* A Mamba-2 layer's sizes against each other, its weights and the model's maxima (which sized the scratch). */
+static int check_mamba2(const oxl_model *m, const oxl_layer *L) {
+    const int64_t di = L->ssm_d_inner, ds = L->ssm_d_state, ng = L->ssm_n_group, nh = L->ssm_n_head;
+    if (di <= 0 || ds <= 0 || ng <= 0 || nh <= 0 || L->ssm_d_conv < 1 || L->ssm_d_conv > 64) return OXL_ERR_SHAPE;
+    if (di % nh || nh % ng || di % ng) return OXL_ERR_SHAPE;
+    const int64_t conv_dim = di + 2 * ng * ds, d_in_proj = di + conv_dim + nh;
+    if (di > m->ssm_d_inner_max || conv_dim > m->ssm_conv_dim_max || d_in_proj > m->ssm_d_in_proj_max) return OXL_ERR_SHAPE;
+    if (!L->ssm_in.data || !L->ssm_out.data || !L->ssm_conv1d || !L->ssm_a || !L->ssm_d || !L->ssm_dt_b || !L->attn_norm)
+        return OXL_ERR_ARG;
+    if (L->ssm_in.rows != d_in_proj || L->ssm_in.cols != m->n_embd || L->ssm_out.rows != m->n_embd ||
+        L->ssm_out.cols != di) return OXL_ERR_SHAPE;
+    const int64_t need = (int64_t)(L->ssm_d_conv - 1) * conv_dim + nh * ds * (di / nh);
+    if (L->state_off < 0 || L->state_off + need > m->state_floats) return OXL_ERR_SHAPE;
+    return OXL_OK;
+}
+
+/* Validates the batch; n_rows: its tokens, n_out: rows that get logits, max_pos: the last position. */
 static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_state_pool *rs,
                        const oxl_batch_seq *seqs, int n_seqs, int *n_rows, int *n_out, int *max_pos) {
     if (!m || !kv || !seqs || n_seqs <= 0 || !kv->k || !kv->v || kv->n_pages <= 0) return OXL_ERR_ARG;
@@ -556,6 +577,9 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_sta
         const oxl_layer *L = &m->layers[il];
         if (L->kind == OXL_LAYER_ATTENTION) {
             if (L->n_head_kv != kv->n_head_kv || L->head_dim != kv->head_dim) return OXL_ERR_ARG;
+        } else if (L->kind == OXL_LAYER_MAMBA2) {
+            const int rc = check_mamba2(m, L);
+            if (rc) return rc;
         } else if (L->kind == OXL_LAYER_SHORTCONV) {
             const int rc = check_shortconv(m, L);
             if (rc) return rc;
@@ -627,14 +651,14 @@ typedef struct {
     const oxl_kv_cache *kv;
     const oxl_state_pool *rs;       /* recurrent state, or NULL */
     const oxl_batch_seq *seqs;
+    int n_seqs;
+    const int *seq_row0;            /* each sequence's first row */
     const oxl_kernel_table *kt;
     const scratch_layout *S;
     char *base;
     int n, n_out;                   /* rows of the step; rows that get logits */
     float *x, *xn, *tmp, *attn, *gate, *up, *qbuf, *kbuf, *vbuf, *parts, *logits, *hidden;
     const int *row_seq, *row_pos, *row_tok, *out_rows;   /* each row's sequence, position, token; logit rows */
-    const int *seq_row0;            /* each sequence's first row; n_seqs + 1 entries */
-    int n_seqs;
     int64_t istride;                /* floats of one (row, KV head [, chunk]) attention partial */
     int any_lora;
     float *lt[3];                   /* LoRA's A x of up to three products of one phase */
@@ -656,6 +680,11 @@ typedef struct {
 typedef void (*fwd_phase)(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il);
 
 static void sync_threads(const fwd_state *F, fwd_thread *T) { barrier_wait(F->barrier, &T->local_sense); }
+
+/* the slot floats of sequence s */
+static float *seq_state(const fwd_state *F, int s) {
+    return F->rs->data + (int64_t)F->seqs[s].state_slot * F->rs->slot_floats;
+}
 
 /* the next product's work counter */
 static atomic_int *next_counter(const fwd_state *F, fwd_thread *T) { return &F->counters[T->call++]; }
@@ -833,11 +862,6 @@ static void phase_attn_out(const fwd_state *F, fwd_thread *T, const oxl_layer *L
     }
 }
 
-/* the slot floats of sequence s */
-static float *seq_state(const fwd_state *F, int s) {
-    return F->rs->data + (int64_t)F->seqs[s].state_slot * F->rs->slot_floats;
-}
-
 /* LFM2's conv block: tmp (n, n_embd) = out_proj(C * conv(B * x)), [B | C | x] = in_proj(xn) (n, 3 n_embd) in
  * rec; the gated conv (n, n_embd) after it. The conv runs per sequence over its rows in order, each thread a
  * range of channels of every sequence (layers/shortconv.h: channels are independent, so the split changes
@@ -858,7 +882,7 @@ static void phase_shortconv(const fwd_state *F, fwd_thread *T, const oxl_layer *
             float *state = seq_state(F, s) + L->state_off;   /* (n_embd, L - 1) */
             if (F->seqs[s].pos0 == 0)   /* a new sequence: the zero state */
                 memset(state + c0 * (c->L - 1), 0, (size_t)((c1 - c0) * (c->L - 1)) * 4);
-            oxl_shortconv_rows(bcx + (int64_t)r0 * 3 * n_embd, 3 * n_embd, F->seq_row0[s + 1] - r0, n_embd,
+            oxl_shortconv_rows(bcx + (int64_t)r0 * 3 * n_embd, 3 * n_embd, F->seqs[s].n_tokens, n_embd,
                                c->kernel, c->L, state, y + (int64_t)r0 * n_embd, n_embd, (int)c0, (int)c1);
         }
     const oxl_weight *out_ws[1] = {&c->out_proj};
@@ -1161,14 +1185,115 @@ static void phase_ffn_residual(const fwd_state *F, fwd_thread *T, const oxl_laye
     if (il == F->m->n_layer - 1) sync_threads(F, T);
 }
 
+/* ---- Mamba-2 (layers/ssm.h: the kernels and the order they sum in) ---- */
+
+
+/* xn = norm(x); quantized for the input projection */
+static void phase_ssm_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const int n_embd = F->m->n_embd;
+    const oxl_weight *ws[1] = {&L->ssm_in};
+    act_set_init(&T->acts, F->kt, F->base, F->S, ws, 1);
+    for (int64_t i = T->t0; i < T->t1; i++)
+        norm_row(F->kt, F->m, F->x + i * n_embd, L->attn_norm, L->attn_norm_b, F->xn + i * n_embd, n_embd);
+    act_set_fill(&T->acts, F->kt, F->xn, n_embd, (int)T->t0, (int)T->t1);
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* zxbcdt (n, d_in_proj) = xn ssm_in^T */
+static void phase_ssm_in(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    float *zx = (float *)(F->base + F->S->ssm_zxbcdt);
+    matmul_share(F->kt, &L->ssm_in, act_for(&T->acts, F->kt, &L->ssm_in, F->xn), F->n, zx, L->ssm_in.rows,
+                 next_counter(F, T), T->nth);
+    sync_threads(F, T);
+    (void)il;
+}
+
+#define SSM_CONV_CHANNELS 256   /* channels per conv work item */
+
+/* xbc (n, conv_dim) = SiLU(conv(xBC) + b), per (sequence, channel block); a sequence at position 0 starts
+ * from a zero conv state */
+static void phase_ssm_conv(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const int di = L->ssm_d_inner, ds = L->ssm_d_state, ng = L->ssm_n_group, dc = L->ssm_d_conv;
+    const int conv_dim = di + 2 * ng * ds;
+    const int64_t ld_in = L->ssm_in.rows;
+    const float *zx = (const float *)(F->base + F->S->ssm_zxbcdt);
+    float *xbc = (float *)(F->base + F->S->ssm_xbc);
+    const int n_blocks = (conv_dim + SSM_CONV_CHANNELS - 1) / SSM_CONV_CHANNELS;
+    for (int64_t it = T->ith; it < (int64_t)F->n_seqs * n_blocks; it += T->nth) {
+        const int s = (int)(it / n_blocks), c0 = (int)(it % n_blocks) * SSM_CONV_CHANNELS;
+        const int c1 = OXL_MIN(conv_dim, c0 + SSM_CONV_CHANNELS);
+        float *cst = seq_state(F, s) + L->state_off;
+        if (F->seqs[s].pos0 == 0)
+            for (int k = 0; k < dc - 1; k++) memset(cst + (int64_t)k * conv_dim + c0, 0, (size_t)(c1 - c0) * 4);
+        const int64_t r0 = F->seq_row0[s];
+        oxl_ssm_conv(zx + r0 * ld_in + di, ld_in, xbc + r0 * conv_dim, conv_dim, F->seqs[s].n_tokens, cst, conv_dim,
+                     dc, L->ssm_conv1d, L->ssm_conv1d_b, c0, c1);
+    }
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* y (n, d_inner) = the selective scan, per (sequence, head); a sequence at position 0 starts from a zero
+ * ssm state */
+static void phase_ssm_scan(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const int di = L->ssm_d_inner, ds = L->ssm_d_state, ng = L->ssm_n_group, nh = L->ssm_n_head;
+    const int conv_dim = di + 2 * ng * ds, hd = di / nh;
+    const int64_t ld_in = L->ssm_in.rows;
+    const float *zx = (const float *)(F->base + F->S->ssm_zxbcdt);
+    const float *xbc = (const float *)(F->base + F->S->ssm_xbc);
+    float *y = (float *)(F->base + F->S->ssm_y);
+    for (int64_t it = T->ith; it < (int64_t)F->n_seqs * nh; it += T->nth) {
+        const int s = (int)(it / nh), h = (int)(it % nh);
+        float *hst = seq_state(F, s) + L->state_off + (int64_t)(L->ssm_d_conv - 1) * conv_dim + (int64_t)h * ds * hd;
+        if (F->seqs[s].pos0 == 0) memset(hst, 0, (size_t)ds * hd * 4);
+        const int64_t r0 = F->seq_row0[s];
+        oxl_ssm_scan_head(xbc + r0 * conv_dim, conv_dim, zx + r0 * ld_in + di + conv_dim, ld_in, y + r0 * di, di,
+                          F->seqs[s].n_tokens, hst, h, hd, di, ds, nh, ng, L->ssm_a[h], L->ssm_d[h], L->ssm_dt_b[h]);
+    }
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* y = grouped RMS norm of y * silu(z), quantized; tmp (n, n_embd) = y ssm_out^T; without an FFN after the
+ * mixer, x += tmp here */
+static void phase_ssm_out(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const int di = L->ssm_d_inner, n_embd = F->m->n_embd;
+    const int64_t ld_in = L->ssm_in.rows;
+    const float *zx = (const float *)(F->base + F->S->ssm_zxbcdt);
+    float *y = (float *)(F->base + F->S->ssm_y);
+    const oxl_weight *ws[1] = {&L->ssm_out};
+    act_set_init(&T->acts, kt, F->base, F->S, ws, 1);
+    for (int64_t i = T->t0; i < T->t1; i++)
+        oxl_ssm_gated_norm(y + i * di, zx + i * ld_in, L->ssm_norm, di, L->ssm_n_group, F->m->norm_eps);
+    act_set_fill(&T->acts, kt, y, di, (int)T->t0, (int)T->t1);
+    sync_threads(F, T);
+    matmul_share(kt, &L->ssm_out, act_for(&T->acts, kt, &L->ssm_out, y), F->n, F->tmp, n_embd, next_counter(F, T),
+                 T->nth);
+    sync_threads(F, T);
+    if (!L->w_up.data && L->n_expert == 0) {
+        for (int64_t i = T->t0; i < T->t1; i++) kt->ops.add(F->x + i * n_embd, F->tmp + i * n_embd, n_embd);
+        if (il == F->m->n_layer - 1) sync_threads(F, T);
+    }
+}
+
 /* The phases of one layer, in order; returns how many. */
 #define MAX_LAYER_PHASES 10
 static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
     int k = 0;
-    ph[k++] = phase_attn_norm;
-    if (L->kind == OXL_LAYER_SHORTCONV) {
+    if (L->kind == OXL_LAYER_MAMBA2) {
+        ph[k++] = phase_ssm_norm;
+        ph[k++] = phase_ssm_in;
+        ph[k++] = phase_ssm_conv;
+        ph[k++] = phase_ssm_scan;
+        ph[k++] = phase_ssm_out;
+        if (!L->w_up.data && L->n_expert == 0) return k;   /* no FFN after the mixer (mamba2) */
+    } else if (L->kind == OXL_LAYER_SHORTCONV) {
+        ph[k++] = phase_attn_norm;
         ph[k++] = phase_shortconv;
     } else {
+        ph[k++] = phase_attn_norm;
         ph[k++] = phase_qkv;
         ph[k++] = phase_rope_store;
         ph[k++] = phase_attention;
@@ -1266,23 +1391,25 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_stat
     /* the rows of the batch: sequence by sequence, token by token */
     int *row_seq = (int *)(base + S.rows), *row_pos = row_seq + n, *row_tok = row_seq + 2 * n;
     int *out_rows = row_seq + 3 * n;   /* rows whose logits are wanted, in output order */
-    int *seq_row0 = row_seq + 4 * n;
-    for (int s = 0, r = 0, o = 0; s < n_seqs; s++) {
-        seq_row0[s] = r;
-        seq_row0[s + 1] = r + seqs[s].n_tokens;
+    for (int s = 0, r = 0, o = 0; s < n_seqs; s++)
         for (int i = 0; i < seqs[s].n_tokens; i++, r++) {
             row_seq[r] = s;
             row_pos[r] = seqs[s].pos0 + i;
             row_tok[r] = seqs[s].tokens[i];
             if (seqs[s].all_logits || i == seqs[s].n_tokens - 1) out_rows[o++] = r;
         }
-    }
     int any_lora = 0;
     for (int s = 0; s < n_seqs; s++) any_lora |= seqs[s].n_loras > 0;
+    int *seq_row0 = malloc((size_t)n_seqs * sizeof(int));
+    if (!seq_row0) return OXL_ERR_NOMEM;
+    for (int s = 0, r = 0; s < n_seqs; r += seqs[s].n_tokens, s++) seq_row0[s] = r;
     /* LoRA's A x of up to three products of one phase (q, k, v; gate, up), for every row's adapters */
     const int64_t lt = any_lora ? lora_t_floats(m, seqs, n_seqs) : 0;
     float *lora_t = NULL;
-    if (lt > 0 && !(lora_t = malloc((size_t)(3 * lt) * sizeof(float)))) return OXL_ERR_NOMEM;
+    if (lt > 0 && !(lora_t = malloc((size_t)(3 * lt) * sizeof(float)))) {
+        free(seq_row0);
+        return OXL_ERR_NOMEM;
+    }
 
     /* one work counter per product: at most 10 per layer (q, k, v, o, gate, up, down; the experts' router,
      * gate|up, down) and the output */
@@ -1296,13 +1423,13 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_stat
     barrier.n = 1;
 
     fwd_state F = {
-        .m = m, .kv = kv, .rs = m->state_floats > 0 ? rs : NULL, .seqs = seqs, .kt = oxl_kernels(), .S = &S, .base = base, .n = n, .n_out = n_out,
+        .m = m, .kv = kv, .rs = m->state_floats > 0 ? rs : NULL, .seqs = seqs, .n_seqs = n_seqs,
+        .seq_row0 = seq_row0, .kt = oxl_kernels(), .S = &S, .base = base, .n = n, .n_out = n_out,
         .x = (float *)(base + S.x), .xn = (float *)(base + S.xn), .tmp = (float *)(base + S.tmp),
         .attn = (float *)(base + S.attn), .gate = (float *)(base + S.gate), .up = (float *)(base + S.up),
         .qbuf = (float *)(base + S.q), .kbuf = (float *)(base + S.k), .vbuf = (float *)(base + S.v),
         .parts = (float *)(base + S.part), .logits = logits, .hidden = hidden,
         .row_seq = row_seq, .row_pos = row_pos, .row_tok = row_tok, .out_rows = out_rows,
-        .seq_row0 = seq_row0, .n_seqs = n_seqs,
         .istride = item_floats(m), .any_lora = any_lora,
         .lt = {lora_t, lora_t ? lora_t + lt : NULL, lora_t ? lora_t + 2 * lt : NULL},
         .counters = counters, .barrier = &barrier,
@@ -1319,5 +1446,6 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_stat
     forward_thread(&F, 0, 1);
 #endif
     free(lora_t);
+    free(seq_row0);
     return OXL_OK;
 }

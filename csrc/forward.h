@@ -76,8 +76,18 @@ typedef struct {
     oxl_weight exp_gate, exp_up;             /* every expert's rows stacked: (n_expert * n_ff_exp, n_embd) */
     oxl_weight exp_down;                     /* (n_expert * n_embd, n_ff_exp) */
     const float *shexp_gate;                 /* (n_embd) or NULL */
-    /* the layer's kind: which mixer runs before the FFN */
+    /* the layer's kind: which mixer runs before the FFN (layers/ssm.h for Mamba-2) */
     int kind;                                /* OXL_LAYER_* */
+    /* Mamba-2 mixer (kind OXL_LAYER_MAMBA2): attn_norm is its pre-norm; then ssm_in gives the rows
+     * [z (d_inner) | xBC (conv_dim) | dt (n_head)], the causal conv + SiLU over xBC, the selective scan, the gate
+     * and grouped RMS norm (ssm_norm), ssm_out. A Mamba-2 layer has an FFN after it only where w_up or experts
+     * are given (granitehybrid); the attention fields above are unused (n_head = n_head_kv = head_dim = 0). */
+    oxl_weight ssm_in;                       /* (2 d_inner + 2 n_group d_state + n_head, n_embd) */
+    oxl_weight ssm_out;                      /* (n_embd, d_inner) */
+    const float *ssm_conv1d, *ssm_conv1d_b;  /* (conv_dim, d_conv), (conv_dim) */
+    const float *ssm_a, *ssm_d, *ssm_dt_b;   /* per head: A (negative), D, dt bias */
+    const float *ssm_norm;                   /* (d_inner) or NULL */
+    int ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_n_group, ssm_n_head;
     /* LFM2's gated short convolution (kind OXL_LAYER_SHORTCONV): attn_norm is its pre-norm, then the FFN as
      * in an attention layer; the attention fields above are unused (n_head = n_head_kv = head_dim = 0) */
     oxl_shortconv conv;
@@ -85,9 +95,9 @@ typedef struct {
 } oxl_layer;
 
 /* What a layer's mixer is (the norms, residuals and FFN around it are the same for every kind). A recurrent
- * kind keeps a fixed-size state per sequence in the state pool (oxl_state_pool) instead of KV.
- * SHORTCONV's state: its conv state (n_embd, L - 1) (layers/shortconv.h). */
-enum { OXL_LAYER_ATTENTION = 0, OXL_LAYER_SHORTCONV = 2 };
+ * kind keeps a fixed-size state per sequence in the state pool (oxl_state_pool) instead of KV: MAMBA2 its conv
+ * and SSM states (layers/ssm.h), SHORTCONV its conv state (n_embd, L - 1) (layers/shortconv.h). */
+enum { OXL_LAYER_ATTENTION = 0, OXL_LAYER_MAMBA2 = 1, OXL_LAYER_SHORTCONV = 2 };
 
 /* How a router turns its logits into the chosen experts' weights (llama.cpp's expert_gating_func values):
  * SOFTMAX: softmax over all experts, the top k kept; SIGMOID: sigmoid of each, the top k kept;
@@ -108,13 +118,14 @@ typedef struct {
     float final_softcap;    /* 0: none */
     float logit_scale;      /* 1 unless the architecture scales logits (command-r) */
     int n_expert_max, n_expert_used_max, n_ff_exp_max;   /* over the layers; 0 without experts */
+    int ssm_d_in_proj_max, ssm_conv_dim_max, ssm_d_inner_max; /* over the Mamba-2 layers; 0 without */
     int64_t state_floats;   /* floats of one sequence's recurrent state (every recurrent layer's); 0: none */
 } oxl_model;
 
 /* Recurrent state shared by every sequence of a batch, beside the KV pages: n_slots slots of slot_floats
- * floats, a sequence's slot holding every recurrent layer's state at that layer's state_off. A sequence whose
- * pos0 is 0 starts from the zero state (the forward clears its share); otherwise its slot must hold the state
- * after its first pos0 tokens. */
+ * floats, a sequence's slot holding every recurrent layer's state at that layer's state_off (layers/ssm.h
+ * for a Mamba-2 layer's share, layers/shortconv.h for LFM2's conv). A sequence whose pos0 is 0 starts from the
+ * zero state (the forward clears its share); otherwise its slot must hold the state after its first pos0 tokens. */
 typedef struct {
     float *data;            /* (n_slots, slot_floats) */
     int n_slots;
@@ -178,8 +189,8 @@ int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int
  * The logits of a position depend only on the tokens up to it, bit for bit, whatever else is in the batch,
  * however its tokens were split into calls and whatever n_threads: every output element is summed in one
  * fixed order (matrix products per element as vec_dot; attention in fixed page tiles and position chunks
- * merged in position order; recurrent layers one token after another, layers/shortconv.h). rs: the
- * recurrent state pool, NULL for a model without recurrent layers.
+ * merged in position order; recurrent layers one token after another, layers/ssm.h, layers/shortconv.h).
+ * rs: the recurrent state pool, NULL for a model without recurrent layers.
  * Returns OXL_OK or an OXL_ERR_* code (bad token id, page outside the pool, scratch too small, ...). */
 int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_state_pool *rs,
                       const oxl_batch_seq *seqs, int n_seqs,

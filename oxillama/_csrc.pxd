@@ -135,11 +135,21 @@ cdef extern from "forward.h" nogil:
         oxl_weight router, exp_gate, exp_up, exp_down
         const float *shexp_gate
         int kind
+        oxl_weight ssm_in, ssm_out
+        const float *ssm_conv1d
+        const float *ssm_conv1d_b
+        const float *ssm_a
+        const float *ssm_d
+        const float *ssm_dt_b
+        const float *ssm_norm
+        int ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_n_group, ssm_n_head
         oxl_shortconv conv
         int64_t state_off
 
     enum: OXL_LAYER_ATTENTION
+    enum: OXL_LAYER_MAMBA2
     enum: OXL_LAYER_SHORTCONV
+
 
     ctypedef struct oxl_model:
         int n_embd, n_layer, n_vocab, n_ff_max, q_dim_max, kv_dim
@@ -155,6 +165,7 @@ cdef extern from "forward.h" nogil:
         float final_softcap
         float logit_scale
         int n_expert_max, n_expert_used_max, n_ff_exp_max
+        int ssm_d_in_proj_max, ssm_conv_dim_max, ssm_d_inner_max
         int64_t state_floats
 
     ctypedef struct oxl_state_pool:

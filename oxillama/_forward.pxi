@@ -67,12 +67,15 @@ cdef class ForwardPlan:
         self.state_layout = []
         self.state_floats = 0
         kinds = []
+        self.n_head_kv, self.head_dim = spec.get("n_head_kv", 1), spec.get("head_dim", 32)  # attention-free: a token KV
         for il, ls in enumerate(layers):
             L = &self.layers[il]
             p = f"blk.{il}."
             kind = ls.get("kind", "attention")
             kinds.append(kind)
-            if kind == "shortconv":
+            if kind == "mamba2":
+                self._mamba2(L, ls, p, il)
+            elif kind == "shortconv":
                 self._shortconv(L, ls, p, il)
             elif kind != "attention":
                 raise ModelError(f"layer {il}: unknown layer kind {kind!r}")
@@ -93,7 +96,7 @@ cdef class ForwardPlan:
                 L.b_up = self._vec(ls.get("b_up"), n_ff, p + "ffn_up.bias")
                 L.b_gate = self._vec(ls.get("b_gate"), n_ff, p + "ffn_gate.bias")
                 L.b_down = self._vec(ls.get("b_down"), self.n_embd, p + "ffn_down.bias")
-            elif not n_expert:
+            elif not n_expert and kind == "attention":
                 raise ModelError(f"layer {il}: no feed-forward weights")
             if n_expert:
                 self._experts(L, ls, p)
@@ -107,8 +110,55 @@ cdef class ForwardPlan:
         m.n_ff_max = n_ff_max
         m.q_dim_max = q_dim_max
         m.state_floats = self.state_floats
+        if kv_dim < 0:
+            kv_dim = self.n_head_kv * self.head_dim
         m.kv_dim = kv_dim
         self.kv_dim = kv_dim
+
+    cdef int _mamba2(self, oxl_layer *L, dict ls, str p, int il) except -1:
+        """A Mamba-2 mixer (layers/ssm.h): its sizes checked against each other and its weights, its state
+        placed in the slot after the previous recurrent layers'."""
+        L.kind = OXL_LAYER_MAMBA2
+        dc, di, ds = ls["ssm_d_conv"], ls["ssm_d_inner"], ls["ssm_d_state"]
+        ng, nh = ls["ssm_n_group"], ls["ssm_n_head"]
+        for key, v in (("ssm.conv_kernel", dc), ("ssm.inner_size", di), ("ssm.state_size", ds),
+                       ("ssm.group_count", ng), ("ssm.time_step_rank", nh)):
+            if not isinstance(v, int) or v < 1 or v > 1 << 20:
+                raise ModelError(f"layer {il}: {key} = {v!r} is not a size")
+        if dc > 64:
+            raise ModelError(f"layer {il}: ssm.conv_kernel = {dc}; at most 64 is supported")
+        if di % nh or nh % ng:
+            raise ModelError(f"layer {il}: ssm.inner_size {di} must be a multiple of ssm.time_step_rank (heads) {nh}, "
+                             f"itself a multiple of ssm.group_count {ng}")
+        conv_dim = di + 2 * ng * ds
+        d_in_proj = di + conv_dim + nh
+        L.ssm_d_conv, L.ssm_d_inner, L.ssm_d_state, L.ssm_n_group, L.ssm_n_head = dc, di, ds, ng, nh
+        L.attn_norm = self._vec(ls.get("attn_norm"), self.n_embd, p + "attn_norm")
+        if L.attn_norm == NULL:
+            raise ModelError(f"layer {il}: {p}attn_norm is missing")
+        L.ssm_in = self._weight(ls["ssm_in"], p + "ssm_in", d_in_proj, self.n_embd)
+        L.ssm_out = self._weight(ls["ssm_out"], p + "ssm_out", self.n_embd, di)
+        conv = ls["ssm_conv1d"]
+        if not isinstance(conv, np.ndarray) or conv.size != conv_dim * dc:
+            raise ModelError(f"layer {il}: {p}ssm_conv1d.weight has {getattr(conv, 'size', None)} values; "
+                             f"conv_dim {conv_dim} x ssm.conv_kernel {dc} = {conv_dim * dc}")
+        L.ssm_conv1d = self._vec(conv, conv_dim * dc, p + "ssm_conv1d.weight")
+        L.ssm_conv1d_b = self._vec(ls.get("ssm_conv1d_b"), conv_dim, p + "ssm_conv1d.bias")
+        L.ssm_a = self._vec(ls["ssm_a"], nh, p + "ssm_a")
+        L.ssm_d = self._vec(ls["ssm_d"], nh, p + "ssm_d")
+        L.ssm_dt_b = self._vec(ls["ssm_dt_b"], nh, p + "ssm_dt.bias")
+        L.ssm_norm = self._vec(ls.get("ssm_norm"), di, p + "ssm_norm")
+        L.state_off = self.state_floats
+        conv_shape, ssm_shape = (dc - 1, conv_dim), (nh, ds, di // nh)
+        self.state_layout.append((il, "conv", conv_shape, self.state_floats))
+        self.state_floats += (dc - 1) * conv_dim
+        self.state_layout.append((il, "ssm", ssm_shape, self.state_floats))
+        self.state_floats += nh * ds * (di // nh)
+        m = &self.model
+        m.ssm_d_inner_max = max(m.ssm_d_inner_max, di)
+        m.ssm_conv_dim_max = max(m.ssm_conv_dim_max, conv_dim)
+        m.ssm_d_in_proj_max = max(m.ssm_d_in_proj_max, d_in_proj)
+        return 0
 
     cdef int _shortconv(self, oxl_layer *L, dict ls, str p, int il) except -1:
         """LFM2's gated short convolution (layers/shortconv.h): in_proj (3 n_embd, n_embd) rows [B; C; x], the

@@ -7,6 +7,7 @@ from oxillama.models.command_r import CommandR
 from oxillama.models.gemma import Gemma, Gemma2, Gemma3
 from oxillama.models.lfm2 import Lfm2
 from oxillama.models.llama import Llama
+from oxillama.models.mamba2 import Mamba2
 from oxillama.models.moe import OLMoE, Qwen2Moe, Qwen3Moe
 from oxillama.models.phi3 import Phi3
 from oxillama.models.qwen2 import Qwen2
@@ -14,7 +15,7 @@ from oxillama.models.qwen3 import Qwen3
 from oxillama.models.starcoder2 import StarCoder2
 
 FAMILIES: tuple[type[Architecture], ...] = (Llama, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, StarCoder2, CommandR,
-                                            Qwen3Moe, Qwen2Moe, OLMoE, Lfm2)
+                                            Qwen3Moe, Qwen2Moe, OLMoE, Mamba2, Lfm2)
 ARCHITECTURES: dict[str, type[Architecture]] = {name: cls for cls in FAMILIES for name in cls.arch_names}
 
 __all__ = ["ARCHITECTURES", "Architecture", "ModelConfig", "architecture_for"]

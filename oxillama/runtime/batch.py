@@ -11,6 +11,11 @@ grows; pages are reference counted, so a fork shares its parent's prefix and cop
 when it writes into it. A pool smaller than n_ctx * n_seq_max works: step() refuses a step the free pages
 cannot hold (KVPoolExhaustedError, nothing changed) and the caller frees or preempts a sequence.
 
+A model with recurrent layers (Mamba-2, ...) also gives each sequence one slot of a recurrent-state pool
+(runtime/recurrent_state.py) for as long as it lives: a sequence holds KV pages for its attention layers and a
+state slot for its recurrent ones. A fork copies the parent's state; since a state cannot be truncated, a
+recurrent sequence forks or truncates only at its end or at 0 (`resumable` says where).
+
 The logits of a position depend only on the tokens up to it, bit for bit: alone or beside other sequences,
 prefilled in one chunk or many, decoded one token at a time, with 1 or 2 threads.
 """
@@ -26,6 +31,7 @@ from oxillama import _core
 from oxillama.lora import bound, check_loras
 from oxillama.errors import BatchError, ContextOverflowError, InvalidArgumentError, KVPoolExhaustedError
 from oxillama.runtime.kv_cache import check_kv_memory, kv_storage, kv_zeros
+from oxillama.runtime.recurrent_state import RecurrentStatePool
 
 log = logging.getLogger("oxillama.batch")
 
@@ -36,6 +42,7 @@ class _Sequence:
     n_blocks: int = 0
     tokens: list[int] = field(default_factory=list)
     loras: list = field(default_factory=list)     # [(LoraAdapter, scale)] applied to its rows
+    slot: int = 0                          # its recurrent-state slot (models with recurrent layers)
 
 
 class SequencePool:
@@ -63,7 +70,9 @@ class SequencePool:
         self.k = kv_zeros(shape, dtype)      # untouched pages cost no memory until written
         self.v = kv_zeros(shape, dtype)
         self.buffers = _core.KVBuffers(self.k, self.v)
-        self._ctx = _core.ForwardContext(engine.plan, self.buffers, self.n_batch, engine.n_threads, self.n_ctx)
+        self.recurrent = RecurrentStatePool(engine.plan, self.n_seq_max) if engine.plan.state_floats else None
+        self._ctx = _core.ForwardContext(engine.plan, self.buffers, self.n_batch, engine.n_threads, self.n_ctx,
+                                         self.recurrent.buffers if self.recurrent else None)
         self._refs = np.zeros(self.n_pages, dtype=np.int32)
         self._free = list(range(self.n_pages - 1, -1, -1))   # pop() takes the lowest id first
         self._seqs: dict[int, _Sequence] = {}
@@ -83,7 +92,12 @@ class SequencePool:
         return len(self._seqs)
 
     def memory_bytes(self) -> int:
-        return self.k.nbytes + self.v.nbytes
+        return self.k.nbytes + self.v.nbytes + (self.recurrent.memory_bytes() if self.recurrent else 0)
+
+    @property
+    def free_state_slots(self) -> int | None:
+        """Recurrent-state slots free (None: the model has no recurrent layers)."""
+        return self.recurrent.n_free if self.recurrent is not None else None
 
     def add(self) -> int:
         """A new empty sequence's id."""
@@ -91,15 +105,21 @@ class SequencePool:
             raise BatchError(f"all {self.n_seq_max} sequence slots are in use (n_seq_max={self.n_seq_max})")
         sid = self._next_id
         self._next_id += 1
-        self._seqs[sid] = _Sequence(np.zeros(self.pages_per_seq, dtype=np.int32))
+        s = _Sequence(np.zeros(self.pages_per_seq, dtype=np.int32))
+        if self.recurrent is not None:
+            s.slot = self.recurrent.alloc()
+        self._seqs[sid] = s
         return sid
 
-    def adopt(self, cache, tokens) -> int:
+    def adopt(self, cache, tokens, state=None) -> int:
         """A new sequence holding a copy of the first len(tokens) positions of a ContiguousKVCache (an engine's
-        session, say) whose tokens they are: no forward runs."""
+        session, say) whose tokens they are: no forward runs. state: a recurrent model's state after exactly
+        those tokens (an engine's `recurrent.read(0)`)."""
         n = len(tokens)
         if not 0 < n <= min(cache.n_past, self.n_ctx):
             raise InvalidArgumentError(f"cannot adopt {n} positions of a cache holding {cache.n_past}")
+        if self.recurrent is not None and state is None:
+            raise InvalidArgumentError("adopting a sequence of a recurrent model needs its state after the tokens")
         if (cache.k.dtype, cache.k.shape[:2], cache.k.shape[3]) != (self.k.dtype, self.k.shape[:2], self.k.shape[3]):
             raise InvalidArgumentError("the cache's layout or type differs from the pool's")
         nb = -(-n // self.page_size)
@@ -107,6 +127,8 @@ class SequencePool:
             raise KVPoolExhaustedError(f"adopting {n} positions needs {nb} KV pages, {len(self._free)} are free")
         sid = self.add()
         s = self._seqs[sid]
+        if self.recurrent is not None:
+            self.recurrent.write(s.slot, state)
         P = self.page_size
         for b in range(nb):
             pid = self._take()
@@ -127,7 +149,17 @@ class SequencePool:
         """Free the sequence's slot and its pages."""
         s = self._seq(seq_id)
         self._release(s, 0)
+        if self.recurrent is not None:
+            self.recurrent.free(s.slot)
         del self._seqs[seq_id]
+
+    def resumable(self, seq_id: int, n: int) -> int:
+        """The most positions <= n of seq_id that fork() and truncate() can keep: n for a KV-only model; for
+        a recurrent one, all of them (n >= its length) or none (its state is known only at its end)."""
+        s = self._seq(seq_id)
+        if self.recurrent is None:
+            return n
+        return len(s.tokens) if n >= len(s.tokens) else 0
 
     def fork(self, seq_id: int, n: int | None = None) -> int:
         """A new sequence holding the first n (default all) cached positions of seq_id, sharing its pages."""
@@ -135,8 +167,13 @@ class SequencePool:
         n = len(parent.tokens) if n is None else n
         if not 0 <= n <= len(parent.tokens):
             raise InvalidArgumentError(f"fork of {n} positions: sequence {seq_id} has {len(parent.tokens)}")
+        if self.resumable(seq_id, n) != n:
+            raise InvalidArgumentError(f"fork of {n} positions of sequence {seq_id}: a recurrent state is known only "
+                                       f"at the sequence's end ({len(parent.tokens)}) or 0")
         child_id = self.add()
         child = self._seqs[child_id]
+        if self.recurrent is not None and n:
+            self.recurrent.copy(parent.slot, child.slot)
         nb = -(-n // self.page_size)
         child.pages[:nb] = parent.pages[:nb]
         child.n_blocks = nb
@@ -165,6 +202,9 @@ class SequencePool:
         s = self._seq(seq_id)
         if not 0 <= n <= len(s.tokens):
             raise InvalidArgumentError(f"cannot truncate sequence {seq_id} of {len(s.tokens)} positions to {n}")
+        if self.resumable(seq_id, n) != n:
+            raise InvalidArgumentError(f"cannot truncate sequence {seq_id} to {n}: a recurrent state cannot go back "
+                                       f"(only to 0)")
         self._release(s, -(-n // self.page_size))
         del s.tokens[n:]
 
@@ -281,7 +321,8 @@ class SequencePool:
         dest = out[call[0][4]:call[0][4] + n_rows] if direct else np.empty((n_rows, self.n_vocab), np.float32)
         self._ctx.run_batch([c[0] for c in call], [c[1] for c in call], [c[2].pages for c in call],
                             [c[3] for c in call], dest.reshape(-1),
-                            [bound(self.engine, c[2].loras) if c[2].loras else None for c in call])
+                            [bound(self.engine, c[2].loras) if c[2].loras else None for c in call],
+                            [c[2].slot for c in call] if self.recurrent is not None else None)
         if not direct:
             r = 0
             for chunk, _, _, all_logits, at in call:

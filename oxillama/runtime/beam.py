@@ -84,7 +84,7 @@ def beam_search(engine, prompt, config: BeamSearchConfig) -> list[BeamHypothesis
 
     # parents and their children live side by side during a step: 2 W sequences, + 1 for the prompt
     pool = SequencePool(engine, 2 * W + 1, n_ctx=n_prompt + max_new, n_batch=2 * W + 1)
-    root = pool.adopt(engine.kv, ids)
+    root = pool.adopt(engine.kv, ids, engine.recurrent.read(0) if engine.recurrent is not None else None)
     pool.set_loras(root, engine._active_loras())   # forks inherit them
     logits = {root: first}
 

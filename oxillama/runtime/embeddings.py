@@ -17,6 +17,7 @@ import numpy as np
 from oxillama import _core
 from oxillama.errors import ContextOverflowError, InvalidArgumentError
 from oxillama.runtime.kv_cache import ContiguousKVCache
+from oxillama.runtime.recurrent_state import RecurrentStatePool
 
 __all__ = ["POOLING_MODES", "hidden_states", "pool", "embed", "embed_batch"]
 
@@ -34,7 +35,9 @@ def hidden_states(engine, ids) -> np.ndarray:
     kv0 = engine.kv
     cache = ContiguousKVCache.like(kv0, n_ctx=n)
     n_batch = min(n, engine.n_batch)
-    ctx = _core.ForwardContext(engine.plan, cache.buffers, n_batch, engine.n_threads)
+    # a recurrent model: a one-slot state pool of its own (the session's state is left as it is)
+    state = RecurrentStatePool(engine.plan, 1).buffers if engine.plan.state_floats else None
+    ctx = _core.ForwardContext(engine.plan, cache.buffers, n_batch, engine.n_threads, None, state)
     n_embd = engine.plan.n_embd
     out = np.empty((n, n_embd), dtype=np.float32)
     for start in range(0, n, n_batch):

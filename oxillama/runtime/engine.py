@@ -28,6 +28,7 @@ from oxillama.runtime.embeddings import embed, embed_batch
 from oxillama.runtime.kv_cache import ContiguousKVCache, kv_type_from
 from oxillama.runtime.model import Model
 from oxillama.runtime.prefix_cache import PrefixKvCache
+from oxillama.runtime.recurrent_state import RecurrentStatePool, StateCheckpoints, check_state
 from oxillama.runtime.request import Prepared, Request
 from oxillama.runtime.scheduler import Scheduler
 from oxillama.runtime.speculative import SpeculativeEngine
@@ -74,7 +75,12 @@ class InferenceEngine:
         kv_type = kv_type_from(kv_type, type_k, type_v)
         self.seed = seed
         self.kv = ContiguousKVCache(self.model.n_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv)
-        self._ctx = _core.ForwardContext(self.plan, self.kv.buffers, self.n_batch, self.n_threads)
+        # recurrent layers: the session's state in slot 0 of a one-slot pool, and checkpoints of it (a recurrent
+        # state cannot be truncated: going back resumes from a checkpoint and runs the tokens after it)
+        self.recurrent = RecurrentStatePool(self.plan, 1) if self.plan.state_floats else None
+        self._checkpoints = StateCheckpoints(_checkpoint_capacity(self.recurrent))
+        self._ctx = _core.ForwardContext(self.plan, self.kv.buffers, self.n_batch, self.n_threads, None,
+                                         self.recurrent.buffers if self.recurrent else None)
         self._logits = np.zeros(c.n_vocab, dtype=np.float32)   # last position's logits, reused
         self._tok_buf = np.zeros(self.n_batch, dtype=np.int32)
         self._one = np.zeros(1, dtype=np.int32)
@@ -204,15 +210,36 @@ class InferenceEngine:
         self.kv.clear()
 
     def truncate(self, n: int) -> None:
-        """Keep the first n tokens of the session (KV cache and history)."""
+        """Keep the first n tokens of the session (KV cache and history). A recurrent model's state goes back
+        to the nearest checkpoint at or before n and the tokens after it run again."""
         if not 0 <= n <= len(self.tokens):
             raise InvalidArgumentError(f"cannot truncate a session of {len(self.tokens)} tokens to {n}")
         if n <= len(self._tokens):
+            if self.recurrent is not None and n < len(self._tokens):
+                self._rewind(n)
             del self._tokens[n:]
             self.kv.truncate(n)
             self._pending = None
             self._has_logits = False
         # n == len(tokens) with a pending token: nothing to drop
+
+    def _rewind(self, n: int) -> None:
+        """Recurrent models: the state after the first n tokens of the session (n < the cached ones), from the
+        best checkpoint (or position 0) and a forward of the tokens after it."""
+        tokens = self._tokens[:n]
+        cp, state = self._checkpoints.best(tokens, key=self._lora_key())
+        del self._tokens[cp:]
+        self.kv.truncate(cp)
+        if state is not None:
+            self.recurrent.write(0, state)
+        if n > cp:
+            self._run(np.asarray(tokens[cp:], dtype=np.int32))
+
+    def checkpoint(self) -> None:
+        """Recurrent models: remember the state at the current position, to come back to it without running
+        the tokens before it again (truncate(), a prompt that shares this prefix); a no-op for others."""
+        if self.recurrent is not None and self._tokens:
+            self._checkpoints.save(self._tokens, self.recurrent.read(0), key=self._kv_lora_key)
 
     # ---- LoRA adapters (oxillama.lora) ----
 
@@ -258,11 +285,18 @@ class InferenceEngine:
         same_loras = self._kv_lora_key == self._lora_key()
         if self.reuse_prefix and self._tokens and same_loras:
             keep = min(_common_prefix_len(np.asarray(self._tokens, dtype=np.int32), ids), n - 1)
+        state = None
+        if self.recurrent is not None and keep < len(self._tokens):
+            # the state cannot be truncated: resume from the longest checkpoint within the shared prefix
+            keep, state = self._checkpoints.best(ids, limit=keep if self.reuse_prefix else 0, key=self._lora_key())
         self._pending = None
         self._has_logits = False
         del self._tokens[keep:]
         self.kv.truncate(keep)
-        use_prefix_cache = self.prefix_cache is not None and not self._lora_key()   # it keys on tokens only
+        if state is not None:
+            self.recurrent.write(0, state)
+        # the prefix cache keys on tokens only, and holds K/V rows, not recurrent states
+        use_prefix_cache = self.prefix_cache is not None and not self._lora_key() and self.recurrent is None
         if use_prefix_cache and keep < n - 1:
             got = self.prefix_cache.restore(ids[:n - 1], self.kv, start=keep)
             self._tokens.extend(int(t) for t in ids[keep:got])
@@ -271,6 +305,12 @@ class InferenceEngine:
         self.last_prefix_reused = keep
         if keep:
             log.debug("prompt of %d tokens: %d reused from the cache, %d to run", n, keep, n - keep)
+        if self.recurrent is not None and n - 1 > keep:
+            # a checkpoint before the last prompt token, which is always run: a later prompt sharing all of
+            # this one but its last token resumes there (the logits do not depend on the cut)
+            self._run(ids[keep:n - 1])
+            self.checkpoint()
+            keep = n - 1
         self._run(ids[keep:])   # the logits do not depend on how the prompt is cut (one fixed sum order)
         if use_prefix_cache:
             self.prefix_cache.insert(ids, self.kv)
@@ -280,7 +320,8 @@ class InferenceEngine:
         and the last logits when no pending token will produce new ones."""
         k, v = self.kv.read(0, self.n_past)
         logits = self._logits.copy() if self._has_logits and self._pending is None else None
-        return KVState(np.array(self._tokens, dtype=np.int32), k, v, self._pending, logits)
+        state = self.recurrent.read(0) if self.recurrent is not None else None
+        return KVState(np.array(self._tokens, dtype=np.int32), k, v, self._pending, logits, state)
 
     def kv_restore(self, state: KVState) -> None:
         """Replace the session's cache with a kv_snapshot() (of an engine on the same model).
@@ -301,8 +342,12 @@ class InferenceEngine:
         logits = state.logits
         if logits is not None and (not isinstance(logits, np.ndarray) or logits.shape != (self.n_vocab,)):
             raise InvalidArgumentError(f"KV state logits must be an array of shape ({self.n_vocab},)")
+        if self.recurrent is not None:
+            rec = check_state(state.state, self.recurrent.slot_floats, InvalidArgumentError) if n else None
         self.kv.truncate(0)
         self.kv.write(state.k, state.v, 0)
+        if self.recurrent is not None and n:
+            self.recurrent.write(0, rec)
         self._tokens = [int(t) for t in tokens]
         self._hist[:n] = tokens
         self._pending = pending
@@ -382,8 +427,13 @@ class InferenceEngine:
                                 f"or lora_path / lora_scale to resume) first")
         sampler = _snap.build_sampler(snap.sampler) if snap.sampler is not None else None
         matcher = _snap.build_matcher(snap.grammar, self.tokenizer) if snap.grammar is not None else None
+        if self.recurrent is not None and kv.n_past:   # validated by value: present, of the model's size, finite
+            check_state(kv.state, self.recurrent.slot_floats, SnapshotError)
+        elif self.recurrent is None and kv.state is not None:
+            raise SnapshotError("the snapshot holds a recurrent state but the model has no recurrent layers")
         if kv.k.dtype != self.kv.dtype:   # resumed with another kv_type
-            kv = KVState(kv.tokens, kv.k.astype(self.kv.dtype), kv.v.astype(self.kv.dtype), kv.pending, kv.logits)
+            kv = KVState(kv.tokens, kv.k.astype(self.kv.dtype), kv.v.astype(self.kv.dtype), kv.pending, kv.logits,
+                         kv.state)
         self.kv_restore(kv)
         self._kv_lora_key = tuple(snap.loras)
         self._sampler = sampler
@@ -691,6 +741,17 @@ class InferenceEngine:
         for _ in recorded():
             pass
         return self.last_completion
+
+
+def _checkpoint_capacity(pool) -> int:
+    """Recurrent-state checkpoints a session keeps: up to 8, within CHECKPOINT_BUDGET bytes (a large model's
+    state is tens of MB), at least 1."""
+    if pool is None:
+        return 0
+    return max(1, min(8, CHECKPOINT_BUDGET // pool.slot_bytes))
+
+
+CHECKPOINT_BUDGET = 256 << 20
 
 
 def _common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:

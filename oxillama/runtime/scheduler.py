@@ -377,6 +377,7 @@ class Scheduler:
         """Counters since start, and the current load.
 
         num_requests_running / num_requests_waiting, kv_cache_usage_perc (pages in use / pages, 0..1),
+        for a recurrent model recurrent_state_usage_perc (state slots in use / slots) and recurrent_state_bytes,
         prompt_tokens_total (prompt tokens of admitted requests), generation_tokens_total,
         request_success_total (by finish reason), request_failure_total, prefix_cache_hits_total (prompt
         tokens shared with live sequences), num_preemptions_total, and the step timing: num_steps_total,
@@ -389,6 +390,10 @@ class Scheduler:
             m["num_requests_running"] = len(self._running)
             m["num_requests_waiting"] = len(self._waiting) + len(self._incoming)
         m["kv_cache_usage_perc"] = 1.0 - self.pool.free_pages / self.pool.n_pages
+        rec = self.pool.recurrent
+        if rec is not None:   # a recurrent model: its state slots too (one per live sequence)
+            m["recurrent_state_usage_perc"] = rec.n_used / rec.n_slots
+            m["recurrent_state_bytes"] = rec.n_used * rec.slot_bytes
         return m
 
     def slots(self) -> list[dict]:
@@ -578,6 +583,7 @@ class Scheduler:
             if other.lora_key != r.lora_key:   # cached K/V computed with other adapters
                 continue
             k = min(_common_prefix(other.known, r.known, other.n_cached), len(r.known) - 1)
+            k = self.pool.resumable(other.seq, k)   # a recurrent state: only at the other's end
             if k > shared:
                 best, shared = other, k
         try:

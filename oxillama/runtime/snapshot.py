@@ -20,6 +20,9 @@ Layout:
       sampler      map | nil      {"config": SamplerConfig.to_dict(), "state": Sampler.get_state()}
                                   (the RNG stream and mirostat's mu)
       grammar      map | nil      {"source": GBNF text, "root": rule name, "state": GrammarMatcher.get_state()}
+      state        bin            (version 2; only for models with recurrent layers) float32 LE: the recurrent
+                                  state after the tokens, one slot of the state pool (runtime/recurrent_state.py);
+                                  its size is checked against the model when the snapshot is restored
 
 Loading trusts nothing: every length is bounded by the blob's size before msgpack allocates,
 extension types and non-str map keys are refused, every field's type, range and shape is checked,
@@ -42,7 +45,7 @@ from oxillama.errors import SamplerError, SnapshotError, SnapshotWriteError
 from oxillama.runtime.kv_cache import KV_DTYPES
 
 MAGIC = b"OXLSNAP\x00"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2       # 2: the recurrent state (version 1 snapshots, of attention-only models, still load)
 _HEADER = struct.Struct("<8sIQ32s")
 FINGERPRINT_SPAN = 4 * 2**20
 _MAX_DEPTH = 16          # nesting of the plain values (sampler / grammar state)
@@ -62,20 +65,22 @@ class KVState:
     """A session's cache contents: what kv_snapshot() returns and kv_restore() takes.
 
     tokens: (n_past,) int32; k, v: (n_layer, n_past, kv_dim); pending: the sampled token not yet run;
-    logits: (n_vocab,) float32 of the last position when there is no pending token, else None.
+    logits: (n_vocab,) float32 of the last position when there is no pending token, else None;
+    state: a recurrent model's state after the tokens, (state_floats,) float32 (recurrent_state.py), else None.
     """
     tokens: np.ndarray
     k: np.ndarray
     v: np.ndarray
     pending: int | None = None
     logits: np.ndarray | None = None
+    state: np.ndarray | None = None
 
     @property
     def n_past(self) -> int:
         return len(self.tokens)
 
     def memory_bytes(self) -> int:
-        return self.k.nbytes + self.v.nbytes
+        return self.k.nbytes + self.v.nbytes + (0 if self.state is None else self.state.nbytes)
 
 
 @dataclass
@@ -131,6 +136,8 @@ def encode(snap: Snapshot) -> bytes:
     }
     if snap.loras:
         body["loras"] = [[h, float(sc)] for h, sc in snap.loras]
+    if kv.state is not None:
+        body["state"] = np.ascontiguousarray(kv.state, dtype="<f4").tobytes()
     return frame(msgpack.packb(body, use_bin_type=True))
 
 
@@ -257,7 +264,8 @@ def _plain(obj, where: str, depth: int = 0) -> None:
 
 _FIELDS = {"arch", "fingerprint", "n_ctx", "n_layer", "kv_dim", "n_vocab", "kv_type", "tokens", "pending", "k",
            "v", "logits", "seed", "sampler", "grammar"}
-_OPTIONAL_FIELDS = {"loras"}   # written only when the session used LoRA adapters
+_OPTIONAL_FIELDS = {"loras",   # written only when the session used LoRA adapters
+                    "state"}   # only for models with recurrent layers (format version 2)
 
 
 def _validate(d, n_body: int) -> Snapshot:
@@ -365,7 +373,15 @@ def _validate(d, n_body: int) -> Snapshot:
                 and isinstance(item[1], float) and np.isfinite(item[1])):
             raise SnapshotError("snapshot loras must be a list of [sha256 hex, finite scale] pairs")
         loras.append((item[0], item[1]))
-    kv = KVState(tokens=tokens, k=arrays[0], v=arrays[1], pending=pending, logits=logits)
+    state = None
+    if "state" in d:
+        raw = typed("state", bytes, "bytes")
+        if not raw or len(raw) % 4:
+            raise SnapshotError(f"snapshot recurrent state is {len(raw)} bytes, not a whole number of float32")
+        state = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+        if not np.isfinite(state).all():
+            raise SnapshotError("snapshot recurrent state holds NaN or infinite values")
+    kv = KVState(tokens=tokens, k=arrays[0], v=arrays[1], pending=pending, logits=logits, state=state)
     return Snapshot(arch=arch, fingerprint=fp, n_ctx=n_ctx, n_layer=n_layer, kv_dim=kv_dim, n_vocab=n_vocab,
                     kv_type=kv_type, kv=kv, seed=seed, sampler=sampler, grammar=grammar, loras=loras)
 

@@ -12,7 +12,8 @@ Declared once here, per app (an own CollectorRegistry, so two apps in one proces
   publish): oxillama:prompt_tokens_total, oxillama:generation_tokens_total,
   oxillama:request_success_total{finished_reason}, oxillama:prefix_cache_hits_total,
   oxillama:num_preemptions_total,
-  oxillama:num_requests_running, oxillama:num_requests_waiting, oxillama:kv_cache_usage_perc.
+  oxillama:num_requests_running, oxillama:num_requests_waiting, oxillama:kv_cache_usage_perc, and for models
+  with recurrent layers oxillama:recurrent_state_usage_perc and oxillama:recurrent_state_bytes.
 """
 from __future__ import annotations
 
@@ -122,3 +123,8 @@ class _SchedulerCollector:
         yield gauge("num_requests_running", "Requests in the running batch.", "num_requests_running")
         yield gauge("num_requests_waiting", "Requests waiting to be scheduled.", "num_requests_waiting")
         yield gauge("kv_cache_usage_perc", "Fraction of KV cache pages in use (1 = full).", "kv_cache_usage_perc")
+        if "recurrent_state_usage_perc" in m:   # models with recurrent layers
+            yield gauge("recurrent_state_usage_perc", "Fraction of recurrent-state slots in use (1 = full).",
+                        "recurrent_state_usage_perc")
+            yield gauge("recurrent_state_bytes", "Bytes of recurrent state held by live sequences.",
+                        "recurrent_state_bytes")

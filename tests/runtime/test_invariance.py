@@ -91,7 +91,11 @@ def check_batched(engine, toks, ref):
     assert_same(out[2], prefill_logits(engine, others[1]), "the companion's prefill")
     # decode: every sequence one token per step, ours re-fed from a fork of its prefix
     pool.remove(seqs[0])
-    mine = pool.fork(seqs[1], len(toks) - 6)
+    if pool.recurrent is None:
+        mine = pool.fork(seqs[1], len(toks) - 6)
+    else:   # a recurrent state is known only at a sequence's end: the prefix again, in a step of its own
+        mine = pool.add()
+        pool.step([(mine, toks[:len(toks) - 6], False)])
     for i in range(len(toks) - 6, len(toks)):
         got = pool.step([(seqs[2], [i % engine.n_vocab], False), (mine, [int(toks[i])], False),
                          (seqs[3], [7], False)])

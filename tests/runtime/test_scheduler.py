@@ -25,7 +25,7 @@ def _prompts(engine, lengths, seed=0):
     return [rng.integers(0, engine.n_vocab - 1, n).tolist() for n in lengths]
 
 
-@pytest.fixture(scope="module", params=["llama", "gemma3"])
+@pytest.fixture(scope="module", params=["llama", "gemma3", "mamba2"])
 def tiny(request):
     with InferenceEngine.from_gguf(DATA / f"{request.param}.gguf", n_ctx=256, n_threads=1) as engine:
         yield engine
@@ -210,6 +210,9 @@ def test_prompts_sharing_a_prefix_share_pages(tiny):
         gate.set()
         _same([ha.result(TIMEOUT), hb.result(TIMEOUT)], want)
         m = sched.metrics()
+    if tiny.recurrent is not None:   # a's recurrent state is known only at its end, past the shared prefix
+        assert hb.stats["n_cached_prompt_tokens"] == 0 and m["prefix_cache_hits_total"] == 0
+        return
     assert hb.stats["n_cached_prompt_tokens"] > 0 and m["prefix_cache_hits_total"] == hb.stats["n_cached_prompt_tokens"]
 
 

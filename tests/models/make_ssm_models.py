@@ -1,0 +1,133 @@
+"""Make the tiny random recurrent models and their transformers goldens in tests/models/data/ (run once; needs
+torch and transformers):
+
+    python tests/models/make_ssm_models.py            # every model
+    python tests/models/make_ssm_models.py mamba2
+
+For each: a transformers model with small dims and the features that matter (several heads per group, more
+than one group, a conv kernel of 4, the gated grouped RMS norm), weights drawn with a fixed seed, written as
+GGUF in llama.cpp's layout (convert_hf_to_gguf.py's Mamba2Model: A = -exp(A_log), conv1d squeezed to
+(conv_dim, d_conv), ssm_norm as (n_group, d_inner / n_group), dt_bias as ssm_dt.bias), and the float32 logits
+transformers computes for TOKENS (its chunked SSD scan: a different summation order from ours) saved as
+<name>.npz. The tests (test_ssm.py) only read these files.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "data")
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+
+N_VOCAB = 288
+N_TOKENS = 80          # five prefill chunks of 16 in the tests
+SEED = 4321
+
+MAMBA2 = dict(vocab_size=N_VOCAB, hidden_size=64, num_hidden_layers=3, num_heads=8, head_dim=16, expand=2,
+              state_size=16, n_groups=2, conv_kernel=4, layer_norm_epsilon=1e-5, use_conv_bias=True, use_bias=False,
+              tie_word_embeddings=False, chunk_size=32, bos_token_id=N_VOCAB - 2, eos_token_id=N_VOCAB - 1,
+              pad_token_id=0)
+
+
+def tokens() -> np.ndarray:
+    return np.random.default_rng(SEED).integers(0, N_VOCAB - 2, size=N_TOKENS).astype(np.int64)
+
+
+def randomize(model, torch, seed: int) -> None:
+    """Matrices ~ N(0, 1/fan_in), embeddings N(0, 1), norms around 1, conv weights and biases of a useful
+    scale, dt biases so that softplus(dt) spans fast and slow decay, D around 1."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("A_log"):
+                p.copy_(torch.log(torch.linspace(0.5, 8.0, p.numel())) + torch.randn(p.shape, generator=g) * 0.1)
+            elif name.endswith("dt_bias"):
+                p.copy_(torch.linspace(-4.0, 1.0, p.numel()) + torch.randn(p.shape, generator=g) * 0.1)
+            elif name.endswith(".D"):
+                p.copy_(1.0 + torch.randn(p.shape, generator=g) * 0.2)
+            elif "conv1d.weight" in name:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+            elif p.ndim == 2:
+                std = 1.0 if "embed" in name else p.shape[1] ** -0.5
+                p.copy_(torch.randn(p.shape, generator=g) * std)
+            elif name.endswith("norm.weight") or name.endswith("norm_f.weight") or "layernorm" in name:
+                p.copy_(1.0 + torch.randn(p.shape, generator=g) * 0.2)
+            else:   # biases
+                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+
+
+def _np(t) -> np.ndarray:
+    return np.ascontiguousarray(t.detach().float().numpy())
+
+
+def mamba2_mixer_tensors(prefix: str, mixer, cfg) -> dict:
+    """One Mamba-2 mixer's GGUF tensors (numpy shapes: ggml's reversed) from transformers' module."""
+    d_inner = cfg.expand * cfg.hidden_size
+    return {
+        prefix + "ssm_in.weight": _np(mixer.in_proj.weight),
+        prefix + "ssm_conv1d.weight": _np(mixer.conv1d.weight).reshape(mixer.conv1d.weight.shape[0], -1),
+        prefix + "ssm_conv1d.bias": _np(mixer.conv1d.bias),
+        prefix + "ssm_dt.bias": _np(mixer.dt_bias),
+        prefix + "ssm_a": -np.exp(_np(mixer.A_log)).reshape(-1, 1),
+        prefix + "ssm_d": _np(mixer.D).reshape(-1, 1),
+        prefix + "ssm_norm.weight": _np(mixer.norm.weight).reshape(cfg.n_groups, d_inner // cfg.n_groups),
+        prefix + "ssm_out.weight": _np(mixer.out_proj.weight),
+    }
+
+
+def write_gguf(path: str, arch: str, metadata: dict, tensors: dict) -> None:
+    from oxillama.convert.hf import _minimal_vocab
+    from oxillama.gguf import GGUFWriter
+    w = GGUFWriter(path)
+    w.add_metadata("general.architecture", arch)
+    w.add_metadata("general.name", f"tiny-{arch}")
+    for key, value in metadata.items():
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        w.add_metadata(f"{arch}.{key}" if not key.startswith("general.") else key, value,
+                       type="UINT32" if is_int else None)
+    for key, value in _minimal_vocab(N_VOCAB).items():
+        w.add_metadata(key, value)
+    for name, data in tensors.items():
+        w.add_tensor(name, np.ascontiguousarray(data, dtype=np.float32), qtype="F32")
+    w.write()
+
+
+def make_mamba2() -> None:
+    import torch
+    import transformers
+    cfg = transformers.Mamba2Config(**MAMBA2)
+    torch.manual_seed(SEED)
+    model = transformers.Mamba2ForCausalLM(cfg).float().eval()
+    randomize(model, torch, SEED)
+    ids = tokens()
+    with torch.no_grad():
+        logits = model(torch.from_numpy(ids)[None], use_cache=False).logits[0].float().numpy()
+    d_inner = cfg.expand * cfg.hidden_size
+    meta = {"context_length": 1 << 20, "embedding_length": cfg.hidden_size, "feed_forward_length": 0,
+            "attention.head_count": 0, "block_count": cfg.num_hidden_layers, "ssm.conv_kernel": cfg.conv_kernel,
+            "ssm.inner_size": d_inner, "ssm.state_size": cfg.state_size, "ssm.time_step_rank": cfg.num_heads,
+            "ssm.group_count": cfg.n_groups, "attention.layer_norm_rms_epsilon": float(cfg.layer_norm_epsilon)}
+    bb = model.backbone
+    tensors = {"token_embd.weight": _np(bb.embeddings.weight), "output_norm.weight": _np(bb.norm_f.weight),
+               "output.weight": _np(model.lm_head.weight)}
+    for il, layer in enumerate(bb.layers):
+        tensors[f"blk.{il}.attn_norm.weight"] = _np(layer.norm.weight)
+        tensors.update(mamba2_mixer_tensors(f"blk.{il}.", layer.mixer, cfg))
+    os.makedirs(DATA, exist_ok=True)
+    write_gguf(os.path.join(DATA, "mamba2.gguf"), "mamba2", meta, tensors)
+    np.savez_compressed(os.path.join(DATA, "mamba2.npz"), tokens=ids.astype(np.int32), logits=logits.astype(np.float32))
+    with open(os.path.join(DATA, "mamba2.json"), "w", encoding="utf-8") as f:
+        json.dump({"config": "Mamba2Config", "overrides": MAMBA2, "transformers": transformers.__version__,
+                   "torch": torch.__version__}, f, indent=1, sort_keys=True)
+    print(f"mamba2: logits {logits.shape}, |logit| max {np.abs(logits).max():.2f}, std {logits.std():.3f}")
+
+
+MODELS = {"mamba2": make_mamba2}
+
+if __name__ == "__main__":
+    for n in sys.argv[1:] or list(MODELS):
+        MODELS[n]()
