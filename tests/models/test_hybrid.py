@@ -144,3 +144,100 @@ def test_bad_lfm2_metadata_is_a_model_error_naming_the_key(tmp_path, overrides, 
     path = tiny_hybrid.write_tiny_lfm2(tmp_path / "bad.gguf", overrides=overrides, drop=drop, reshape=reshape)
     with pytest.raises(ModelError, match=key.replace(".", r"\.")):
         Model(GGUFFile(path))
+
+
+# ---- through the engine: the session's state slot, checkpoints, snapshots, the scheduler ----
+
+@pytest.fixture(scope="module")
+def lfm2(lfm2_path):
+    from oxillama import InferenceEngine
+    with InferenceEngine.from_gguf(lfm2_path, n_ctx=256, n_threads=2, kv_type="f32") as e:
+        yield e
+
+
+def test_lfm2_engine_matches_transformers(lfm2, goldens):
+    lfm2.reset()
+    toks = goldens["tokens"]
+    got = np.concatenate([lfm2.forward(toks[i:i + 50], all_logits=True) for i in range(0, len(toks), 50)])
+    assert np.abs(got - goldens["lfm2/transformers"]).max() < TOL_F32
+
+
+def test_lfm2_truncate_goes_back_through_checkpoints(lfm2, goldens):
+    ids = goldens["tokens"][:90]
+    lfm2.reset()
+    ref = lfm2.forward(ids, all_logits=True)
+    lfm2.reset()
+    lfm2.forward(ids[:40])
+    lfm2.checkpoint()
+    lfm2.forward(ids[40:])
+    for n in (70, 40, 25):
+        lfm2.truncate(n)
+        np.testing.assert_array_equal(lfm2.forward(ids[n:n + 3], all_logits=True), ref[n:n + 3])
+        lfm2.truncate(n)
+
+
+def test_lfm2_snapshot_resumes_token_for_token(lfm2, lfm2_path, goldens, tmp_path):
+    from oxillama import InferenceEngine
+    ids = goldens["tokens"][:40].tolist()
+    lfm2.reset()
+    full = lfm2.generate(ids, max_tokens=16, temperature=0).tokens
+    lfm2.reset()
+    first = lfm2.generate(ids, max_tokens=6, temperature=0).tokens
+    lfm2.save(tmp_path / "s.oxl")
+    with InferenceEngine.resume(tmp_path / "s.oxl", lfm2_path, n_threads=1) as r:
+        rest = r.generate(None, max_tokens=10, temperature=0).tokens
+    assert first + rest == full
+
+
+def test_lfm2_scheduler_writes_what_generate_writes(lfm2, goldens):
+    from oxillama import Scheduler
+    prompts = [goldens["tokens"][:n].tolist() for n in (5, 40, 17, 64)]
+    with Scheduler(lfm2, n_seq_max=3) as sched:
+        outs = [h.result(120) for h in [sched.submit(p, max_tokens=8, temperature=0) for p in prompts]]
+    for p, out in zip(prompts, outs):
+        lfm2.reset()
+        assert out.tokens == lfm2.generate(p, max_tokens=8, temperature=0).tokens
+
+
+# ---- LFM2's chat template through the chat path ----
+
+# LFM2.5-Instruct's template as llama.cpp ships it (models/templates/LFM2.5-Instruct.jinja): ChatML-like, the BOS
+# first, an optional system turn, past assistant turns without their <think> part
+LFM2_TEMPLATE = (Path(__file__).parent / "data" / "lfm2.5-instruct.jinja").read_text()
+
+
+@pytest.fixture(scope="module")
+def lfm2_chat_path(tmp_path_factory):
+    return tiny_hybrid.write_tiny_lfm2(tmp_path_factory.mktemp("lfm2chat") / "lfm2-chat.gguf",
+                                       vocab=tiny_hybrid.lfm2_chat_vocab(LFM2_TEMPLATE))
+
+
+def test_lfm2_chat_template_renders_chatml(lfm2_chat_path):
+    from oxillama import InferenceEngine
+    from oxillama.openai.chat import chat_plan
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "<think>greet</think> hello"}, {"role": "user", "content": "again"},
+                {"role": "assistant", "content": "<think>again?</think>yo"}, {"role": "user", "content": "bye"}]
+    with InferenceEngine.from_gguf(lfm2_chat_path, n_ctx=128, n_threads=1) as e:
+        plan = chat_plan(e.tokenizer, messages)
+        # an earlier assistant turn loses its thinking; the last one keeps it
+        assert plan.prompt == ("<|startoftext|><|im_start|>system\nBe brief.<|im_end|>\n"
+                               "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nhello<|im_end|>\n"
+                               "<|im_start|>user\nagain<|im_end|>\n"
+                               "<|im_start|>assistant\n<think>again?</think>yo<|im_end|>\n"
+                               "<|im_start|>user\nbye<|im_end|>\n<|im_start|>assistant\n")
+        ids = e.tokenizer.apply_chat_template(messages, tokenize=True)
+        specials = [e.tokenizer.encode(t, add_special=False, parse_special=True)
+                    for t in ("<|startoftext|>", "<|im_start|>", "<|im_end|>")]
+        assert all(len(s) == 1 for s in specials)
+        assert ids[:2] == [specials[0][0], specials[1][0]] and ids.count(specials[2][0]) == 6
+
+
+def test_lfm2_chat_completion_runs(lfm2_chat_path):
+    from oxillama import Llama
+    llm = Llama(lfm2_chat_path, n_ctx=128, n_threads=1, verbose=False)
+    out = llm.create_chat_completion([{"role": "user", "content": "hi"}], max_tokens=4, temperature=0)
+    assert out["choices"][0]["message"]["role"] == "assistant"
+    assert out["usage"]["prompt_tokens"] == len(llm.tokenize(
+        b"<|startoftext|><|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n", add_bos=False, special=True))
+    llm.close()

@@ -69,10 +69,26 @@ def lfm2_metadata() -> dict:
             f"{a}.shortconv.l_cache": CONV_L, f"{a}.vocab_size": N_VOCAB}
 
 
+def lfm2_chat_vocab(chat_template: str) -> dict:
+    """The minimal vocabulary with LFM2's chat tokens (<|startoftext|> the BOS, <|im_start|>, <|im_end|> the EOS,
+    at LFM2's ids 1, 6 and 7 they are not: only their texts matter to the template) and its chat template."""
+    v = _minimal_vocab(N_VOCAB)
+    tokens, types = list(v["tokenizer.ggml.tokens"]), v["tokenizer.ggml.token_type"].copy()
+    merges = list(v["tokenizer.ggml.merges"])
+    last = merges.pop()   # the last merge's token becomes <|im_start|>
+    i = tokens.index(last.replace(" ", ""))
+    tokens[i], types[i] = "<|im_start|>", 3
+    tokens[-2], tokens[-1] = "<|startoftext|>", "<|im_end|>"
+    v.update({"tokenizer.ggml.tokens": tokens, "tokenizer.ggml.token_type": types, "tokenizer.ggml.merges": merges,
+              "tokenizer.chat_template": chat_template})
+    return v
+
+
 def write_tiny_lfm2(path, *, seed: int = 11, qtype: str = "F32", overrides: dict | None = None,
-                    drop: tuple[str, ...] = (), reshape: dict | None = None) -> str:
+                    drop: tuple[str, ...] = (), reshape: dict | None = None, vocab: dict | None = None) -> str:
     """Write the tiny LFM2 to path. overrides: full metadata keys to set (None removes one); drop: tensor names
-    to leave out; reshape: tensor name -> a replacement array (bad files)."""
+    to leave out; reshape: tensor name -> a replacement array (bad files); vocab: the tokenizer's keys (default
+    the minimal byte-level one)."""
     md = lfm2_metadata()
     for k, v in (overrides or {}).items():
         if v is None:
@@ -85,7 +101,7 @@ def write_tiny_lfm2(path, *, seed: int = 11, qtype: str = "F32", overrides: dict
     for k, v in md.items():
         is_int = isinstance(v, int) and not isinstance(v, bool)
         w.add_metadata(k, v, type="UINT32" if is_int else None)
-    for k, v in _minimal_vocab(N_VOCAB).items():
+    for k, v in (vocab or _minimal_vocab(N_VOCAB)).items():
         w.add_metadata(k, v)
     for k, v in t.items():
         if k in drop:
