@@ -13,6 +13,7 @@
 #define OXL_FORWARD_H
 
 #include "kernels.h"
+#include "layers/deltanet.h"
 #include "layers/shortconv.h"
 
 typedef struct {
@@ -43,6 +44,24 @@ typedef struct {
     const float *kernel;    /* (n_embd, L): channel c's taps, oldest first */
     int L;                  /* kernel width (shortconv.l_cache), 2 .. OXL_CONV_MAX_L */
 } oxl_shortconv;
+
+/* Qwen3-Next's gated DeltaNet block (layers/deltanet.h): per row, [q | k | v] = wqkv(xn) with q and k n_k_heads
+ * heads of d_k and v n_v_heads heads of d_v (conv_dim = 2 n_k_heads d_k + n_v_heads d_v values), z = wgate(xn)
+ * (n_v_heads d_v), w_ba(xn) per key head [b (r) | a (r)], r = n_v_heads / n_k_heads. Then the causal conv
+ * (width L) + SiLU over [q | k | v], q and k L2-normalised (q / sqrt(d_k)), beta = sigmoid(b),
+ * g = a_neg * softplus(a + dt_bias), the delta rule per value head, o = rms_norm(o) * norm * silu(z) per value
+ * head, out = w_out(o). State: the conv state (conv_dim, L - 1), then S (n_v_heads, d_v, d_k). */
+typedef struct {
+    oxl_weight wqkv;        /* (conv_dim, n_embd) */
+    oxl_weight wgate;       /* (n_v_heads d_v, n_embd) */
+    oxl_weight w_ba;        /* (2 n_v_heads, n_embd) */
+    oxl_weight w_out;       /* (n_embd, n_v_heads d_v) */
+    const float *conv;      /* (conv_dim, L) */
+    const float *a_neg;     /* (n_v_heads): -exp(A_log) */
+    const float *dt_bias;   /* (n_v_heads) */
+    const float *norm;      /* (d_v) */
+    int L, n_k_heads, n_v_heads, d_k, d_v;
+} oxl_deltanet;
 
 typedef struct {
     /* attention block */
@@ -91,13 +110,19 @@ typedef struct {
     /* LFM2's gated short convolution (kind OXL_LAYER_SHORTCONV): attn_norm is its pre-norm, then the FFN as
      * in an attention layer; the attention fields above are unused (n_head = n_head_kv = head_dim = 0) */
     oxl_shortconv conv;
+    /* Qwen3-Next's gated DeltaNet (kind OXL_LAYER_DELTANET): attn_norm is its pre-norm, then the FFN */
+    oxl_deltanet dn;
+    /* an attention layer's output gate (qwen3next): wq's rows are per head [q (head_dim) | gate (head_dim)],
+     * and the attention output is multiplied by sigmoid(gate) before wo */
+    int attn_gate;
     int64_t state_off;                       /* the layer's recurrent state within a slot (floats) */
 } oxl_layer;
 
 /* What a layer's mixer is (the norms, residuals and FFN around it are the same for every kind). A recurrent
  * kind keeps a fixed-size state per sequence in the state pool (oxl_state_pool) instead of KV: MAMBA2 its conv
- * and SSM states (layers/ssm.h), SHORTCONV its conv state (n_embd, L - 1) (layers/shortconv.h). */
-enum { OXL_LAYER_ATTENTION = 0, OXL_LAYER_MAMBA2 = 1, OXL_LAYER_SHORTCONV = 2 };
+ * and SSM states (layers/ssm.h), SHORTCONV its conv state (n_embd, L - 1) (layers/shortconv.h), DELTANET its
+ * conv state and delta-rule state (layers/deltanet.h). */
+enum { OXL_LAYER_ATTENTION = 0, OXL_LAYER_MAMBA2 = 1, OXL_LAYER_SHORTCONV = 2, OXL_LAYER_DELTANET = 3 };
 
 /* How a router turns its logits into the chosen experts' weights (llama.cpp's expert_gating_func values):
  * SOFTMAX: softmax over all experts, the top k kept; SIGMOID: sigmoid of each, the top k kept;

@@ -12,10 +12,11 @@ from oxillama.models.moe import OLMoE, Qwen2Moe, Qwen3Moe
 from oxillama.models.phi3 import Phi3
 from oxillama.models.qwen2 import Qwen2
 from oxillama.models.qwen3 import Qwen3
+from oxillama.models.qwen3next import Qwen3Next
 from oxillama.models.starcoder2 import StarCoder2
 
 FAMILIES: tuple[type[Architecture], ...] = (Llama, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, StarCoder2, CommandR,
-                                            Qwen3Moe, Qwen2Moe, OLMoE, Mamba2, Lfm2)
+                                            Qwen3Moe, Qwen2Moe, OLMoE, Mamba2, Lfm2, Qwen3Next)
 ARCHITECTURES: dict[str, type[Architecture]] = {name: cls for cls in FAMILIES for name in cls.arch_names}
 
 __all__ = ["ARCHITECTURES", "Architecture", "ModelConfig", "architecture_for"]

@@ -111,6 +111,9 @@ class Architecture:
     expert_norm_topk = False
     shared_expert_gate = False  # the shared expert's output times sigmoid(ffn_gate_inp_shexp . x) (qwen2moe)
     out_norm_name = "output_norm"   # the final norm's tensor (lfm2: token_embd_norm)
+    ffn_norm_name = "ffn_norm"      # the FFN's pre-norm (qwen3next: post_attention_norm)
+    post_attn_norm_name = "post_attention_norm"   # a norm of the attention output (gemma2/3), or None
+    attn_q_rows_per_head = 1        # attn_q's rows per head, in head_dim (qwen3next: 2, [q | gate])
 
     def __init__(self, gguf: GGUFFile):
         self.gguf = gguf
@@ -249,7 +252,8 @@ class Architecture:
         if sc.kind == "yarn" and c.rope_base <= 1.0:
             raise ModelError(f"YaRN needs rope.freq_base > 1, got {c.rope_base}")
         # the first block's matrices against the hyper-parameters (the plan checks every block)
-        expect = {"attn_q.weight": c.q_dim, "attn_k.weight": c.kv_dim, "attn_v.weight": c.kv_dim,
+        expect = {"attn_q.weight": c.q_dim * self.attn_q_rows_per_head, "attn_k.weight": c.kv_dim,
+                  "attn_v.weight": c.kv_dim,
                   "ffn_down.weight": c.n_embd}
         for name, rows in expect.items():
             t = self.tensors.get(f"blk.0.{name}")
@@ -358,8 +362,9 @@ class Architecture:
             "bq": self.vector(p + "attn_q.bias"), "bk": self.vector(p + "attn_k.bias"),
             "bv": self.vector(p + "attn_v.bias"), "bo": self.vector(p + "attn_output.bias"),
             "q_norm": self.vector(p + "attn_q_norm.weight"), "k_norm": self.vector(p + "attn_k_norm.weight"),
-            "post_attn_norm": self.vector(p + "post_attention_norm.weight"),
-            "ffn_norm": None if self.parallel_residual else self.vector(p + "ffn_norm.weight", optional=False),
+            "post_attn_norm": self.vector(p + f"{self.post_attn_norm_name}.weight") if self.post_attn_norm_name else None,
+            "ffn_norm": (None if self.parallel_residual
+                         else self.vector(p + f"{self.ffn_norm_name}.weight", optional=False)),
             "ffn_norm_b": self.vector(p + "ffn_norm.bias"),
             "w_gate": (self.weight(p + "ffn_gate.weight", optional=True)
                        if self.gated_ffn and c.experts is None else None),

@@ -2,8 +2,8 @@
 
     python tests/models/make_hybrid_goldens.py
 
-Builds transformers' Lfm2ForCausalLM from the very weights tiny_hybrid.write_tiny_lfm2 writes (float32, eager
-attention), runs a 150-token prompt in one forward, and writes data/hybrid_goldens.npz: the tokens and, per
+Builds transformers' Lfm2ForCausalLM and Qwen3NextForCausalLM from the very weights tiny_hybrid.write_tiny_lfm2 and
+write_tiny_qwen3next write (float32, eager attention; Qwen3-Next's prefill in its chunked delta-rule form), runs a 150-token prompt in one forward, and writes data/hybrid_goldens.npz: the tokens and, per
 model, transformers' logits at every position, plus llama.cpp's (llama-cpp-python, F32 KV cache) on the GGUF
 file where it is installed, and the sha256 of the file, so test_hybrid.py can tell a drifted file from a wrong
 forward. The suite itself needs neither torch nor llama.cpp.
@@ -45,6 +45,20 @@ def lfm2_transformers(tokens: np.ndarray) -> np.ndarray:
     return out.logits[0].numpy().astype(np.float32)
 
 
+def qwen3next_transformers(tokens: np.ndarray) -> np.ndarray:
+    import torch
+    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+    config = Qwen3NextConfig(**tiny_hybrid.qwen3next_hf_config())
+    config._attn_implementation = "eager"
+    model = Qwen3NextForCausalLM(config).float().eval()
+    state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tiny_hybrid.qwen3next_hf_tensors().items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected and not missing, (missing, unexpected)
+    with torch.no_grad():
+        out = model(torch.from_numpy(tokens.astype(np.int64))[None], use_cache=False)
+    return out.logits[0].numpy().astype(np.float32)
+
+
 def llama_cpp_logits(path: str, tokens: np.ndarray):
     try:
         import llama_cpp
@@ -66,7 +80,15 @@ def main() -> None:
         ref = llama_cpp_logits(path, tokens)
         if ref is not None:
             out["lfm2/llama_cpp"] = ref
-            print("llama.cpp vs transformers: max |diff|", float(np.abs(ref - out["lfm2/transformers"]).max()))
+            print("lfm2 llama.cpp vs transformers: max |diff|", float(np.abs(ref - out["lfm2/transformers"]).max()))
+        path = tiny_hybrid.write_tiny_qwen3next(os.path.join(d, "qwen3next.gguf"))
+        out["qwen3next/transformers"] = qwen3next_transformers(tokens)
+        out["qwen3next/sha256"] = np.array(sha256(path))
+        ref = llama_cpp_logits(path, tokens)
+        if ref is not None:
+            out["qwen3next/llama_cpp"] = ref
+            print("qwen3next llama.cpp vs transformers: max |diff|",
+                  float(np.abs(ref - out["qwen3next/transformers"]).max()))
     np.savez_compressed(os.path.join(HERE, "data", "hybrid_goldens.npz"), **out)
     print({k: v.shape for k, v in out.items()})
 

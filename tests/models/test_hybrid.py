@@ -1,8 +1,9 @@
-"""LFM2 (short-convolution + attention hybrid) against transformers and llama.cpp, and its bad files.
+"""LFM2 (short convolutions + attention) and Qwen3-Next (gated DeltaNet + gated attention + MoE) against
+transformers and llama.cpp, through the engine, and their bad files.
 
-The tiny model is written at test time (tiny_hybrid.py); the reference logits were computed once by
-make_hybrid_goldens.py from the same weights (transformers' Lfm2ForCausalLM in float32; llama.cpp 0.3.36 on the
-GGUF file). The forward runs here through the C plan directly (ForwardContext with a recurrent-state pool),
+The tiny models are written at test time (tiny_hybrid.py); the reference logits were computed once by
+make_hybrid_goldens.py from the same weights (transformers' Lfm2ForCausalLM / Qwen3NextForCausalLM in float32;
+llama.cpp 0.3.36 on the GGUF files). The forward runs here through the C plan directly (ForwardContext with a recurrent-state pool),
 over a prompt of 150 tokens fed in chunks of 64 (crossing chunks, KV pages and the conv state).
 """
 import sys
@@ -26,6 +27,7 @@ PREFILL_CHUNK = 64
 # Q8_0 weights and activations, relative to the logits' largest magnitude (~45 here); achieved: max 0.057,
 # median row max 0.021, 96% of argmaxes kept
 TOL_Q8_MAX, TOL_Q8_MEDIAN, Q8_ARGMAX_AGREE = 0.1, 0.04, 0.9
+TOL_Q8_P90_MOE, Q8_ARGMAX_AGREE_MOE = 0.12, 0.75   # qwen3next: see test_qwen3next_quantized_stays_close
 
 
 class Rig:
@@ -241,3 +243,111 @@ def test_lfm2_chat_completion_runs(lfm2_chat_path):
     assert out["usage"]["prompt_tokens"] == len(llm.tokenize(
         b"<|startoftext|><|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n", add_bos=False, special=True))
     llm.close()
+
+
+# ---- Qwen3-Next ----
+
+@pytest.fixture(scope="module")
+def q3n_path(tmp_path_factory):
+    return tiny_hybrid.write_tiny_qwen3next(tmp_path_factory.mktemp("qwen3next") / "qwen3next.gguf")
+
+
+def test_qwen3next_reads_its_layer_kinds(q3n_path):
+    rig = Rig(q3n_path)
+    c = tiny_hybrid.Q3N
+    assert rig.plan.kinds == tiny_hybrid.Q3N_KINDS
+    conv_dim = 2 * c["n_k_heads"] * c["d_k"] + c["n_v_heads"] * c["d_v"]
+    layout = [(il, name, shape) for il, name, shape, _ in rig.plan.state_layout]
+    want = []
+    for il, kind in enumerate(tiny_hybrid.Q3N_KINDS):
+        if kind == "deltanet":
+            want += [(il, "conv", (conv_dim, c["conv_l"] - 1)), (il, "delta", (c["n_v_heads"], c["d_v"], c["d_k"]))]
+    assert layout == want
+
+
+def test_qwen3next_matches_transformers(q3n_path, goldens):
+    got = Rig(q3n_path).logits(goldens["tokens"], chunk=PREFILL_CHUNK)
+    ref = goldens["qwen3next/transformers"]
+    assert np.abs(got - ref).max() < TOL_F32
+    assert (got.argmax(-1) == ref.argmax(-1)).all()
+
+
+def test_qwen3next_matches_llama_cpp(q3n_path, goldens):
+    if "qwen3next/llama_cpp" not in goldens:
+        pytest.skip("the goldens were made without llama-cpp-python")
+    got = Rig(q3n_path).logits(goldens["tokens"], chunk=PREFILL_CHUNK)
+    assert np.abs(got - goldens["qwen3next/llama_cpp"]).max() < TOL_F32
+
+
+def test_qwen3next_the_delta_state_matters(q3n_path, goldens):
+    """Forgetting the delta-rule state (not the conv's) between chunks is visibly wrong."""
+    toks = goldens["tokens"][:128]
+    rig = Rig(q3n_path)
+    good = rig.logits(toks, chunk=64)
+    rig.logits(toks[:64])
+    for il, name, shape, off in rig.plan.state_layout:
+        if name == "delta":
+            rig.state.data[0, off:off + int(np.prod(shape))] = 0.0
+    lost = rig.logits(toks[64:], pos0=64)
+    assert np.abs(lost - good[64:]).max() > 100 * TOL_F32
+
+
+def test_qwen3next_quantized_stays_close(tmp_path, goldens):
+    """Q8_0 activations move the router's input: a few rows pick another expert (those differ by up to 45% of the
+    logits' scale, ~4 here), the rest stay close. Achieved: median row max 3.2% of the scale, 90th percentile
+    8.5%, 83% of argmaxes kept among these small, close logits."""
+    path = tiny_hybrid.write_tiny_qwen3next(tmp_path / "q8.gguf", qtype="Q8_0")
+    got = Rig(path).logits(goldens["tokens"], chunk=PREFILL_CHUNK)
+    ref = goldens["qwen3next/transformers"]
+    scale = np.abs(ref).max()
+    rows = np.abs(got - ref).max(-1)
+    assert np.median(rows) < TOL_Q8_MEDIAN * scale
+    assert np.percentile(rows, 90) < TOL_Q8_P90_MOE * scale
+    assert (got.argmax(-1) == ref.argmax(-1)).mean() >= Q8_ARGMAX_AGREE_MOE
+
+
+def test_qwen3next_through_the_engine(q3n_path, goldens, tmp_path):
+    from oxillama import InferenceEngine, Scheduler
+    with InferenceEngine.from_gguf(q3n_path, n_ctx=256, n_threads=2, kv_type="f32") as e:
+        toks = goldens["tokens"]
+        got = np.concatenate([e.forward(toks[i:i + 50], all_logits=True) for i in range(0, len(toks), 50)])
+        assert np.abs(got - goldens["qwen3next/transformers"]).max() < TOL_F32
+        # a snapshot resumes token for token
+        ids = toks[:40].tolist()
+        e.reset()
+        full = e.generate(ids, max_tokens=12, temperature=0).tokens
+        e.reset()
+        first = e.generate(ids, max_tokens=5, temperature=0).tokens
+        e.save(tmp_path / "s.oxl")
+        with InferenceEngine.resume(tmp_path / "s.oxl", q3n_path, n_threads=1) as r:
+            assert first + r.generate(None, max_tokens=7, temperature=0).tokens == full
+        # many sequences in the scheduler write what generate() writes
+        prompts = [toks[:n].tolist() for n in (5, 40, 17)]
+        with Scheduler(e, n_seq_max=2) as sched:
+            outs = [h.result(120) for h in [sched.submit(p, max_tokens=6, temperature=0) for p in prompts]]
+        for p, out in zip(prompts, outs):
+            e.reset()
+            assert out.tokens == e.generate(p, max_tokens=6, temperature=0).tokens
+
+
+Q = "qwen3next."
+Q3N_BAD = [
+    ({Q + "attention.recurrent_layers": [True, True, True]}, (), {}, Q + "attention.recurrent_layers"),
+    ({Q + "attention.recurrent_layers": [True, False, True, False]}, (), {}, Q + "attention.recurrent_layers"),
+    ({Q + "attention.recurrent_layers": None, Q + "full_attention_interval": 2}, (), {}, Q + "full_attention_interval"),
+    ({Q + "ssm.conv_kernel": 3}, (), {}, Q + "ssm.conv_kernel"),
+    ({Q + "ssm.conv_kernel": None}, (), {}, Q + "ssm.conv_kernel"),
+    ({Q + "ssm.state_size": 8}, (), {}, Q + "ssm.state_size"),
+    ({Q + "ssm.group_count": 3}, (), {}, Q + "ssm.group_count"),
+    ({Q + "ssm.time_step_rank": 2}, (), {}, Q + "ssm.time_step_rank"),
+    ({Q + "ssm.inner_size": 96}, (), {}, Q + "ssm.inner_size"),
+    ({}, (), {"blk.0.ssm_norm.weight": np.ones(8, np.float32)}, Q + "ssm.inner_size"),
+    ({}, (), {"blk.1.ssm_in.weight": np.zeros((8, tiny_hybrid.N_EMBD), np.float32)}, "ssm_in"),
+]
+
+
+@pytest.mark.parametrize("overrides, drop, reshape, key", Q3N_BAD)
+def test_bad_qwen3next_metadata_is_a_model_error_naming_the_key(tmp_path, overrides, drop, reshape, key):
+    path = tiny_hybrid.write_tiny_qwen3next(tmp_path / "bad.gguf", overrides=overrides, drop=drop, reshape=reshape)
+    with pytest.raises(ModelError, match=key.replace(".", r"\.")):
+        Model(GGUFFile(path))

@@ -1,7 +1,8 @@
-"""The invariant for models with recurrent layers (LFM2's short convolutions beside attention): a position's
-logits are the same floats whether its prompt goes whole, in chunks or token by token, alone or in a batched step
-beside other sequences, with 1 or 2 threads. The recurrent state carries exactly what a longer call would have
-read, and the conv sums in one order (csrc/layers/shortconv.h). Every comparison is exact (np.array_equal)."""
+"""The invariant for models with recurrent layers (LFM2's short convolutions, Qwen3-Next's gated DeltaNet, beside
+attention): a position's logits are the same floats whether its prompt goes whole, in chunks or token by token,
+alone or in a batched step beside other sequences, with 1 or 2 threads. The recurrent state carries exactly what a
+longer call would have read, and the kernels sum in one order (csrc/layers/shortconv.h, deltanet.h). Every
+comparison is exact (np.array_equal)."""
 import sys
 from pathlib import Path
 
@@ -26,9 +27,13 @@ def assert_same(a, b, what):
                     f"max |diff| {np.abs(a - b).max():.3g}")
 
 
-@pytest.fixture(scope="module", params=["F32", "Q8_0"])
+WRITERS = {"lfm2": tiny_hybrid.write_tiny_lfm2, "qwen3next": tiny_hybrid.write_tiny_qwen3next}
+
+
+@pytest.fixture(scope="module", params=["lfm2:F32", "lfm2:Q8_0", "qwen3next:F32", "qwen3next:Q8_0"])
 def path(request, tmp_path_factory):
-    return tiny_hybrid.write_tiny_lfm2(tmp_path_factory.mktemp("lfm2") / "lfm2.gguf", qtype=request.param)
+    family, qtype = request.param.split(":")
+    return WRITERS[family](tmp_path_factory.mktemp(family) / f"{family}.gguf", qtype=qtype)
 
 
 @pytest.fixture(scope="module")
