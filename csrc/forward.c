@@ -269,6 +269,12 @@ static void matmul_share(const oxl_kernel_table *kt, const oxl_weight *w, const 
     }
 }
 
+/* a branch's output times the layer's residual scale (granite), before it joins the residual stream */
+static void scale_residual(const oxl_layer *L, float *y, int n) {
+    if (L->residual_scale == 0.0f || L->residual_scale == 1.0f) return;
+    for (int i = 0; i < n; i++) y[i] *= L->residual_scale;
+}
+
 static void add_bias(float *y, const float *b, int n_rows, int cols, int64_t ld, int r0, int r1) {
     if (!b) return;
     for (int r = r0; r < r1; r++)
@@ -968,6 +974,7 @@ static void phase_ffn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L
         float *ti = F->tmp + i * n_embd, *xi = F->x + i * n_embd;
         add_bias(ti, L->bo, 1, n_embd, 0, 0, 1);
         if (L->post_attn_norm) norm_row(kt, m, ti, L->post_attn_norm, NULL, ti, n_embd);
+        scale_residual(L, ti, n_embd);
         if (L->parallel_residual) {
             /* ffn reads the same normed input as attention: recompute it, then x += attn */
             norm_row(kt, m, xi, L->attn_norm, L->attn_norm_b, F->xn + i * n_embd, n_embd);
@@ -1240,6 +1247,7 @@ static void phase_ffn_residual(const fwd_state *F, fwd_thread *T, const oxl_laye
         float *ti = F->tmp + i * n_embd;
         add_bias(ti, L->b_down, 1, n_embd, 0, 0, 1);
         if (L->post_ffn_norm) norm_row(F->kt, F->m, ti, L->post_ffn_norm, NULL, ti, n_embd);
+        scale_residual(L, ti, n_embd);
         F->kt->ops.add(F->x + i * n_embd, ti, n_embd);
     }
     /* the next layer starts with this thread's own rows again (norm, quantize), so only the
@@ -1335,7 +1343,10 @@ static void phase_ssm_out(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
                  T->nth);
     sync_threads(F, T);
     if (!L->w_up.data && L->n_expert == 0) {
-        for (int64_t i = T->t0; i < T->t1; i++) kt->ops.add(F->x + i * n_embd, F->tmp + i * n_embd, n_embd);
+        for (int64_t i = T->t0; i < T->t1; i++) {
+            scale_residual(L, F->tmp + i * n_embd, n_embd);
+            kt->ops.add(F->x + i * n_embd, F->tmp + i * n_embd, n_embd);
+        }
         if (il == F->m->n_layer - 1) sync_threads(F, T);
     }
 }

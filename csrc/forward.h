@@ -116,6 +116,8 @@ typedef struct {
      * and the attention output is multiplied by sigmoid(gate) before wo */
     int attn_gate;
     int64_t state_off;                       /* the layer's recurrent state within a slot (floats) */
+    float residual_scale;                    /* 0 (none) or multiplies the mixer's and the FFN's outputs before
+                                                each residual add (granite's residual_multiplier) */
 } oxl_layer;
 
 /* What a layer's mixer is (the norms, residuals and FFN around it are the same for every kind). A recurrent

@@ -157,6 +157,7 @@ cdef extern from "forward.h" nogil:
         oxl_deltanet dn
         int attn_gate
         int64_t state_off
+        float residual_scale
 
     enum: OXL_LAYER_ATTENTION
     enum: OXL_LAYER_MAMBA2

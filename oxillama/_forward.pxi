@@ -107,6 +107,7 @@ cdef class ForwardPlan:
                 m.n_ff_exp_max = max(m.n_ff_exp_max, L.n_ff_exp)
             L.post_ffn_norm = self._vec(ls.get("post_ffn_norm"), self.n_embd, p + "post_ffw_norm")
             L.act = _ACTS[ls.get("act", "silu")]
+            L.residual_scale = ls.get("residual_scale", 1.0)
         self.kinds = tuple(kinds)
         m.layers = self.layers
         m.n_ff_max = n_ff_max

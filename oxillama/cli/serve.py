@@ -5,7 +5,7 @@ import logging
 
 from oxillama import hub
 from oxillama.cli import _options as opt
-from oxillama.errors import InvalidArgumentError
+from oxillama.errors import InvalidArgumentError, OxillamaError
 
 
 def add_parser(sub) -> None:
@@ -15,10 +15,20 @@ def add_parser(sub) -> None:
                                    "/metrics. Requests are batched together (continuous batching); SIGINT/SIGTERM let running requests finish. "
                                    'Needs the server extra: pip install "oxillama[server]". It logs where it '
                                    "listens, the model, and one line per request on stderr (-q: warnings only).")
-    p.add_argument("-m", "--model", default=None,
+    p.add_argument("-m", "--model", action="append", default=None,
                    help=f"a GGUF path, a known model name ({', '.join(hub.KNOWN_MODELS)}) or a Hugging Face "
-                        "model hf://ORG/REPO[:QUANT]; "
-                        f"default: {hub.DEFAULT_MODEL}")
+                        "model hf://ORG/REPO[:QUANT]; repeat it to serve several models, which a request picks "
+                        "by its \"model\" field (the first is the default and loads at startup, the others on "
+                        f"first use); default: {hub.DEFAULT_MODEL}")
+    p.add_argument("--models-dir", default=None, metavar="DIR",
+                   help="also serve every .gguf file in DIR, each under its file's stem (loaded on first use)")
+    p.add_argument("--models-file", default=None, metavar="FILE",
+                   help="also serve the models FILE lists, one a line: NAME MODEL [aliases=A,B] [n_ctx=N] "
+                        "(MODEL a GGUF path relative to FILE, a known model or hf://ORG/REPO[:QUANT]; "
+                        "# comments); loaded on first use")
+    p.add_argument("--max-loaded", type=int, default=None, metavar="N",
+                   help="with several models: keep at most N loaded, unloading the least recently used idle "
+                        "one to load another (default: no limit)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free one)")
     p.add_argument("--parallel", "-np", type=int, default=8, metavar="N",
@@ -33,7 +43,9 @@ def add_parser(sub) -> None:
                    help="accept the keys listed in FILE, one a line, each optionally followed by its limits "
                         "rpm=N (requests a minute) and/or tpm=N (tokens a minute); over a limit: 429 with "
                         "Retry-After; an unknown key: 401 (blank lines and # comments ignored)")
-    p.add_argument("--alias", default=None, metavar="NAME", help="the model id clients see")
+    p.add_argument("--alias", action="append", default=None, metavar="NAME",
+                   help="the model id clients see (default: the file's stem); repeated, the i-th names the "
+                        "i-th -m")
     p.add_argument("--max-queue", type=int, default=None, metavar="N",
                    help="answer 429 when N requests already wait (default: no limit)")
     p.add_argument("--max-batch-tokens", type=int, default=512, metavar="N",
@@ -55,6 +67,11 @@ def add_parser(sub) -> None:
                    help="/v1/responses kept in memory for GET and previous_response_id: at most N and "
                         "--responses-store-mb MB of JSON; the oldest go first, 0 keeps none")
     p.add_argument("--responses-store-mb", type=int, default=64, metavar="MB", help="see --responses-store")
+    p.add_argument("--cache-ram", type=int, default=None, metavar="MiB",
+                   help="prompt cache: keep the K/V of finished requests, by token prefix, in up to MiB of RAM "
+                        "(least recently used out first), so a request that starts like an earlier one (the "
+                        "next turn of a conversation, a shared system prompt) runs only its new tokens; 0 turns "
+                        "it off (default: 8192, capped at a quarter of the memory available at start)")
     p.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
                    help="on SIGINT/SIGTERM, seconds running requests get to finish")
     p.add_argument("--log-format", choices=("text", "json"), default="text",
@@ -85,6 +102,11 @@ def run(args) -> int:
         raise InvalidArgumentError(f"--max-decode-slowdown must be > 1, got {args.max_decode_slowdown}")
     if args.responses_store < 0 or args.responses_store_mb < 0:
         raise InvalidArgumentError("--responses-store and --responses-store-mb must be >= 0")
+    if args.cache_ram is not None and args.cache_ram < 0:
+        raise InvalidArgumentError(f"--cache-ram must be >= 0 (MiB; 0 turns the prompt cache off), "
+                                   f"got {args.cache_ram}")
+    if args.max_loaded is not None and args.max_loaded < 1:
+        raise InvalidArgumentError(f"--max-loaded must be >= 1, got {args.max_loaded}")
     if args.max_body_mb < 1:
         raise InvalidArgumentError(f"--max-body-mb must be >= 1, got {args.max_body_mb}")
     if not 0 <= args.port <= 65535:
@@ -111,18 +133,71 @@ def run(args) -> int:
         except ModuleNotFoundError as e:
             raise InvalidArgumentError(f'`oxillama serve --replicas` needs the ray extra ({e.name} is missing): '
                                        'pip install "oxillama[ray]"') from None
-    model = str(hub.resolve_model(args.model))      # fetch a known model before the port opens
+    specs = _model_specs(args)
+    if scale is not None and len(specs) > 1:
+        raise InvalidArgumentError("--replicas/--autoscale serve one model: give -m once")
+    model = specs[0].path
     config = ServerConfig(model=model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.n_ctx,
                           threads=args.threads, api_key=args.api_key, api_keys=api_keys,
-                          alias=args.alias or _default_alias(args.model),
+                          alias=specs[0].name, models=specs if len(specs) > 1 or args.models_file else (),
+                          max_loaded=args.max_loaded,
                           max_queue=args.max_queue, max_batch_tokens=args.max_batch_tokens,
                           max_decode_slowdown=args.max_decode_slowdown,
                           drain_timeout=args.drain_timeout, loras=_lora_options(args.lora),
                           max_body_mb=args.max_body_mb, reasoning_format=args.reasoning_format,
-                          responses_store=args.responses_store, responses_store_mb=args.responses_store_mb)
+                          responses_store=args.responses_store, responses_store_mb=args.responses_store_mb,
+                          cache_ram_mb=args.cache_ram)
     if scale is not None:
         return serve_replicated(config, scale)
     return serve(config)
+
+
+def _model_specs(args) -> tuple:
+    """ModelSpec of every -m (known models fetched now, before the port opens), --models-file line and
+    --models-dir file; names from --alias (in order), else each file's stem; names and aliases unique."""
+    import os
+    from pathlib import Path
+
+    from oxillama.server.model_slots import ModelSpec
+    models = list(args.model or [])
+    aliases = list(args.alias or [])
+    if len(aliases) > max(len(models), 1):
+        raise InvalidArgumentError(f"{len(aliases)} --alias for {len(models)} -m: the i-th --alias names the i-th -m")
+    if not models and args.models_dir is None and args.models_file is None:
+        models = [None]
+    specs, seen = [], set()
+    for i, model in enumerate(models):
+        path = str(hub.resolve_model(model))
+        name = aliases[i] if i < len(aliases) else (_default_alias(model) or _stem(path))
+        specs.append(ModelSpec(name, path))
+    if args.models_file is not None:
+        from oxillama.server.model_slots import parse_models_file
+        for name, model, aliases, n_ctx in parse_models_file(args.models_file):
+            try:
+                path = hub.resolve_model(model)
+            except OxillamaError as e:
+                raise type(e)(f"--models-file {args.models_file}, model {name!r}: {e}") from None
+            specs.append(ModelSpec(name, str(path), aliases, n_ctx))
+    if args.models_dir is not None:
+        if not os.path.isdir(args.models_dir):
+            raise InvalidArgumentError(f"--models-dir {args.models_dir!r} is not a directory")
+        found = sorted(Path(args.models_dir).glob("*.gguf"))
+        if not found and not specs:
+            raise InvalidArgumentError(f"--models-dir {args.models_dir!r} holds no .gguf file")
+        for path in found:
+            if str(path.resolve()) not in {str(Path(s.path).resolve()) for s in specs}:
+                specs.append(ModelSpec(path.stem, str(path)))
+    for spec in specs:
+        for name in (spec.name, *spec.aliases):
+            if name in seen:
+                raise InvalidArgumentError(f"two models are served as {name!r}: give each its own --alias")
+            seen.add(name)
+    return tuple(specs)
+
+
+def _stem(path: str) -> str:
+    from pathlib import Path
+    return Path(path).stem if path.endswith(".gguf") else path
 
 
 def _lora_options(values: list[str]) -> tuple:

@@ -5,6 +5,7 @@ from oxillama.errors import UnsupportedArchitectureError
 from oxillama.models.base import Architecture, ModelConfig
 from oxillama.models.command_r import CommandR
 from oxillama.models.gemma import Gemma, Gemma2, Gemma3
+from oxillama.models.granite import GraniteHybrid
 from oxillama.models.lfm2 import Lfm2
 from oxillama.models.llama import Llama
 from oxillama.models.mamba2 import Mamba2
@@ -16,7 +17,7 @@ from oxillama.models.qwen3next import Qwen3Next
 from oxillama.models.starcoder2 import StarCoder2
 
 FAMILIES: tuple[type[Architecture], ...] = (Llama, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, StarCoder2, CommandR,
-                                            Qwen3Moe, Qwen2Moe, OLMoE, Mamba2, Lfm2, Qwen3Next)
+                                            Qwen3Moe, Qwen2Moe, OLMoE, Mamba2, GraniteHybrid, Lfm2, Qwen3Next)
 ARCHITECTURES: dict[str, type[Architecture]] = {name: cls for cls in FAMILIES for name in cls.arch_names}
 
 __all__ = ["ARCHITECTURES", "Architecture", "ModelConfig", "architecture_for"]

@@ -182,6 +182,17 @@ class SequencePool:
         child.loras = list(parent.loras)   # its cached positions were computed with them
         return child_id
 
+    def rows(self, seq_id: int, tokens) -> "SequenceRows":
+        """The sequence's K/V as rows (the KVCache read/write/truncate interface), for a PrefixKvCache to
+        copy out of and back into; tokens: the ids of the positions rows may be written at."""
+        self._seq(seq_id)
+        return SequenceRows(self, seq_id, tokens)
+
+    def _slots(self, s: _Sequence, start: int, stop: int) -> np.ndarray:
+        """Pool row of each of s's positions [start, stop)."""
+        pos = np.arange(start, stop)
+        return s.pages[pos // self.page_size].astype(np.int64) * self.page_size + pos % self.page_size
+
     def set_loras(self, seq_id: int, loras) -> None:
         """The LoRA adapters ([(LoraAdapter, scale)] or adapters) applied to the sequence's next tokens;
         sequences with different adapters (or none) run in the same step."""
@@ -334,3 +345,59 @@ class SequencePool:
     def __repr__(self):
         return (f"SequencePool(n_seq_max={self.n_seq_max}, n_ctx={self.n_ctx}, n_pages={self.n_pages}, "
                 f"free_pages={self.free_pages}, live={len(self._seqs)})")
+
+
+class SequenceRows:
+    """One pool sequence seen as a KVCache of rows (n_layer, n, kv_dim) for PrefixKvCache.
+
+    The rows are the pool's stored bytes (f16/f32 values, or q8_0 blocks as uint8, kv_dim then being
+    the bytes of a position's K in one layer), so a copy out and back is exact: a restored position
+    gives the same logits, bit for bit, as the forward that computed it."""
+
+    def __init__(self, pool: SequencePool, seq_id: int, tokens):
+        self.pool, self.seq_id = pool, seq_id
+        self.tokens = [int(t) for t in tokens]
+        self.n_layer, n_head_kv, _, width = pool.k.shape
+        self.kv_dim = n_head_kv * width
+        self.dtype = pool.k.dtype
+
+    @property
+    def n_past(self) -> int:
+        return self.pool.n_past(self.seq_id)
+
+    def truncate(self, n: int) -> None:
+        self.pool.truncate(self.seq_id, n)
+
+    def read(self, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        s = self.pool._seq(self.seq_id)
+        stop = len(s.tokens) if stop is None else stop
+        if not 0 <= start <= stop <= len(s.tokens):
+            raise InvalidArgumentError(f"positions [{start}, {stop}) are not within the cached [0, {len(s.tokens)})")
+        at = self.pool._slots(s, start, stop)
+        n = stop - start
+        return tuple(np.ascontiguousarray(a[:, :, at].transpose(0, 2, 1, 3)).reshape(self.n_layer, n, self.kv_dim)
+                     for a in (self.pool.k, self.pool.v))
+
+    def write(self, k: np.ndarray, v: np.ndarray, pos0: int = 0) -> None:
+        """Set positions [pos0, pos0 + n) to the rows (later ones are dropped); their tokens are
+        self.tokens[pos0:pos0 + n]. Takes pages from the pool (KVPoolExhaustedError: nothing changed)."""
+        pool, s = self.pool, self.pool._seq(self.seq_id)
+        n = k.shape[1] if k.ndim == 3 else -1
+        for name, a in (("k", k), ("v", v)):
+            if a.shape != (self.n_layer, n, self.kv_dim) or a.dtype != self.dtype:
+                raise InvalidArgumentError(f"{name} rows must be ({self.n_layer}, n, {self.kv_dim}) {self.dtype}, "
+                                           f"got {a.shape} {a.dtype}")
+        if not 0 <= pos0 <= len(s.tokens) or pos0 + n > min(len(self.tokens), pool.n_ctx):
+            raise InvalidArgumentError(f"rows for positions [{pos0}, {pos0 + n}) do not follow the sequence's "
+                                       f"{len(s.tokens)} positions within its {len(self.tokens)} tokens")
+        if pos0 < len(s.tokens):
+            pool.truncate(self.seq_id, pos0)
+        if pool.pages_needed(self.seq_id, n) > pool.free_pages:
+            raise KVPoolExhaustedError(f"writing {n} positions needs {pool.pages_needed(self.seq_id, n)} KV pages, "
+                                       f"{pool.free_pages} are free")
+        pool._prepare(s, n)
+        at = pool._slots(s, pos0, pos0 + n)
+        _, n_head_kv, _, width = pool.k.shape
+        pool.k[:, :, at] = k.reshape(self.n_layer, n, n_head_kv, width).transpose(0, 2, 1, 3)
+        pool.v[:, :, at] = v.reshape(self.n_layer, n, n_head_kv, width).transpose(0, 2, 1, 3)
+        s.tokens.extend(self.tokens[pos0:pos0 + n])

@@ -6,9 +6,14 @@ sends one long system prompt with many user turns stores it once and, for each r
 cached rows into the engine's cache and runs only the rest of the prompt.
 
 Tree: each edge is labelled with a run of token ids and owns the K/V rows of those positions,
-(n_layer, len(run), kv_dim) each; a node's depth is the prefix length at its end. Inserting a prompt
+(n_layer, len(run), kv_dim) each; a node's depth is the prefix length at its end. A node may also hold
+a state blob (any object with nbytes, e.g. a recurrent layer's state after its last position), which
+counts in the byte budget and goes with the node. Inserting a prompt
 that diverges inside an edge splits it. Under a byte budget the least recently used leaves are
 evicted first, so shared prefixes (internal nodes) outlive the suffixes hanging off them.
+
+Any KVCache serves as source or destination: an engine's ContiguousKVCache, or one sequence of a
+SequencePool seen through SequencePool.rows() (the Scheduler's prompt cache, `oxillama serve --cache-ram`).
 """
 from __future__ import annotations
 
@@ -26,11 +31,12 @@ DEFAULT_MAX_BYTES = 256 * 2**20
 
 
 class _Node:
-    __slots__ = ("tokens", "k", "v", "children", "parent", "depth", "last_used")
+    __slots__ = ("tokens", "k", "v", "state", "children", "parent", "depth", "last_used")
 
     def __init__(self, tokens: np.ndarray, k, v, parent: "_Node | None", depth: int, last_used: int):
         self.tokens = tokens        # (n,) int32 edge label
         self.k, self.v = k, v       # (n_layer, n, kv_dim) each, positions [depth - n, depth)
+        self.state = None           # optional blob (with .nbytes) valid after position depth - 1
         self.children: dict[int, _Node] = {}
         self.parent = parent
         self.depth = depth
@@ -38,7 +44,8 @@ class _Node:
 
     @property
     def nbytes(self) -> int:
-        return 0 if self.k is None else self.k.nbytes + self.v.nbytes
+        rows = 0 if self.k is None else self.k.nbytes + self.v.nbytes
+        return rows + int(getattr(self.state, "nbytes", 0))
 
 
 @dataclass
@@ -48,6 +55,7 @@ class PrefixCacheStats:
     hit_tokens: int = 0      # prefill positions skipped thanks to the cache
     inserted_tokens: int = 0
     evicted_tokens: int = 0
+    evictions: int = 0       # entries (tree leaves) dropped to stay within max_bytes
 
 
 def _common_len(a: np.ndarray, b: np.ndarray) -> int:
@@ -115,9 +123,10 @@ class PrefixKvCache:
 
     # ---- updates ----
 
-    def insert(self, tokens, source: KVCache) -> int:
+    def insert(self, tokens, source: KVCache, state=None) -> int:
         """Store the K/V rows of tokens[0:len) read from `source` (which must hold them at those
-        positions); only the part not cached yet is copied. Returns the number of new positions."""
+        positions); only the part not cached yet is copied. Returns the number of new positions.
+        state, if given, is kept with the node ending at len(tokens) (see the module docstring)."""
         ids = _as_ids(tokens)
         if len(ids) > source.n_past:
             raise InvalidArgumentError(f"the source cache holds {source.n_past} positions, fewer than the "
@@ -142,6 +151,11 @@ class PrefixKvCache:
             node, i = child, i + used
         else:
             added = 0
+        if state is not None and ids.size:
+            end = self._walk(ids)[-1][0]          # the node whose edge ends at len(ids)
+            self.nbytes -= end.nbytes
+            end.state = state
+            self.nbytes += end.nbytes
         self._evict()
         return added
 
@@ -200,6 +214,7 @@ class PrefixKvCache:
             del victim.parent.children[int(victim.tokens[0])]
             self.nbytes -= victim.nbytes
             self.stats.evicted_tokens += len(victim.tokens)
+            self.stats.evictions += 1
             log.debug("prefix cache evicted %d positions (depth %d)", len(victim.tokens), victim.depth)
 
     def _check_layout(self, cache: KVCache) -> None:

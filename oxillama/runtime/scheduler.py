@@ -23,7 +23,11 @@ A background thread owns the SequencePool and runs steps. Each step, as vLLM's s
    same Decoder.advance as InferenceEngine.generate() (oxillama.runtime.decode).
 
 A new request whose prompt starts with the tokens cached by a live sequence forks it (the pages are
-shared) and runs only the rest. A request's life: WAITING -> PREFILL -> DECODE -> finished ("stop",
+shared) and runs only the rest. With a prompt_cache (a PrefixKvCache: `oxillama serve --cache-ram`), the
+K/V of every finished request (prompt and output) are kept there too, and a request whose prompt starts
+with a longer cached prefix than any live sequence holds has those rows copied into its pages: the next
+turn of a conversation, or a shared system prompt, prefills only what is new. The rows copied are the
+bytes the forward wrote, so the logits are the same, bit for bit, as a cold run's. A request's life: WAITING -> PREFILL -> DECODE -> finished ("stop",
 "length" or "cancelled"); preemption sends it back to WAITING.
 
 The pool's forward gives every position the same logits whatever the shape of the step (the project's
@@ -48,6 +52,7 @@ from oxillama.lora import check_loras
 from oxillama.runtime.batch import SequencePool
 from oxillama.runtime.completion import Timings, Usage
 from oxillama.runtime.decode import Decoder
+from oxillama.runtime.prefix_cache import PrefixKvCache
 from oxillama.runtime.request import Request
 
 log = logging.getLogger("oxillama.scheduler")
@@ -219,12 +224,15 @@ class Scheduler:
     many times a decode-only step (None, the default: only max_batch_tokens limits the prefill).
     max_queue: waiting requests before submit() raises QueueFullError (None: unbounded).
     n_ctx: per-sequence context (default engine.n_ctx). n_pages: KV pages of the pool (default: room
-    for n_seq_max full contexts). pool: a SequencePool to use instead of a new one.
+    for n_seq_max full contexts). pool: a SequencePool to use instead of a new one. prompt_cache: a
+    PrefixKvCache keeping finished requests' K/V for later prompts (None: only live sequences are shared);
+    it then belongs to this scheduler's thread.
     """
 
     def __init__(self, engine, *, n_seq_max: int = 8, max_batch_tokens: int = 512,
                  max_decode_slowdown: float | None = None, max_queue: int | None = None, n_ctx: int | None = None,
-                 n_pages: int | None = None, pool: SequencePool | None = None):
+                 n_pages: int | None = None, pool: SequencePool | None = None,
+                 prompt_cache: PrefixKvCache | None = None):
         for name, v in (("n_seq_max", n_seq_max), ("max_batch_tokens", max_batch_tokens)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidArgumentError(f"{name} must be an int >= 1, got {v!r}")
@@ -240,6 +248,10 @@ class Scheduler:
         self.n_seq_max = self.pool.n_seq_max
         self.n_ctx = self.pool.n_ctx
         self.max_batch_tokens, self.max_queue = max_batch_tokens, max_queue
+        if prompt_cache is not None and not isinstance(prompt_cache, PrefixKvCache):
+            raise InvalidArgumentError(f"prompt_cache must be a PrefixKvCache or None, "
+                                       f"got {type(prompt_cache).__name__}")
+        self.prompt_cache = prompt_cache
         self.max_decode_slowdown = None if max_decode_slowdown is None else float(max_decode_slowdown)
         # running estimates (seconds) of a decode-only step's forward and of one prefill token's share of
         # a step, for max_decode_slowdown; None until a step has shown them
@@ -382,6 +394,9 @@ class Scheduler:
         request_success_total (by finish reason), request_failure_total, prefix_cache_hits_total (prompt
         tokens shared with live sequences), num_preemptions_total, and the step timing: num_steps_total,
         step_time_total (s, whole steps), forward_time_total (s, inside pool.step), step_tokens_total.
+        With a prompt_cache: prompt_cache_hits_total / prompt_cache_misses_total (admissions it did / did
+        not supply positions to), prompt_cache_hit_tokens_total, prompt_cache_bytes, prompt_cache_max_bytes,
+        prompt_cache_evictions_total (entries dropped for room), prompt_cache_evicted_tokens_total.
         Per-request latencies are in each handle's stats; add_listener() sees every finished one.
         """
         with self._lock:
@@ -394,6 +409,13 @@ class Scheduler:
         if rec is not None:   # a recurrent model: its state slots too (one per live sequence)
             m["recurrent_state_usage_perc"] = rec.n_used / rec.n_slots
             m["recurrent_state_bytes"] = rec.n_used * rec.slot_bytes
+        cache = self.prompt_cache
+        if cache is not None:
+            st = cache.stats
+            m.update(prompt_cache_hits_total=st.hits, prompt_cache_misses_total=st.misses,
+                     prompt_cache_hit_tokens_total=st.hit_tokens, prompt_cache_bytes=cache.nbytes,
+                     prompt_cache_max_bytes=cache.max_bytes, prompt_cache_evictions_total=st.evictions,
+                     prompt_cache_evicted_tokens_total=st.evicted_tokens)
         return m
 
     def slots(self) -> list[dict]:
@@ -521,8 +543,10 @@ class Scheduler:
             r = self._waiting[0]
             if r.handle._cancelled:
                 break               # finished at the next step
-            if not self._admit(r):
+            taken = self._admit(r, free)
+            if taken is None:
                 break
+            free -= taken
             take = self._chunk(r, budget, free)
             if not take:
                 self._unadmit(r)
@@ -576,8 +600,10 @@ class Scheduler:
             take = max(fit, 0) if fit < take else 0
         return max(take, 0)
 
-    def _admit(self, r: _Request) -> bool:
-        """Give r a sequence, forking the live one that caches the longest prefix of its tokens."""
+    def _admit(self, r: _Request, free_pages: int) -> int | None:
+        """Give r a sequence, forking the live one that caches the longest prefix of its tokens, then
+        copying a longer one from the prompt cache if it has one and free_pages allow it with a page to
+        spare for the rest. Returns the pages taken, None when no sequence slot is free."""
         best, shared = None, 0
         for other in self._running:
             if other.lora_key != r.lora_key:   # cached K/V computed with other adapters
@@ -589,9 +615,11 @@ class Scheduler:
         try:
             r.seq = self.pool.fork(best.seq, shared) if best is not None else self.pool.add()
         except BatchError:
-            return False
+            return None
         if r.loras:
             self.pool.set_loras(r.seq, r.loras)
+        free_before = self.pool.free_pages
+        shared = self._restore(r, shared, free_pages)
         r.n_cached = shared
         r.state = PREFILL
         r.admitted_at = next(self._admissions)
@@ -604,7 +632,33 @@ class Scheduler:
             if first:
                 self._m["prompt_tokens_total"] += r.n_prompt
                 self._m["prefix_cache_hits_total"] += min(shared, r.n_prompt)
-        return True
+        return free_before - self.pool.free_pages
+
+    def _restore(self, r: _Request, shared: int, free_pages: int) -> int:
+        """Positions of r's sequence cached once the prompt cache has added what it holds beyond the
+        `shared` ones (all but the last known token: its logits are needed)."""
+        cache = self.prompt_cache
+        if cache is None or r.lora_key:     # the cache keys on tokens: rows made with adapters stay out
+            return shared
+        if self.pool.recurrent is not None:  # K/V rows alone cannot resume a recurrent state
+            return shared
+        ids = r.known[:len(r.known) - 1]
+        n = cache.match(ids)
+        if n > shared and self.pool.pages_needed(r.seq, n - shared + 1) > free_pages:
+            return shared                   # no room now: run the prompt rather than wait
+        return cache.restore(ids, self.pool.rows(r.seq, ids), start=shared)
+
+    def _remember(self, r: _Request) -> None:
+        """Put the K/V of r's cached positions into the prompt cache (r's sequence is still live)."""
+        if self.prompt_cache is None or r.lora_key or r.seq is None or self.pool.recurrent is not None:
+            return
+        tokens = self.pool.tokens(r.seq)
+        if not tokens:
+            return
+        try:
+            self.prompt_cache.insert(tokens, self.pool.rows(r.seq, tokens))
+        except OxillamaError as e:      # a cache problem must not fail the request that just finished
+            log.warning("could not keep request %s in the prompt cache: %s", r.handle.id, e)
 
     def _unadmit(self, r: _Request) -> None:
         self.pool.remove(r.seq)
@@ -655,6 +709,8 @@ class Scheduler:
             if text:
                 r.handle._push(text, mark=len(r.decoder.tokens))
         if r.seq is not None:
+            if error is None:
+                self._remember(r)
             self.pool.remove(r.seq)
             r.seq = None
         r.state = FINISHED

@@ -15,7 +15,8 @@ the target's first n layers) and `NGramDrafter` (prompt lookup: the tokens that 
 n-gram where it occurred earlier in the prompt or output; its q is a point mass on the proposal).
 
 Rollback: after a round both KV caches are truncated to the kept tokens (engine.truncate); the
-history is never re-run.
+history is never re-run. A recurrent model's state goes back to the checkpoint taken at the start of the round
+and runs the kept tokens again (only when a draft was rejected).
 """
 from __future__ import annotations
 
@@ -164,6 +165,9 @@ def _sync_cache(engine, seq: np.ndarray) -> np.ndarray:
         a = np.asarray(cached[:n])
         n = int(np.argmax(a != seq[:n]))
     engine.truncate(n)
+    # a recurrent model's state cannot be truncated: remember it here, where the round's rollback returns to
+    # (it then runs only the kept tokens after it again); a no-op for attention-only models
+    engine.checkpoint()
     return seq[n:]
 
 

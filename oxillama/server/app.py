@@ -1,8 +1,10 @@
 """The FastAPI app and the process around it.
 
-Startup binds the port at once and loads the model on a worker thread (/health answers 503 until the
-scheduler runs). Every generation goes through one `Scheduler` whose thread runs the forwards; the event
-loop only submits, awaits and streams. SIGINT/SIGTERM drain: no new connections, running requests get
+Startup binds the port at once and loads the (default) model on a worker thread (/health answers 503
+until its scheduler runs). Every generation goes through its model's `Scheduler`, whose thread runs the
+forwards; the event loop only submits, awaits and streams. With several models (-m repeated), the others
+load on first use and the least recently used idle one unloads beyond --max-loaded
+(oxillama.server.model_slots). SIGINT/SIGTERM drain: no new connections, running requests get
 `drain_timeout` seconds to finish (then are cancelled), the scheduler stops, and the process exits 0.
 """
 from __future__ import annotations
@@ -27,28 +29,46 @@ server_log = logging.getLogger("oxillama.server")     # what `oxillama serve` sa
 
 
 def load(state: ServerState) -> None:
-    """Load the engine and start the scheduler (blocking; runs on a worker thread at startup)."""
-    from oxillama.runtime import InferenceEngine
+    """Load the default model and start its scheduler (blocking; runs on a worker thread at startup)."""
+    load_slot(state, state.default)
+    state.started = True
+
+
+def load_slot(state: ServerState, slot) -> None:
+    """Load one served model: its engine, adapters (the default model's), prompt cache and scheduler."""
+    from oxillama.runtime import InferenceEngine, PrefixKvCache
     from oxillama.runtime.scheduler import Scheduler
+    from oxillama.server.model_slots import FAILED, LOADED, LOADING
 
     c = state.config
-    engine = InferenceEngine.from_gguf(c.model, n_ctx=c.n_ctx, n_threads=c.threads)
+    slot.status = LOADING
     try:
-        state.loras = load_adapters(engine, c.loras)
+        engine = InferenceEngine.from_gguf(slot.spec.path, n_ctx=slot.spec.n_ctx or c.n_ctx, n_threads=c.threads)
+    except BaseException as e:
+        slot.status, slot.load_error = FAILED, f"{type(e).__name__}: {e}"
+        raise
+    try:
+        slot.loras = load_adapters(engine, c.loras) if slot.default else {}
+        # --cache-ram is the whole process's: each model gets its share
+        cache_bytes = c.cache_ram_bytes() // len(state.slots)
+        prompt_cache = PrefixKvCache(max_bytes=cache_bytes) if cache_bytes else None
         scheduler = Scheduler(engine, n_seq_max=c.parallel, max_batch_tokens=c.max_batch_tokens,
                               max_decode_slowdown=c.max_decode_slowdown, max_queue=c.max_queue,
-                              n_ctx=c.n_ctx or None)
-        state.metrics.attach(scheduler)
+                              n_ctx=slot.spec.n_ctx or c.n_ctx or None, prompt_cache=prompt_cache)
+        state.metrics.attach(scheduler, slot.name)
         if state.keys is not None:
             scheduler.add_listener(state.keys.observe)
         scheduler.start()
-    except BaseException:
+    except BaseException as e:
         engine.close()
+        slot.status, slot.load_error = FAILED, f"{type(e).__name__}: {e}"
         raise
-    state.engine = engine
-    state.scheduler = scheduler
+    slot.engine, slot.scheduler = engine, scheduler
+    slot.status, slot.load_error = LOADED, None
+    slot.loads += 1
+    slot.touch()
     server_log.info("model %s loaded as %r: n_ctx %d per sequence, %d parallel sequences, %d threads",
-                    c.model, state.model_name, scheduler.n_ctx, c.parallel, engine.n_threads)
+                    slot.spec.path, slot.name, scheduler.n_ctx, c.parallel, engine.n_threads)
 
 
 def load_adapters(engine, loras) -> dict:
@@ -69,13 +89,10 @@ def load_adapters(engine, loras) -> dict:
 
 
 def unload(state: ServerState) -> None:
-    scheduler, engine = state.scheduler, state.engine
-    state.scheduler = None
-    if scheduler is not None:
-        scheduler.stop()
-    if engine is not None:
-        engine.close()
-        state.engine = None
+    from oxillama.server.model_slots import unload_slot
+    for slot in state.slots:
+        if slot.scheduler is not None or slot.engine is not None:
+            unload_slot(state, slot)
 
 
 def create_app(config: ServerConfig, *, on_load_error=None, load_before_serving: bool = False) -> FastAPI:
@@ -214,10 +231,9 @@ class DrainingServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame) -> None:
         if not self.should_exit:
             running = 0
-            scheduler = self.state.scheduler if self.state is not None else None
-            if scheduler is not None:
+            for scheduler in self.state.schedulers() if self.state is not None else ():
                 metrics = scheduler.metrics()
-                running = metrics["num_requests_running"] + metrics["num_requests_waiting"]
+                running += metrics["num_requests_running"] + metrics["num_requests_waiting"]
             if running:
                 server_log.info("shutting down: %d running requests get up to %.0f s to finish (Ctrl-C again to "
                                 "stop them now)", running, self.state.config.drain_timeout)

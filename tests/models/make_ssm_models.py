@@ -88,7 +88,7 @@ def write_gguf(path: str, arch: str, metadata: dict, tensors: dict) -> None:
     for key, value in metadata.items():
         is_int = isinstance(value, int) and not isinstance(value, bool)
         w.add_metadata(f"{arch}.{key}" if not key.startswith("general.") else key, value,
-                       type="UINT32" if is_int else None)
+                       type="UINT32" if is_int else None)   # llama.cpp reads integer keys as UINT32
     for key, value in _minimal_vocab(N_VOCAB).items():
         w.add_metadata(key, value)
     for name, data in tensors.items():
@@ -126,7 +126,82 @@ def make_mamba2() -> None:
     print(f"mamba2: logits {logits.shape}, |logit| max {np.abs(logits).max():.2f}, std {logits.std():.3f}")
 
 
-MODELS = {"mamba2": make_mamba2}
+GRANITE = dict(vocab_size=N_VOCAB, hidden_size=64, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+               num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=40,
+               layer_types=["mamba", "mamba", "attention", "mamba"], mamba_n_heads=8, mamba_n_groups=2,
+               mamba_d_state=16, mamba_d_conv=4, mamba_expand=2, mamba_chunk_size=32, embedding_multiplier=2.0,
+               logits_scaling=4.0, residual_multiplier=0.5, attention_multiplier=0.1, position_embedding_type=None,
+               rms_norm_eps=1e-5, tie_word_embeddings=False, max_position_embeddings=256,
+               bos_token_id=N_VOCAB - 2, eos_token_id=N_VOCAB - 1, pad_token_id=0)
+
+
+def make_granitehybrid() -> None:
+    """Granite 4.0-H's layout (convert_hf_to_gguf.py's GraniteHybridModel): Mamba-2 blocks and one attention block
+    (NoPE), each followed by 4 experts (2 used) and a shared expert; every Granite multiplier away from 1."""
+    import torch
+    import transformers
+    cfg = transformers.GraniteMoeHybridConfig(**GRANITE)
+    torch.manual_seed(SEED)
+    model = transformers.GraniteMoeHybridForCausalLM(cfg).float().eval()
+    randomize(model, torch, SEED + 1)
+    with torch.no_grad():   # the experts' stacked weights are 3-D: N(0, 1/fan_in) as the matrices
+        g = torch.Generator().manual_seed(SEED + 2)
+        for layer in model.model.layers:
+            ex = layer.block_sparse_moe.experts
+            ex.gate_up_proj.copy_(torch.randn(ex.gate_up_proj.shape, generator=g) * ex.gate_up_proj.shape[2] ** -0.5)
+            ex.down_proj.copy_(torch.randn(ex.down_proj.shape, generator=g) * ex.down_proj.shape[2] ** -0.5)
+    ids = tokens()
+    with torch.no_grad():
+        logits = model(torch.from_numpy(ids)[None], use_cache=False).logits[0].float().numpy()
+    d_inner = cfg.mamba_expand * cfg.hidden_size
+    kinds = cfg.layers_block_type
+    ff, sff = cfg.intermediate_size, cfg.shared_intermediate_size
+    meta = {"context_length": 1 << 20, "embedding_length": cfg.hidden_size, "feed_forward_length": ff,
+            "attention.head_count": cfg.num_attention_heads,
+            "attention.head_count_kv": np.array([0 if k == "linear_attention" else cfg.num_key_value_heads
+                                                 for k in kinds], dtype=np.uint32),
+            "block_count": cfg.num_hidden_layers, "attention.layer_norm_rms_epsilon": float(cfg.rms_norm_eps),
+            "expert_count": cfg.num_local_experts, "expert_used_count": cfg.num_experts_per_tok,
+            "expert_shared_feed_forward_length": sff, "attention.scale": float(cfg.attention_multiplier),
+            "embedding_scale": float(cfg.embedding_multiplier), "residual_scale": float(cfg.residual_multiplier),
+            "logit_scale": float(cfg.logits_scaling), "rope.scaling.finetuned": False,
+            "ssm.conv_kernel": cfg.mamba_d_conv, "ssm.inner_size": d_inner, "ssm.state_size": cfg.mamba_d_state,
+            "ssm.time_step_rank": cfg.mamba_n_heads, "ssm.group_count": cfg.mamba_n_groups}
+    m = model.model
+    tensors = {"token_embd.weight": _np(m.embed_tokens.weight), "output_norm.weight": _np(m.norm.weight),
+               "output.weight": _np(model.lm_head.weight)}
+    mcfg = type("C", (), {"expand": cfg.mamba_expand, "hidden_size": cfg.hidden_size, "n_groups": cfg.mamba_n_groups})
+    for il, layer in enumerate(m.layers):
+        p = f"blk.{il}."
+        tensors[p + "attn_norm.weight"] = _np(layer.input_layernorm.weight)
+        if layer.mamba is not None:
+            tensors.update(mamba2_mixer_tensors(p, layer.mamba, mcfg))
+        else:
+            at = layer.self_attn
+            tensors.update({p + "attn_q.weight": _np(at.q_proj.weight), p + "attn_k.weight": _np(at.k_proj.weight),
+                            p + "attn_v.weight": _np(at.v_proj.weight),
+                            p + "attn_output.weight": _np(at.o_proj.weight)})
+        tensors[p + "ffn_norm.weight"] = _np(layer.post_attention_layernorm.weight)
+        moe = layer.block_sparse_moe
+        gu = _np(moe.experts.gate_up_proj)
+        tensors.update({p + "ffn_gate_inp.weight": _np(moe.router.weight),
+                        p + "ffn_gate_exps.weight": np.ascontiguousarray(gu[:, :ff]),
+                        p + "ffn_up_exps.weight": np.ascontiguousarray(gu[:, ff:]),
+                        p + "ffn_down_exps.weight": _np(moe.experts.down_proj)})
+        sh = _np(layer.shared_mlp.input_linear.weight)
+        tensors.update({p + "ffn_gate_shexp.weight": np.ascontiguousarray(sh[:sff]),
+                        p + "ffn_up_shexp.weight": np.ascontiguousarray(sh[sff:]),
+                        p + "ffn_down_shexp.weight": _np(layer.shared_mlp.output_linear.weight)})
+    write_gguf(os.path.join(DATA, "granitehybrid.gguf"), "granitehybrid", meta, tensors)
+    np.savez_compressed(os.path.join(DATA, "granitehybrid.npz"), tokens=ids.astype(np.int32),
+                        logits=logits.astype(np.float32))
+    with open(os.path.join(DATA, "granitehybrid.json"), "w", encoding="utf-8") as f:
+        json.dump({"config": "GraniteMoeHybridConfig", "overrides": GRANITE, "transformers": transformers.__version__,
+                   "torch": torch.__version__}, f, indent=1, sort_keys=True)
+    print(f"granitehybrid: logits {logits.shape}, |logit| max {np.abs(logits).max():.2f}, std {logits.std():.3f}")
+
+
+MODELS = {"mamba2": make_mamba2, "granitehybrid": make_granitehybrid}
 
 if __name__ == "__main__":
     for n in sys.argv[1:] or list(MODELS):

@@ -179,3 +179,41 @@ def test_scheduler_reports_state_slots(mamba2):
     for p, out in zip(prompts, outs):
         mamba2.reset()
         assert out.tokens == mamba2.generate(p, max_tokens=8, temperature=0).tokens
+
+
+@pytest.mark.parametrize("draft_kind", ["oracle", "layers"])
+def test_greedy_speculative_decoding_equals_plain_decoding(draft_kind):
+    """The target verifies from the checkpoint taken at the start of each round and, after a rejection, goes
+    back to it and runs the kept tokens again: the same greedy tokens as plain decoding. The oracle drafter
+    proposes plain decoding's own tokens with every other round's third one wrong, so rounds both keep all
+    their drafts and reject mid-way; the layer draft (the first 2 of 3 layers) is whatever it is."""
+    from oxillama.runtime.speculative import NGramDrafter, SpeculativeEngine, layer_draft
+    prompt = toks(30, seed=9).tolist()
+
+    class Oracle(NGramDrafter):
+        rounds = 0
+
+        def propose(self, seq, k, sampler=None):
+            i = len(seq) - len(prompt)
+            drafts = list(plain[i:i + k])
+            Oracle.rounds += 1
+            if Oracle.rounds % 2 and len(drafts) > 2:
+                drafts[2] = (drafts[2] + 1) % 286
+            return drafts, None
+
+    with InferenceEngine.from_gguf(MAMBA2, n_ctx=256, n_threads=2) as e:
+        plain = e.generate(prompt, max_tokens=40, temperature=0).tokens
+        draft = Oracle() if draft_kind == "oracle" else layer_draft(e, 2)
+        e.reset()
+        try:
+            spec = SpeculativeEngine(e, draft, k=4, adaptive=False)
+            spec.generate(prompt, max_tokens=40, temperature=0)
+        finally:
+            if draft_kind != "oracle":
+                draft.close()
+        got = list(e.tokens)[len(prompt):]
+        st = spec.stats
+    n = min(len(got), len(plain))
+    assert n >= 20 and got[:n] == plain[:n]
+    if draft_kind == "oracle":
+        assert st.accepted > 0 and st.rejected > 0 and st.rounds < st.emitted

@@ -25,7 +25,7 @@ def _prompts(engine, lengths, seed=0):
     return [rng.integers(0, engine.n_vocab - 1, n).tolist() for n in lengths]
 
 
-@pytest.fixture(scope="module", params=["llama", "gemma3", "mamba2"])
+@pytest.fixture(scope="module", params=["llama", "gemma3", "mamba2", "granitehybrid"])
 def tiny(request):
     with InferenceEngine.from_gguf(DATA / f"{request.param}.gguf", n_ctx=256, n_threads=1) as engine:
         yield engine

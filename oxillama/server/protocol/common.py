@@ -43,6 +43,9 @@ class ModelCard(OpenAIBaseModel):
     root: str | None = None           # a LoRA adapter's file (vLLM's fields)
     parent: str | None = None         # a LoRA adapter's base model
     max_model_len: int | None = None
+    status: str | None = None         # several models (oxillama serve -m A -m B): loaded, unloaded, loading, failed
+    aliases: list[str] | None = None
+    default: bool | None = None       # the model requests naming none get
 
 
 class LoraChoice(OpenAIBaseModel):

@@ -32,6 +32,7 @@ def assistant_message(content: str | None, calls, reasoning: str | None = None) 
 
 @router.post("/v1/chat/completions")
 async def chat_completions(req: ChatCompletionRequest, request: Request, state: ServerState = Depends(ready_state)):
+    state = await state.serving(req.model)
     state.metrics.api_requests.labels(state.model_name, "chat").inc()
     plan, kwargs, reasoning = prepare(state, req)
     tokenizer = state.engine.tokenizer

@@ -37,6 +37,7 @@ def _prompts(req: CompletionRequest) -> list:
 
 @router.post("/v1/completions")
 async def completions(req: CompletionRequest, request: Request, state: ServerState = Depends(ready_state)):
+    state = await state.serving(req.model)
     state.metrics.api_requests.labels(state.model_name, "completions").inc()
     if req.suffix:
         raise APIError(400, "suffix (fill-in-the-middle) is not supported", param="suffix")

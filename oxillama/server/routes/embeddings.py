@@ -35,6 +35,7 @@ def _inputs(req: EmbeddingRequest) -> list:
 
 @router.post("/v1/embeddings", response_model=EmbeddingResponse)
 async def embeddings(req: EmbeddingRequest, state: ServerState = Depends(ready_state)):
+    state = await state.serving(req.model)
     engine = state.engine
     inputs = _inputs(req)
     n_embd = engine.plan.n_embd

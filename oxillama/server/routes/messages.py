@@ -29,6 +29,7 @@ def new_id(prefix: str) -> str:
 
 @router.post("/v1/messages")
 async def create_message(req: MessagesRequest, request: Request, state: ServerState = Depends(ready_state)):
+    state = await state.serving(req.model)
     state.metrics.api_requests.labels(state.model_name, "messages").inc()
     plan, kwargs, reasoning = prepare(state, req.to_chat())
     (handle,) = submit_all(state.scheduler, [plan.prompt], 1, req.seed, kwargs)
@@ -117,6 +118,7 @@ async def create_message(req: MessagesRequest, request: Request, state: ServerSt
 @router.post("/v1/messages/count_tokens")
 async def count_tokens(req: CountTokensRequest, state: ServerState = Depends(ready_state)):
     """The prompt's tokens as /v1/messages would run it (template, tools and all)."""
+    state = await state.serving(req.model)
     plan, _, _ = prepare(state, req.to_chat())
     return {"input_tokens": len(state.engine.encode_prompt(plan.prompt))}
 

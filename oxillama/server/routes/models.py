@@ -31,11 +31,18 @@ async def metrics(request: Request):
 
 @router.get("/v1/models", response_model=ModelList)
 async def list_models(state: ServerState = Depends(ready_state)):
-    """The model, then one card per LoRA adapter ("<model>:<name>"; a request's `model` may name one)."""
+    """Every served model, the default first, with its state ("loaded", "unloaded", "loading",
+    "failed") and aliases; then one card per LoRA adapter of the default model ("<model>:<name>"; a
+    request's `model` may name one)."""
+    cards = []
+    for slot in state.slots:
+        n_ctx = slot.engine.n_ctx if slot.engine is not None else (slot.spec.n_ctx or state.config.n_ctx or None)
+        cards.append(ModelCard(id=slot.name, max_model_len=n_ctx, status=slot.status,
+                               aliases=list(slot.spec.aliases) or None, default=slot.default or None))
     paths = dict(state.config.loras)
-    cards = [ModelCard(id=state.model_name, max_model_len=state.engine.n_ctx)]
-    cards += [ModelCard(id=f"{state.model_name}:{name}", root=paths[name], parent=state.model_name,
-                        max_model_len=state.engine.n_ctx) for name in state.loras]
+    base = state.default
+    cards += [ModelCard(id=f"{base.name}:{name}", root=paths[name], parent=base.name,
+                        max_model_len=base.engine.n_ctx if base.engine is not None else None) for name in base.loras]
     return ModelList(data=cards)
 
 

@@ -28,6 +28,7 @@ def _default_params() -> dict:
 @public.get("/props")
 async def props(state: ServerState = Depends(ready_state)):
     from oxillama import __version__
+    state = await state.serving(None)
     engine, scheduler, tok = state.engine, state.scheduler, state.engine.tokenizer
 
     def token(i):
@@ -36,7 +37,7 @@ async def props(state: ServerState = Depends(ready_state)):
         "default_generation_settings": {"n_ctx": scheduler.n_ctx, "params": _default_params()},
         "total_slots": scheduler.n_seq_max,
         "model_alias": state.model_name,
-        "model_path": str(state.config.model),
+        "model_path": str(state.slot.spec.path),
         "n_ctx": scheduler.n_ctx,
         "n_vocab": tok.n_vocab,
         "chat_template": tok.chat_template or "",
@@ -51,5 +52,6 @@ async def props(state: ServerState = Depends(ready_state)):
 
 @router.get("/slots")
 async def slots(state: ServerState = Depends(ready_state)):
+    state = await state.serving(None)
     n_ctx = state.scheduler.n_ctx
     return [{**slot, "n_ctx": n_ctx} for slot in state.scheduler.slots()]

@@ -30,6 +30,7 @@ def new_id(prefix: str) -> str:
 
 @router.post("/v1/responses")
 async def create_response(req: ResponsesRequest, request: Request, state: ServerState = Depends(ready_state)):
+    state = await state.serving(req.model)
     state.metrics.api_requests.labels(state.model_name, "responses").inc()
     history: list[dict] = []
     if req.previous_response_id is not None:

@@ -1,0 +1,119 @@
+"""IBM Granite 4.0-H (llama.cpp's `granitehybrid`): Mamba-2 mixers with a few attention layers, each block followed
+by a mixture of experts with a shared expert (or a dense FFN).
+
+The layer-kind list is `granitehybrid.attention.head_count_kv`, one value per block: 0 marks a Mamba-2 block
+(as llama.cpp reads it), anything else an attention block with that many KV heads. Every block:
+    x += residual_scale * mixer(rms_norm(x))                  mixer: Mamba-2 (mamba2.py) or attention
+    x += residual_scale * (moe(n) + shared(n)),  n = rms_norm(x)
+with Granite's multipliers: embeddings times `embedding_scale`, attention scores times `attention.scale` (in place
+of 1/sqrt(head_dim)), logits divided by `logit_scale`. The attention has no RoPE unless
+`rope.scaling.finetuned` is true (Granite 4.0-H: NoPE; Bamba: RoPE). The router takes the softmax over all
+experts, keeps the top k and renormalises them (= a softmax over the top k logits, transformers' form).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from oxillama.errors import ModelError
+from oxillama.models.base import MAX_HEAD_DIM, MAX_LAYERS, Architecture, ModelConfig
+from oxillama.models.mamba2 import Mamba2
+
+
+class GraniteHybrid(Mamba2):
+    arch_names = ("granitehybrid",)
+    expert_gating = "softmax"
+    expert_norm_topk = True
+
+    @property
+    def rope_mode(self) -> str:
+        finetuned = self.hp("rope.scaling.finetuned", True)
+        return "norm" if bool(finetuned) else "none"
+
+    def read_config(self) -> ModelConfig:
+        a = self.arch
+        emb = self.tensor("token_embd.weight")
+        if len(emb.shape) != 2 or min(emb.shape) < 1:
+            raise ModelError(f"token_embd.weight has shape {emb.shape}; expected (n_vocab, n_embd)")
+        n_vocab, n_embd = (int(d) for d in emb.shape)
+        n_layer = self.hp_int("block_count", required=True, lo=1, hi=MAX_LAYERS)
+        kinds, n_head_kv = self.read_layer_kinds(n_layer)
+        n_head = self.hp_int("attention.head_count", required=True, lo=1, hi=n_embd)
+        head_dim = self.hp_int("attention.key_length", n_embd // n_head, lo=1, hi=MAX_HEAD_DIM)
+        if n_head_kv and n_head % n_head_kv:
+            raise ModelError(f"{a}.attention.head_count {n_head} is not a multiple of the attention layers' "
+                             f"{a}.attention.head_count_kv {n_head_kv}")
+        ssm = self.read_ssm(n_embd, kinds.index("mamba2")) if "mamba2" in kinds else None
+        config = ModelConfig(
+            arch=a, n_vocab=n_vocab, n_embd=self.hp_int("embedding_length", n_embd, lo=n_embd, hi=n_embd),
+            n_layer=n_layer, n_head=n_head, n_head_kv=n_head_kv or 1, head_dim=head_dim,
+            n_ff=self.hp_int("feed_forward_length", required=True, lo=1),
+            n_ctx_train=self.hp_int("context_length", 2048, lo=1),
+            norm_eps=self.hp_float("attention.layer_norm_rms_epsilon", 1e-5, lo=0.0, hi=1.0),
+            rope_base=self.hp_float("rope.freq_base", 10000.0, lo=0.0, lo_open=True),
+            n_rot=self.hp_int("rope.dimension_count", head_dim, lo=0, hi=head_dim),
+            extra={"ssm": ssm, "kinds": kinds}, experts=self.read_experts())
+        Architecture.validate(self, config)
+        return config
+
+    def read_layer_kinds(self, n_layer: int) -> tuple[list[str], int]:
+        """(each block's kind, the attention blocks' KV head count) from attention.head_count_kv, checked against
+        each block's tensors."""
+        key = f"{self.arch}.attention.head_count_kv"
+        raw = self.hp("attention.head_count_kv", required=True)
+        values = [int(v) for v in np.atleast_1d(np.asarray(raw)).tolist()]
+        if len(values) == 1:
+            values = values * n_layer
+        if len(values) != n_layer or min(values) < 0:
+            raise ModelError(f"{key} must hold one count >= 0 per block ({n_layer}), got {len(values)} values")
+        kinds = ["mamba2" if v == 0 else "attention" for v in values]
+        counts = {v for v in values if v}
+        if len(counts) > 1:
+            raise ModelError(f"{key}: the attention blocks' KV head counts differ ({sorted(counts)}); the KV cache "
+                             f"has one layout")
+        for il, kind in enumerate(kinds):
+            has_ssm, has_attn = self.has(f"blk.{il}.ssm_in.weight"), self.has(f"blk.{il}.attn_q.weight")
+            if (kind == "mamba2") != has_ssm or (kind == "attention") != has_attn:
+                found = "ssm_in" if has_ssm else "attn_q" if has_attn else "neither ssm_in nor attn_q"
+                raise ModelError(f"{key}[{il}] = {values[il]} makes block {il} a {kind} block, but it has {found}")
+        return kinds, (counts.pop() if counts else 0)
+
+    def validate(self, c: ModelConfig) -> None:
+        pass
+
+    def attn_scale(self, il: int) -> float:
+        scale = self.hp_float("attention.scale", 0.0)
+        return scale if scale else 1.0 / math.sqrt(self.config.head_dim)
+
+    def embd_scale(self) -> float:
+        return self.hp_float("embedding_scale", 1.0, lo=0.0, lo_open=True)
+
+    def logit_scale(self) -> float:
+        return 1.0 / self.hp_float("logit_scale", 1.0, lo=0.0, lo_open=True)
+
+    def ffn(self, il: int) -> dict:
+        """Block il's FFN: the mixture (router, experts, shared expert) or a dense gated FFN."""
+        p = f"blk.{il}."
+        d = {"ffn_norm": self.vector(p + "ffn_norm.weight", optional=False), "act": "silu"}
+        if self.config.experts is not None:
+            d.update(self.moe_ffn(il))
+        else:
+            d.update({"n_ff": self.config.n_ff, "w_gate": self.weight(p + "ffn_gate.weight"),
+                      "w_up": self.weight(p + "ffn_up.weight"), "w_down": self.weight(p + "ffn_down.weight")})
+        return d
+
+    def layer(self, il: int) -> dict:
+        c = self.config
+        if c.extra["kinds"][il] == "mamba2":
+            d = self.mamba2_layer(il, c.extra["ssm"])
+            d.update(self.ffn(il))
+        else:
+            d = Architecture.layer(self, il)
+        d["residual_scale"] = self.hp_float("residual_scale", 1.0)
+        return d
+
+    def build(self) -> dict:
+        spec = Architecture.build(self)
+        spec["n_head_kv"], spec["head_dim"] = self.config.n_head_kv, self.config.head_dim
+        return spec
