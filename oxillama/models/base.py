@@ -418,8 +418,12 @@ class Architecture:
             "logit_scale": self.logit_scale(), "tok_embd": emb, "output": output,
             "out_norm": self.vector(f"{self.out_norm_name}.weight", optional=False),
             "out_norm_b": self.vector(f"{self.out_norm_name}.bias"),
-            "layers": [self.layer(il) for il in range(c.n_layer)],
+            "layers": [self.layer(il) for il in range(self.run_layers())],
         }
+
+    def run_layers(self) -> int:
+        """How many of the file's blocks the forward runs (qwen3next: not its multi-token-prediction blocks)."""
+        return self.config.n_layer
 
     def embd_scale(self) -> float:
         return 1.0

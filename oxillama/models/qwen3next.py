@@ -10,7 +10,8 @@ Every block is norm -> mixer -> residual -> norm (post_attention_norm) -> MoE ->
 - full attention whose attn_q rows are per head [q | gate]: per-head Q/K RMS norms, NeoX RoPE over the first
   rope.dimension_count dims (partial rotary), the output times sigmoid(gate) before attn_output.
 Which layer is which: `qwen3next.attention.recurrent_layers` (one bool per block) where the file has it, else
-every full_attention_interval-th block (default 4) is attention, as llama.cpp reads it. The router is a softmax
+every full_attention_interval-th block (default 4) is attention, as llama.cpp reads it; the last
+nextn_predict_layers blocks (multi-token prediction) are not run. The router is a softmax
 over the experts, the top k renormalised. Files in the legacy layout (a fused ssm_in = in_proj_qkvz) are refused.
 """
 from __future__ import annotations
@@ -47,7 +48,9 @@ class Qwen3Next(Architecture):
             key = f"{a}.full_attention_interval"
             interval = self.hp_int("full_attention_interval", 4, lo=1, hi=MAX_LAYERS)
             recurrent = [(il + 1) % interval != 0 for il in range(n_layer)]
-        kinds = tuple("deltanet" if r else "attention" for r in recurrent)
+        # the multi-token-prediction blocks after the trunk (llama.cpp's n_layer_nextn) are a draft head: not run
+        nextn = self.hp_int("nextn_predict_layers", 0, lo=0, hi=n_layer - 1)
+        kinds = tuple("deltanet" if r else "attention" for r in recurrent[:n_layer - nextn])
         for il, kind in enumerate(kinds):
             p = f"blk.{il}."
             if self.has(p + "ssm_in.weight"):
@@ -61,6 +64,9 @@ class Qwen3Next(Architecture):
         if "deltanet" in kinds:
             extra.update(self._read_deltanet(kinds.index("deltanet")))
         return extra
+
+    def run_layers(self) -> int:
+        return len(self.config.extra["layer_kinds"])
 
     def _read_deltanet(self, il: int) -> dict:
         """The DeltaNet sizes, each checked against the first DeltaNet layer's tensors (ModelError naming the key)."""

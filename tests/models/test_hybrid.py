@@ -351,3 +351,19 @@ def test_bad_qwen3next_metadata_is_a_model_error_naming_the_key(tmp_path, overri
     path = tiny_hybrid.write_tiny_qwen3next(tmp_path / "bad.gguf", overrides=overrides, drop=drop, reshape=reshape)
     with pytest.raises(ModelError, match=key.replace(".", r"\.")):
         Model(GGUFFile(path))
+
+
+def test_qwen3next_does_not_run_its_mtp_block(tmp_path, q3n_path, goldens):
+    """A file with a multi-token-prediction block after the trunk (block_count counts it, nextn_predict_layers = 1)
+    gives the trunk's logits bit for bit."""
+    t = tiny_hybrid.qwen3next_gguf_tensors(tiny_hybrid.qwen3next_hf_tensors())
+    mtp = {k.replace("blk.3.", "blk.4."): v for k, v in t.items() if k.startswith("blk.3.")}
+    mtp["blk.4.nextn.eh_proj.weight"] = np.zeros((tiny_hybrid.N_EMBD, 2 * tiny_hybrid.N_EMBD), np.float32)
+    path = tiny_hybrid.write_tiny_qwen3next(
+        tmp_path / "mtp.gguf", reshape=mtp,
+        overrides={"qwen3next.block_count": 5, "qwen3next.nextn_predict_layers": 1,
+                   "qwen3next.attention.recurrent_layers": [True, True, True, False, False]})
+    rig = Rig(path)
+    assert rig.plan.n_layer == 4
+    toks = goldens["tokens"][:40]
+    np.testing.assert_array_equal(rig.logits(toks), Rig(q3n_path).logits(toks))
