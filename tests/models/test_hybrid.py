@@ -367,3 +367,23 @@ def test_qwen3next_does_not_run_its_mtp_block(tmp_path, q3n_path, goldens):
     assert rig.plan.n_layer == 4
     toks = goldens["tokens"][:40]
     np.testing.assert_array_equal(rig.logits(toks), Rig(q3n_path).logits(toks))
+
+
+def test_lfm2_prompt_reuse_gives_the_fresh_text(lfm2, lfm2_path, goldens):
+    """Prompts sharing prefixes with the session resume from the conv state's checkpoints and write what a fresh
+    engine writes."""
+    from oxillama import InferenceEngine
+    base = goldens["tokens"][:50].tolist()
+    prompts = [base, base + [5, 6, 7], base[:30] + [9], base + [5, 6, 7, 8]]
+    with InferenceEngine.from_gguf(lfm2_path, n_ctx=256, n_threads=1, kv_type="f32") as solo:
+        want = []
+        for p in prompts:
+            solo.reset()
+            want.append(solo.generate(p, max_tokens=10, temperature=0).tokens)
+    lfm2.reset()
+    got, reused = [], []
+    for p in prompts:
+        got.append(lfm2.generate(p, max_tokens=10, temperature=0).tokens)
+        reused.append(lfm2.last_prefix_reused)
+    assert got == want
+    assert reused[1] > 0 and reused[3] > 0
