@@ -201,6 +201,10 @@ int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int
 
 static void norm_row(const oxl_kernel_table *kt, const oxl_model *m, const float *x, const float *w,
                      const float *b, float *y, int n) {
+    if (!w) {   /* a block without this norm reads x itself (olmo2) */
+        if (y != x) memcpy(y, x, (size_t)n * 4);
+        return;
+    }
     if (m->norm_type == OXL_NORM_LAYER) kt->ops.layer_norm(x, w, b, y, n, m->norm_eps);
     else kt->ops.rms_norm(x, w, y, n, m->norm_eps);
 }
@@ -390,7 +394,7 @@ typedef struct {
 /* The partial (per query head of the group: m, l, o[hd]) of one chunk's positions [t_begin, t_end) for the
  * group of KV head g, walked in page tiles with an online softmax. pages: the sequence's block table. */
 static void attn_chunk(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
-                       const int32_t *pages, const float *qg, int g, int t_begin, int t_end, float *part,
+                       const int32_t *pages, const float *qg, int g, int pos, int t_begin, int t_end, float *part,
                        const attn_tls *w) {
     const int hd = L->head_dim, group = L->n_head / L->n_head_kv;
     const int64_t stride = hd + 2;
@@ -403,6 +407,11 @@ static void attn_chunk(const oxl_kernel_table *kt, const oxl_layer *L, const oxl
         const int row = t0 % OXL_KV_PAGE, cnt = OXL_MIN(OXL_KV_PAGE - row, t_end - t0);
         const int page = pages[t0 / OXL_KV_PAGE];
         group_scores(kt, L, kv, kv_row(kv, kv->k[layer], g, page, row), qg, cnt, w->scores);
+        if (L->alibi_slopes)   /* the query at pos: key t0 + t is (pos - t0 - t) positions back */
+            for (int k = 0; k < group; k++) {
+                const float slope = L->alibi_slopes[g * group + k];
+                for (int t = 0; t < cnt; t++) w->scores[k * cnt + t] += slope * (float)(t0 + t - pos);
+            }
         float cs[group];   /* per head: how much the running output shrinks for the new max */
         for (int k = 0; k < group; k++) {
             float *ph = part + k * stride, *sk = w->scores + k * cnt;
@@ -437,11 +446,16 @@ static void attn_fold(float *acc, const float *b, int group, int hd) {
     }
 }
 
-/* out (group, hd) = o / l of each head's folded partial */
-static void attn_finish(const float *part, int group, int hd, float *out) {
+/* out (group, hd) = o / l of each head's folded partial; with sinks (the group's heads' sink logits), l first
+ * gains exp(sink) on the partial's scale: o / (l + exp(sink - m)), computed at the larger of m and sink */
+static void attn_finish(const float *part, int group, int hd, const float *sinks, float *out) {
     const int64_t stride = hd + 2;
     for (int k = 0; k < group; k++) {
-        const float inv = 1.0f / part[k * stride + 1];
+        float inv = 1.0f / part[k * stride + 1];
+        if (sinks) {
+            const float m = part[k * stride], s = sinks[k], mx = m > s ? m : s, c = expf(m - mx);
+            inv = c / (part[k * stride + 1] * c + expf(s - mx));
+        }
         for (int d = 0; d < hd; d++) out[k * hd + d] = part[k * stride + 2 + d] * inv;
     }
 }
@@ -463,14 +477,23 @@ static void attn_item(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_
     for (int c = 0; c < n_chunks; c++) {
         int tb, te;
         chunk_span(lo, pos, c, &tb, &te);
-        attn_chunk(kt, L, kv, layer, pages, qg, g, tb, te, c == 0 ? w->state : w->chunk, w);
+        attn_chunk(kt, L, kv, layer, pages, qg, g, pos, tb, te, c == 0 ? w->state : w->chunk, w);
         if (c > 0) attn_fold(w->state, w->chunk, group, hd);
     }
-    attn_finish(w->state, group, hd, out + (int64_t)g * group * hd);
+    attn_finish(w->state, group, hd, L->attn_sinks ? L->attn_sinks + g * group : NULL, out + (int64_t)g * group * hd);
 }
 
-static void activate(const oxl_kernel_table *kt, int act, const float *g, const float *u, float *y, int n) {
-    switch (act) {
+static void activate(const oxl_kernel_table *kt, const oxl_layer *L, const float *g, const float *u, float *y, int n) {
+    switch (L->act) {
+    case OXL_ACT_SWIGLU_OAI: {
+        const float alpha = L->act_alpha, limit = L->act_limit;
+        for (int i = 0; i < n; i++) {
+            const float gi = g[i] < limit ? g[i] : limit;
+            const float ui = u ? (u[i] < -limit ? -limit : u[i] > limit ? limit : u[i]) : 0.0f;
+            y[i] = (ui + 1.0f) * (gi / (1.0f + expf(-alpha * gi)));
+        }
+        break;
+    }
     case OXL_ACT_GELU_TANH: kt->ops.gelu_mul(g, u, y, n); break;
     case OXL_ACT_GELU_ERF: kt->ops.gelu_erf_mul(g, u, y, n); break;
     default:
@@ -657,7 +680,8 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_sta
             L->exp_gate.rows != (int64_t)L->n_expert * L->n_ff_exp || L->exp_gate.cols != m->n_embd ||
             L->exp_up.rows != L->exp_gate.rows || L->exp_up.cols != m->n_embd ||
             L->exp_down.rows != (int64_t)L->n_expert * m->n_embd || L->exp_down.cols != L->n_ff_exp) return OXL_ERR_SHAPE;
-        if (L->gating < OXL_GATING_SOFTMAX || L->gating > OXL_GATING_SOFTMAX_WEIGHT) return OXL_ERR_ARG;
+        if (L->gating < OXL_GATING_SOFTMAX || L->gating > OXL_GATING_SPARSEMIXER) return OXL_ERR_ARG;
+        if (L->gating == OXL_GATING_SPARSEMIXER && L->n_expert_used != 2) return OXL_ERR_ARG;
     }
     int64_t rows = 0, outs = 0;
     int last = 0;
@@ -682,6 +706,7 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_sta
         rows += q->n_tokens;
         outs += q->all_logits ? q->n_tokens : 1;
         last = OXL_MAX(last, (int)end - 1);
+        if (m->pos_embd && end > m->n_pos) return OXL_ERR_SIZE;   /* no embedding for that position */
         if (rows > INT32_MAX / 2) return OXL_ERR_SIZE;
     }
     *n_rows = (int)rows;
@@ -750,6 +775,13 @@ static void phase_embed(const fwd_state *F, fwd_thread *T) {
         F->kt->type[m->tok_embd_type].to_float((const char *)m->tok_embd + F->row_tok[i] * row, xi, n_embd);
         if (m->embd_scale != 1.0f)
             for (int j = 0; j < n_embd; j++) xi[j] *= m->embd_scale;
+        if (m->pos_embd) {   /* + the learned embedding of the row's position, via xn (free until the first norm) */
+            float *pi = F->xn + i * n_embd;
+            const int64_t prow = oxl_row_size(m->pos_embd_type, n_embd);
+            F->kt->type[m->pos_embd_type].to_float((const char *)m->pos_embd + F->row_pos[i] * prow, pi, n_embd);
+            F->kt->ops.add(xi, pi, n_embd);
+        }
+        if (m->embd_norm) norm_row(F->kt, m, xi, m->embd_norm, m->embd_norm_b, xi, n_embd);
     }
 }
 
@@ -807,6 +839,14 @@ static void phase_qkv(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int
     }
 }
 
+/* LayerNorm (no bias) of each of n_heads heads of x in place, with the heads' own weights if the layer says so */
+static void qk_layer_norm(const oxl_kernel_table *kt, const oxl_layer *L, const float *w, float *x, int n_heads,
+                          float eps) {
+    const int hd = L->head_dim;
+    for (int h = 0; h < n_heads; h++)
+        kt->ops.layer_norm(x + h * hd, w + (L->qk_norm_head_weights ? h * hd : 0), NULL, x + h * hd, hd, eps);
+}
+
 /* biases, per-head q/k norms, RoPE, then K and V into the cache; split by row */
 static void phase_rope_store(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
     const oxl_kernel_table *kt = F->kt;
@@ -829,9 +869,11 @@ static void phase_rope_store(const fwd_state *F, fwd_thread *T, const oxl_layer 
         add_bias(ki, L->bk, 1, kv_dim, 0, 0, 1);
         add_bias(vi, L->bv, 1, kv_dim, 0, 0, 1);
         if (L->q_norm && L->qk_norm_full) kt->ops.rms_norm(qi, L->q_norm, qi, q_dim, eps);
+        else if (L->q_norm && L->qk_norm_layer) qk_layer_norm(kt, L, L->q_norm, qi, L->n_head, eps);
         else if (L->q_norm)
             for (int h = 0; h < L->n_head; h++) kt->ops.rms_norm(qi + h * hd, L->q_norm, qi + h * hd, hd, eps);
         if (L->k_norm && L->qk_norm_full) kt->ops.rms_norm(ki, L->k_norm, ki, kv_dim, eps);
+        else if (L->k_norm && L->qk_norm_layer) qk_layer_norm(kt, L, L->k_norm, ki, L->n_head_kv, eps);
         else if (L->k_norm)
             for (int h = 0; h < L->n_head_kv; h++) kt->ops.rms_norm(ki + h * hd, L->k_norm, ki + h * hd, hd, eps);
         if (L->rope.mode != OXL_ROPE_NONE) {
@@ -882,7 +924,7 @@ static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *
             int tb, te;
             chunk_span(lo, p, c, &tb, &te);
             attn_chunk(kt, L, F->kv, il, F->seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim + (int64_t)g * group * hd,
-                       g, tb, te, parts + (int64_t)it * istride, &T->w);
+                       g, p, tb, te, parts + (int64_t)it * istride, &T->w);
         }
         sync_threads(F, T);
         for (int pr = ith; pr < n * nkv; pr += nth) {
@@ -890,7 +932,8 @@ static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *
             const int nc = (item0[r + 1] - item0[r]) / nkv;
             float *acc = parts + (int64_t)(item0[r] + g * nc) * istride;
             for (int c = 1; c < nc; c++) attn_fold(acc, acc + (int64_t)c * istride, group, hd);
-            attn_finish(acc, group, hd, out + (int64_t)r * q_dim + (int64_t)g * group * hd);
+            attn_finish(acc, group, hd, L->attn_sinks ? L->attn_sinks + g * group : NULL,
+                        out + (int64_t)r * q_dim + (int64_t)g * group * hd);
         }
     } else {
         /* (row, KV head) items dealt round-robin: a causal item's cost grows with its position,
@@ -976,8 +1019,10 @@ static void phase_ffn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L
         if (L->post_attn_norm) norm_row(kt, m, ti, L->post_attn_norm, NULL, ti, n_embd);
         scale_residual(L, ti, n_embd);
         if (L->parallel_residual) {
-            /* ffn reads the same normed input as attention: recompute it, then x += attn */
-            norm_row(kt, m, xi, L->attn_norm, L->attn_norm_b, F->xn + i * n_embd, n_embd);
+            /* ffn reads x normed by its own norm, or by attention's: recompute it, then x += attn */
+            const int own = L->ffn_norm != NULL;
+            norm_row(kt, m, xi, own ? L->ffn_norm : L->attn_norm, own ? L->ffn_norm_b : L->attn_norm_b,
+                     F->xn + i * n_embd, n_embd);
             kt->ops.add(xi, ti, n_embd);
         } else {
             kt->ops.add(xi, ti, n_embd);
@@ -1028,8 +1073,8 @@ static void phase_ffn(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int
         add_bias(ui, L->b_up, 1, n_ff, 0, 0, 1);
         if (gi) add_bias(gi, L->b_gate, 1, n_ff, 0, 0, 1);
         float *hi = gate + i * n_ff;
-        if (gi) activate(kt, L->act, gi, ui, hi, n_ff);
-        else activate(kt, L->act, ui, NULL, hi, n_ff);
+        if (gi) activate(kt, L, gi, ui, hi, n_ff);
+        else activate(kt, L, ui, NULL, hi, n_ff);
     }
     act_set_fill(&T->acts, kt, gate, n_ff, (int)T->t0, (int)T->t1);
     sync_threads(F, T);
@@ -1068,10 +1113,32 @@ static int expert_chunks(const oxl_weight *w, int64_t rows, int nth) {
     return (int)OXL_MIN(OXL_MAX(c, 1), (rows + 15) / 16);
 }
 
+/* sparsemixer's weight of the best remaining logit l[best] (the taken ones -inf): its softmax over the logits
+ * close enough to it, 1 / sum over e of exp(l[e] - l[best]) for (l[best] - l[e]) / max(|l[e]|, l[best]) <= 2 eps */
+static float sparsemixer_weight(const float *l, int ne, int best, float eps) {
+    const float mx = l[best];
+    float sum = 0.0f;
+    for (int e = 0; e < ne; e++) {
+        const float a = fabsf(l[e]), factor = a > mx ? a : mx;
+        if (l[e] != -INFINITY && !((mx - l[e]) / factor > 2.0f * eps)) sum += expf(l[e] - mx);
+    }
+    return 1.0f / sum;
+}
+
 /* The router's choice for one row: sel (k experts, best first, ties to the lower index) and their weights. */
 static void route_row(const oxl_layer *L, float *logits, int32_t *sel, float *w) {
     const int ne = L->n_expert, k = L->n_expert_used;
     float *p = logits;   /* probabilities in place */
+    if (L->gating == OXL_GATING_SPARSEMIXER) {   /* k == 2 (checked when the plan is built) */
+        for (int j = 0; j < k; j++) {
+            int best = 0;
+            for (int e = 1; e < ne; e++) best = p[e] > p[best] ? e : best;
+            sel[j] = best;
+            w[j] = sparsemixer_weight(p, ne, best, L->router_eps);
+            p[best] = -INFINITY;
+        }
+        return;
+    }
     if (L->gating == OXL_GATING_SIGMOID) {
         for (int e = 0; e < ne; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
     } else if (L->gating == OXL_GATING_SOFTMAX) {
@@ -1138,7 +1205,10 @@ static void phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
         if (j == 1 && kt->type[gu[1]->type].vec_dot_type == kt->type[gu[0]->type].vec_dot_type) g_in[1] = g_in[0];
     }
     if (ith == 0) {
-        for (int i = 0; i < n; i++) route_row(L, r_logits + (int64_t)i * ne, sel_exp + (int64_t)i * k, sel_w + (int64_t)i * k);
+        for (int i = 0; i < n; i++) {
+            if (L->router_b) kt->ops.add(r_logits + (int64_t)i * ne, L->router_b, ne);
+            route_row(L, r_logits + (int64_t)i * ne, sel_exp + (int64_t)i * k, sel_w + (int64_t)i * k);
+        }
         for (int e = 0; e <= ne; e++) exp_off[e] = 0;
         for (int64_t q = 0; q < (int64_t)n * k; q++) exp_off[sel_exp[q] + 1]++;
         used[0] = 0;
@@ -1184,16 +1254,20 @@ static void phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
     }
     sync_threads(F, T);
 
-    /* h = act(gate) * up per position, quantized for down */
+    /* h = act(gate (+ bias)) * (up (+ bias)) per position, quantized for down; threads split the (row, slot)
+     * pairs, each pair its own position (sel_pos) and expert (sel_exp) */
     const int hvdt = kt->type[L->exp_down.type].vec_dot_type;
     const int64_t hrb = oxl_row_size(hvdt, ff);
     {
         int64_t b, e;
         oxl_split_range((int64_t)n * k, nth, ith, 1, &b, &e);
         for (int64_t q = b; q < e; q++) {
-            float *h = g_gate + q * ff;
-            activate(kt, L->act, h, g_up + q * ff, h, ff);
-            if (hvdt != OXL_TYPE_F32) kt->type[hvdt].from_float(h, g_hact + q * hrb, ff);
+            const int64_t pos = sel_pos[q], ex = sel_exp[q];
+            float *h = g_gate + pos * ff, *u = g_up + pos * ff;
+            if (L->exp_gate_b) kt->ops.add(h, L->exp_gate_b + ex * ff, ff);
+            if (L->exp_up_b) kt->ops.add(u, L->exp_up_b + ex * ff, ff);
+            activate(kt, L, h, u, h, ff);
+            if (hvdt != OXL_TYPE_F32) kt->type[hvdt].from_float(h, g_hact + pos * hrb, ff);
         }
     }
     sync_threads(F, T);
@@ -1217,12 +1291,15 @@ static void phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
     }
     sync_threads(F, T);
 
-    /* each row: its experts' outputs, weighted, summed in the router's order */
+    /* each row: its experts' outputs (+ their down biases), weighted, summed in the router's order */
     for (int64_t i = T->t0; i < T->t1; i++) {
         float *y = out + i * n_embd;
         memset(y, 0, (size_t)n_embd * 4);
-        for (int j = 0; j < k; j++)
-            kt->ops.axpy(y, sel_w[i * k + j], g_out + (int64_t)sel_pos[i * k + j] * n_embd, n_embd);
+        for (int j = 0; j < k; j++) {
+            float *o = g_out + (int64_t)sel_pos[i * k + j] * n_embd;
+            if (L->exp_down_b) kt->ops.add(o, L->exp_down_b + (int64_t)sel_exp[i * k + j] * n_embd, n_embd);
+            kt->ops.axpy(y, sel_w[i * k + j], o, n_embd);
+        }
     }
 }
 
@@ -1318,7 +1395,7 @@ static void phase_ssm_scan(const fwd_state *F, fwd_thread *T, const oxl_layer *L
         float *hst = seq_state(F, s) + L->state_off + (int64_t)(L->ssm_d_conv - 1) * conv_dim + (int64_t)h * ds * hd;
         if (F->seqs[s].pos0 == 0) memset(hst, 0, (size_t)ds * hd * 4);
         const int64_t r0 = F->seq_row0[s];
-        oxl_ssm_scan_head(xbc + r0 * conv_dim, conv_dim, zx + r0 * ld_in + di + conv_dim, ld_in, y + r0 * di, di,
+        oxl_ssm_scan_head(F->kt, xbc + r0 * conv_dim, conv_dim, zx + r0 * ld_in + di + conv_dim, ld_in, y + r0 * di, di,
                           F->seqs[s].n_tokens, hst, h, hd, di, ds, nh, ng, L->ssm_a[h], L->ssm_d[h], L->ssm_dt_b[h]);
     }
     sync_threads(F, T);
@@ -1528,13 +1605,13 @@ static void phase_logits(const fwd_state *F, fwd_thread *T) {
     sync_threads(F, T);
     matmul_share(kt, &m->output, act_for(&T->acts, kt, &m->output, xn), n_out, logits, m->n_vocab,
                  next_counter(F, T), nth);
-    if (m->final_softcap > 0.0f || m->logit_scale != 1.0f) {
+    if (m->final_softcap > 0.0f || m->logit_scale != 1.0f || m->output_b) {
         sync_threads(F, T);
         int64_t b, e;
         oxl_split_range((int64_t)n_out * m->n_vocab, nth, ith, 64, &b, &e);
         const float c = m->final_softcap, sc = m->logit_scale;
         for (int64_t i = b; i < e; i++) {
-            float l = logits[i] * sc;
+            float l = (m->output_b ? logits[i] + m->output_b[i % m->n_vocab] : logits[i]) * sc;
             if (c > 0.0f) l = c * tanhf(l / c);
             logits[i] = l;
         }

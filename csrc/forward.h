@@ -23,7 +23,9 @@ typedef struct {
 } oxl_weight;
 
 enum { OXL_NORM_RMS = 0, OXL_NORM_LAYER = 1 };
-enum { OXL_ACT_SILU = 0, OXL_ACT_GELU_TANH = 1, OXL_ACT_GELU_ERF = 2 };
+/* OXL_ACT_SWIGLU_OAI (gpt-oss's experts): g = min(gate, limit), u = clamp(up, -limit, limit),
+ * y = (u + 1) * g * sigmoid(alpha * g), with the layer's act_alpha and act_limit */
+enum { OXL_ACT_SILU = 0, OXL_ACT_GELU_TANH = 1, OXL_ACT_GELU_ERF = 2, OXL_ACT_SWIGLU_OAI = 3 };
 enum { OXL_ROPE_NORM = 0, OXL_ROPE_NEOX = 2, OXL_ROPE_NONE = -1 };
 
 typedef struct {
@@ -65,7 +67,8 @@ typedef struct {
 
 typedef struct {
     /* attention block */
-    const float *attn_norm, *attn_norm_b;   /* pre-attention norm weight / bias (b may be NULL) */
+    const float *attn_norm, *attn_norm_b;   /* pre-attention norm weight / bias (b may be NULL); attn_norm NULL: the
+                                                block reads x itself (olmo2), as the FFN does without ffn_norm */
     oxl_weight wq, wk, wv, wo;               /* wq may hold the fused QKV (wk.data == NULL then) */
     const float *bq, *bk, *bv, *bo;          /* biases or NULL */
     const float *q_norm, *k_norm;            /* per-head RMS norm weights (head_dim) or NULL */
@@ -77,14 +80,20 @@ typedef struct {
     const float *post_ffn_norm;
     int fused_gate_up;                       /* w_up rows = 2 * n_ff: [gate; up] (phi3) */
     int act;                                 /* OXL_ACT_* */
-    int parallel_residual;                   /* x + attn(n(x)) + ffn(n(x)) (command-r) */
+    int parallel_residual;                   /* x + attn(n(x)) + ffn(n'(x)): n' = ffn_norm where given (gptneox),
+                                                else attn_norm (command-r, falcon) */
     /* attention parameters */
     int n_head, n_head_kv, head_dim;
     float attn_scale;                        /* multiplies q.k */
     float attn_softcap;                      /* 0: none; else s = c * tanh(s / c) */
     int sliding_window;                      /* 0: none; else attend to pos - p < window */
+    const float *attn_sinks;                 /* (n_head) or NULL: per query head a learned logit that joins every
+                                                softmax's denominator and adds no value (gpt-oss) */
     oxl_rope rope;
     int qk_norm_full;                        /* q_norm / k_norm span all of q_dim / kv_dim (olmoe), not a head */
+    int qk_norm_layer;                       /* q/k norms are LayerNorms without bias (stablelm), not RMS norms */
+    int qk_norm_head_weights;                /* q_norm (q_dim), k_norm (kv_dim): each head its own weights (stablelm) */
+    const float *alibi_slopes;               /* (n_head) ALiBi: score += slope_h * (key pos - query pos) (bloom), or NULL */
     /* sparse experts: n_expert > 0 makes the FFN a mixture; the dense w_gate / w_up / w_down above are then
      * its shared expert (absent: w_up.data == NULL), weighted by sigmoid(shexp_gate . xn) where given */
     int n_expert, n_expert_used, n_ff_exp;
@@ -118,6 +127,11 @@ typedef struct {
     int64_t state_off;                       /* the layer's recurrent state within a slot (floats) */
     float residual_scale;                    /* 0 (none) or multiplies the mixer's and the FFN's outputs before
                                                 each residual add (granite's residual_multiplier) */
+    const float *router_b;                   /* (n_expert) added to the router logits, or NULL */
+    const float *exp_gate_b, *exp_up_b;      /* (n_expert * n_ff_exp) per-expert biases, or NULL (gpt-oss) */
+    const float *exp_down_b;                 /* (n_expert * n_embd), or NULL */
+    float act_alpha, act_limit;              /* OXL_ACT_SWIGLU_OAI's parameters */
+    float router_eps;                        /* OXL_GATING_SPARSEMIXER's jitter epsilon */
 } oxl_layer;
 
 /* What a layer's mixer is (the norms, residuals and FFN around it are the same for every kind). A recurrent
@@ -128,8 +142,11 @@ enum { OXL_LAYER_ATTENTION = 0, OXL_LAYER_MAMBA2 = 1, OXL_LAYER_SHORTCONV = 2, O
 
 /* How a router turns its logits into the chosen experts' weights (llama.cpp's expert_gating_func values):
  * SOFTMAX: softmax over all experts, the top k kept; SIGMOID: sigmoid of each, the top k kept;
- * SOFTMAX_WEIGHT: the top k logits, softmax over those. Then optional renormalisation and scale. */
-enum { OXL_GATING_SOFTMAX = 1, OXL_GATING_SIGMOID = 2, OXL_GATING_SOFTMAX_WEIGHT = 3 };
+ * SOFTMAX_WEIGHT: the top k logits, softmax over those. Then optional renormalisation and scale.
+ * SPARSEMIXER (Phi-3.5-MoE, not a llama.cpp value; k = 2): the best logit, then the best of the others, each
+ * weighted by its softmax over the logits within router_eps of it (relative: (best - l) / max(|l|, best) <=
+ * 2 router_eps), as transformers' sparsemixer in eval mode. */
+enum { OXL_GATING_SOFTMAX = 1, OXL_GATING_SIGMOID = 2, OXL_GATING_SOFTMAX_WEIGHT = 3, OXL_GATING_SPARSEMIXER = 4 };
 #define OXL_MAX_EXPERTS 512
 
 typedef struct {
@@ -139,9 +156,14 @@ typedef struct {
     const void *tok_embd;   /* (n_vocab, n_embd) of tok_embd_type */
     int tok_embd_type;
     float embd_scale;       /* 1, or sqrt(n_embd) for gemma */
+    const void *pos_embd;   /* learned absolute positions (n_pos, n_embd) of pos_embd_type added to the token
+                               embeddings (gpt2), or NULL; positions >= n_pos are refused */
+    int pos_embd_type, n_pos;
+    const float *embd_norm, *embd_norm_b;   /* a norm of the embeddings before the first layer (bloom), or NULL */
     const oxl_layer *layers;
     const float *out_norm, *out_norm_b;
     oxl_weight output;      /* (n_vocab, n_embd); may alias tok_embd */
+    const float *output_b;  /* (n_vocab) added to the logits, or NULL (phimoe) */
     float final_softcap;    /* 0: none */
     float logit_scale;      /* 1 unless the architecture scales logits (command-r) */
     int n_expert_max, n_expert_used_max, n_ff_exp_max;   /* over the layers; 0 without experts */

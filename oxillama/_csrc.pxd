@@ -40,6 +40,8 @@ cdef extern from "kernels.h" nogil:
         void (*attn_scores_f16_group)(const float *q, int G, const uint16_t *K, int64_t stride, int n, int hd, float scale, float *scores)
         void (*attn_values_f16_group)(const float *p, int G, const uint16_t *V, int64_t stride, int n, int hd, float *out)
         float (*exp_shift_sum)(float *x, int n, float m)
+        void (*ssm_scan_states)(float *h, const float *B, const float *C, const float *xdt, float dA, float *y,
+                                int d_state, int n)
 
     ctypedef struct oxl_kernel_table:
         const char *name
@@ -136,8 +138,12 @@ cdef extern from "forward.h" nogil:
         float attn_scale
         float attn_softcap
         int sliding_window
+        const float *attn_sinks
         oxl_rope rope
         int qk_norm_full
+        int qk_norm_layer
+        int qk_norm_head_weights
+        const float *alibi_slopes
         int n_expert, n_expert_used, n_ff_exp
         int gating
         int norm_topk
@@ -158,6 +164,12 @@ cdef extern from "forward.h" nogil:
         int attn_gate
         int64_t state_off
         float residual_scale
+        const float *router_b
+        const float *exp_gate_b
+        const float *exp_up_b
+        const float *exp_down_b
+        float act_alpha, act_limit
+        float router_eps
 
     enum: OXL_LAYER_ATTENTION
     enum: OXL_LAYER_MAMBA2
@@ -172,10 +184,15 @@ cdef extern from "forward.h" nogil:
         const void *tok_embd
         int tok_embd_type
         float embd_scale
+        const void *pos_embd
+        int pos_embd_type, n_pos
+        const float *embd_norm
+        const float *embd_norm_b
         const oxl_layer *layers
         const float *out_norm
         const float *out_norm_b
         oxl_weight output
+        const float *output_b
         float final_softcap
         float logit_scale
         int n_expert_max, n_expert_used_max, n_ff_exp_max
@@ -222,6 +239,7 @@ cdef extern from "forward.h" nogil:
     enum: OXL_GATING_SOFTMAX
     enum: OXL_GATING_SIGMOID
     enum: OXL_GATING_SOFTMAX_WEIGHT
+    enum: OXL_GATING_SPARSEMIXER
     enum: OXL_MAX_EXPERTS
 
     int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int n_threads)

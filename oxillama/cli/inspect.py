@@ -137,6 +137,9 @@ def summarize(f: GGUFFile, tensors: bool = True) -> dict:
         "tensor_types": {q: {"count": types[q], "nbytes": type_bytes[q]} for q in sorted(types)},
         "hparams": hparams, "tokenizer": _tokenizer(f), "metadata": other,
     }
+    from oxillama.models import ARCHITECTURES
+    family = ARCHITECTURES.get(arch or "")
+    report["family"] = None if family is None else {"class": family.__name__, "module": family.__module__}
     experts = _experts(f, hparams)
     if experts:
         report["experts"] = experts
@@ -176,6 +179,12 @@ def format_text(r: dict) -> str:
         f"data at {r['data_offset']}",
         f"architecture   {r['architecture'] or '(none)'}",
     ]
+    fam = r.get("family")
+    if fam:
+        lines.append(f"runs           yes: family {fam['class']} ({fam['module']})")
+    else:
+        lines.append("runs           no: " + (f"oxillama has no family for {r['architecture']!r}" if r["architecture"]
+                                          else "the file names no general.architecture"))
     if r["name"]:
         lines.append(f"name           {r['name']}")
     types = ", ".join(f"{q} x{v['count']} ({_size(v['nbytes'])})" for q, v in r["tensor_types"].items())

@@ -1,4 +1,10 @@
-"""IBM Granite 4.0-H (llama.cpp's `granitehybrid`): Mamba-2 mixers with a few attention layers, each block followed
+"""IBM Granite.
+
+granite: IBM Granite 3.x (dense): the llama block with four multipliers: embeddings times embedding_scale, each
+sublayer's output times residual_scale before the residual add, attention scores times attention.scale
+(instead of 1/sqrt(head_dim)), logits divided by logit_scale.
+
+granitehybrid (Granite 4.0-H): Mamba-2 mixers with a few attention layers, each block followed
 by a mixture of experts with a shared expert (or a dense FFN).
 
 The layer-kind list is `granitehybrid.attention.head_count_kv`, one value per block: 0 marks a Mamba-2 block
@@ -19,6 +25,25 @@ import numpy as np
 from oxillama.errors import ModelError
 from oxillama.models.base import MAX_HEAD_DIM, MAX_LAYERS, Architecture, ModelConfig
 from oxillama.models.mamba2 import Mamba2
+
+
+class Granite(Architecture):
+    arch_names = ("granite",)
+
+    def embd_scale(self) -> float:
+        return self.hp_float("embedding_scale", 1.0)
+
+    def attn_scale(self, il: int) -> float:
+        scale = self.hp_float("attention.scale", 0.0, lo=0.0)
+        return scale if scale else super().attn_scale(il)
+
+    def logit_scale(self) -> float:
+        return 1.0 / self.hp_float("logit_scale", 1.0, lo=0.0, lo_open=True)
+
+    def layer(self, il: int) -> dict:
+        d = super().layer(il)
+        d["residual_scale"] = self.hp_float("residual_scale", 1.0, lo=0.0)
+        return d
 
 
 class GraniteHybrid(Mamba2):

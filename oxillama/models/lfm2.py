@@ -22,6 +22,7 @@ class Lfm2(Architecture):
     arch_names = ("lfm2",)
     rope_mode = "neox"
     out_norm_name = "token_embd_norm"
+    embd_norm_name = None
 
     def hp(self, key: str, default=None, *, required: bool = False):
         value = super().hp(key, default, required=required)

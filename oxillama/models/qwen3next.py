@@ -30,8 +30,7 @@ class Qwen3Next(Architecture):
     rope_mode = "neox"
     expert_norm_topk = True
     shared_expert_gate = True
-    ffn_norm_name = "post_attention_norm"
-    post_attn_norm_name = None
+    ffn_norm_tensor = "post_attention_norm"
     attn_q_rows_per_head = 2
 
     def read_extra(self) -> dict:
@@ -117,7 +116,7 @@ class Qwen3Next(Architecture):
         p, e = f"blk.{il}.", c.extra
         d = {"kind": "deltanet", "act": self.act,
              "attn_norm": self.vector(p + "attn_norm.weight", optional=False),
-             "ffn_norm": self.vector(p + f"{self.ffn_norm_name}.weight", optional=False),
+             "ffn_norm": self.vector(p + f"{self.ffn_norm_tensor}.weight", optional=False),
              "dn_wqkv": self.weight(p + "attn_qkv.weight"), "dn_wgate": self.weight(p + "attn_gate.weight"),
              "dn_w_ba": self.weight(p + "ssm_ba.weight"), "dn_w_out": self.weight(p + "ssm_out.weight"),
              "dn_conv": self.vector(p + "ssm_conv1d.weight", optional=False),

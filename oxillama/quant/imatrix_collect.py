@@ -106,12 +106,19 @@ def _forward(spec: dict, tokens: np.ndarray, mm: _Recorder) -> np.ndarray:
     row_bytes = len(data) // rows
     x = np.stack([dequantize(data[t * row_bytes:(t + 1) * row_bytes], qtype, cols) for t in tokens])
     x = (x * spec.get("embd_scale", 1.0)).astype(np.float32)                 # (n, n_embd)
+    if spec.get("pos_embd") is not None:                                     # learned positions (gpt2)
+        pdata, ptype, prows, pcols = spec["pos_embd"]
+        x = x + dequantize(pdata[:n * (len(pdata) // prows)], ptype, n * pcols).reshape(n, pcols)
+    if spec.get("embd_norm") is not None:                                    # bloom
+        x = _norm(x, spec["embd_norm"], spec.get("embd_norm_b"), kind, eps)
     causal = np.arange(n)[None, :] <= np.arange(n)[:, None]
     for L in spec["layers"]:
-        if any(k in L for k in _UNSUPPORTED):
+        if L.get("kind", "attention") != "attention" or L.get("n_expert") or any(k in L for k in _UNSUPPORTED):
             raise ModelError("imatrix collection does not handle expert or recurrent layers yet")
         nh, nkv, hd = L["n_head"], L["n_head_kv"], L["head_dim"]
-        h = _norm(x, L["attn_norm"], L.get("attn_norm_b"), kind, eps)
+        rs = np.float32(L.get("residual_scale", 1.0) or 1.0)                 # granite
+        # no pre-norm (olmo2): the block reads x itself
+        h = x if L["attn_norm"] is None else _norm(x, L["attn_norm"], L.get("attn_norm_b"), kind, eps)
         if L.get("wk") is None:
             q, k, v = np.split(mm(h, L["wq"]), [nh * hd, nh * hd + nkv * hd], axis=-1)
         else:
@@ -119,17 +126,24 @@ def _forward(spec: dict, tokens: np.ndarray, mm: _Recorder) -> np.ndarray:
         q = q + L["bq"] if L.get("bq") is not None else q
         k = k + L["bk"] if L.get("bk") is not None else k
         v = v + L["bv"] if L.get("bv") is not None else v
+        if L.get("qk_norm_full"):   # over all heads at once (olmo2)
+            q = _norm(q, L["q_norm"], None, "rms", eps) if L.get("q_norm") is not None else q
+            k = _norm(k, L["k_norm"], None, "rms", eps) if L.get("k_norm") is not None else k
         q, k, v = q.reshape(n, nh, hd), k.reshape(n, nkv, hd), v.reshape(n, nkv, hd)
-        if L.get("q_norm") is not None:
-            q = _norm(q, L["q_norm"], None, "rms", eps)
-        if L.get("k_norm") is not None:
-            k = _norm(k, L["k_norm"], None, "rms", eps)
+        if not L.get("qk_norm_full"):   # per head: RMS, or LayerNorm (stablelm), with a weight vector per head
+            qk_kind, per_head = L.get("qk_norm_type", "rms"), L.get("qk_norm_head_weights", False)
+            if L.get("q_norm") is not None:
+                q = _norm(q, L["q_norm"].reshape(nh, hd) if per_head else L["q_norm"], None, qk_kind, eps)
+            if L.get("k_norm") is not None:
+                k = _norm(k, L["k_norm"].reshape(nkv, hd) if per_head else L["k_norm"], None, qk_kind, eps)
         q, k = _rope(q, L.get("rope"), pos), _rope(k, L.get("rope"), pos)
         k, v = np.repeat(k, nh // nkv, axis=1), np.repeat(v, nh // nkv, axis=1)
         scores = np.einsum("qhd,khd->hqk", q, k) * np.float32(L["attn_scale"])   # (n_head, n, n)
         cap = L.get("attn_softcap", 0.0)
         if cap:
             scores = cap * np.tanh(scores / cap)
+        if L.get("alibi_slopes") is not None:                                # bloom: slope_h * (key - query)
+            scores = scores + L["alibi_slopes"][:, None, None] * (np.arange(n)[None, :] - np.arange(n)[:, None])
         allowed = causal.copy()
         if L.get("sliding_window", 0):
             allowed &= (np.arange(n)[:, None] - np.arange(n)[None, :]) < L["sliding_window"]
@@ -142,11 +156,12 @@ def _forward(spec: dict, tokens: np.ndarray, mm: _Recorder) -> np.ndarray:
             out = out + L["bo"]
         if L.get("post_attn_norm") is not None:
             out = _norm(out, L["post_attn_norm"], None, kind, eps)
-        if L.get("parallel_residual"):
-            f_in = h
+        out = out * rs
+        if L.get("parallel_residual"):   # the FFN's own norm of x (gptneox), else attention's normed input
+            f_in = h if L.get("ffn_norm") is None else _norm(x, L["ffn_norm"], L.get("ffn_norm_b"), kind, eps)
         else:
             x = x + out
-            f_in = _norm(x, L["ffn_norm"], L.get("ffn_norm_b"), kind, eps)
+            f_in = x if L.get("ffn_norm") is None else _norm(x, L["ffn_norm"], L.get("ffn_norm_b"), kind, eps)
         up = mm(f_in, L["w_up"])
         gate = None
         if L.get("fused_gate_up"):
@@ -167,6 +182,7 @@ def _forward(spec: dict, tokens: np.ndarray, mm: _Recorder) -> np.ndarray:
             f = f + L["b_down"]
         if L.get("post_ffn_norm") is not None:
             f = _norm(f, L["post_ffn_norm"], None, kind, eps)
+        f = f * rs
         x = (x + f + (out if L.get("parallel_residual") else 0.0)).astype(np.float32)
     logits = mm(_norm(x, spec["out_norm"], spec.get("out_norm_b"), kind, eps), spec["output"])
     logits = logits * np.float32(spec.get("logit_scale", 1.0))

@@ -11,6 +11,7 @@ def test_text_report_on_smollm2(smollm2_path, capsys):
     assert main(["inspect", smollm2_path]) == 0
     out = capsys.readouterr().out
     assert "architecture   llama" in out
+    assert "runs           yes: family Llama (oxillama.models.llama)" in out
     assert "GGUF v3" in out
     lines = out.splitlines()
     hp = {line.split()[0]: line.split()[1] for line in lines if line.startswith("  ") and len(line.split()) == 2}
@@ -52,6 +53,7 @@ def test_no_tensors_and_a_minimal_file(tmp_path, capsys):
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out
     assert "architecture   (none)" in out
+    assert "runs           no: the file names no general.architecture" in out
     assert "  w     F32   2 x 4  32 B" in out
     assert "custom.long" in out and "<array[INT32], 100 values>" in out
     assert main(["inspect", "--json", "--no-tensors", str(path)]) == 0
@@ -68,3 +70,19 @@ def test_bad_file_is_a_clean_error(tmp_path, capsys):
     assert err.startswith("oxillama: error: ") and "bad magic" in err and "Traceback" not in err
     assert main(["inspect", str(tmp_path / "missing.gguf")]) == 1
     assert "cannot open" in capsys.readouterr().err
+
+
+ZOO = {"stablelm": "StableLM", "gptneox": "GPTNeoX", "bloom": "Bloom", "falcon": "Falcon", "gpt2": "GPT2",
+       "olmo2": "OLMo2", "granite": "Granite", "smollm3": "SmolLM3", "exaone": "Exaone", "internlm2": "InternLM2"}
+
+
+def test_the_dense_zoo_families_show_and_run(capsys):
+    from pathlib import Path
+    data = Path(__file__).parent.parent / "models" / "data"
+    for arch, cls in ZOO.items():
+        assert main(["inspect", "--no-tensors", str(data / f"{arch}.gguf")]) == 0
+        out = capsys.readouterr().out
+        assert f"architecture   {arch}\n" in out and f"runs           yes: family {cls} " in out
+        assert "block_count" in out
+    assert main(["inspect", "--json", "--no-tensors", str(data / "gpt2.gguf")]) == 0
+    assert json.loads(capsys.readouterr().out)["family"] == {"class": "GPT2", "module": "oxillama.models.gpt2"}

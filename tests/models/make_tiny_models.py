@@ -73,6 +73,91 @@ MODELS = {
 }
 
 
+# families whose transformers configs name their sizes their own way: no COMMON, these instead
+GPT2_LIKE = dict(vocab_size=N_VOCAB, n_embd=64, n_layer=2, n_head=4, bos_token_id=N_VOCAB - 2,
+                 eos_token_id=N_VOCAB - 1)
+BLOOM_LIKE = dict(vocab_size=N_VOCAB, hidden_size=96, n_layer=2, n_head=6, bos_token_id=N_VOCAB - 2,
+                  eos_token_id=N_VOCAB - 1, pad_token_id=0)
+OWN = dict(vocab_size=N_VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+           bos_token_id=N_VOCAB - 2, eos_token_id=N_VOCAB - 1, pad_token_id=0)
+STANDALONE = {"gpt2", "bloom", "gptneox", "falcon", "falcon40b"}   # not built on COMMON
+# whose HF checkpoint (state dict + config.json) is also kept in data/hf/ for test_convert_hf.py: one per
+# converter path of its own (Conv1D, per-head and grouped QKV, ln_attn, stacked head norms, wqkv split)
+HF_CHECKPOINTS = {"gpt2", "gptneox", "falcon40b", "stablelm-par", "internlm2"}
+
+MODELS.update({
+    # StableLM-2 1.6B: QKV biases, partial NeoX RoPE (a quarter of each head), sequential blocks
+    "stablelm": ("StableLmConfig", dict(use_qkv_bias=True, layer_norm_eps=1e-5, tie_word_embeddings=False,
+                                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                          "partial_rotary_factor": 0.25}), ("f32",)),
+    # StableLM-2 12B: parallel attention + FFN from one norm, a LayerNorm per Q/K head
+    "stablelm-par": ("StableLmConfig", dict(qk_layernorm=True, use_parallel_residual=True, layer_norm_eps=1e-5,
+                                             tie_word_embeddings=False,
+                                             rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                              "partial_rotary_factor": 0.5}), ("f32",)),
+    # Pythia: parallel residual with two norms, partial RoPE, per-head interleaved fused QKV with bias
+    "gptneox": ("GPTNeoXConfig", dict(OWN, intermediate_size=96, max_position_embeddings=256, layer_norm_eps=1e-5,
+                                       use_parallel_residual=True, tie_word_embeddings=False,
+                                       rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                        "partial_rotary_factor": 0.25}), ("f32",)),
+    # BLOOM: ALiBi with 6 heads (the slopes past the largest power of two), embedding LayerNorm
+    "bloom": ("BloomConfig", dict(BLOOM_LIKE, layer_norm_epsilon=1e-5), ("f32",)),
+    # Falcon-7B: one K/V head, one norm; Falcon-40B: KV groups, ln_attn / ln_mlp
+    "falcon": ("FalconConfig", dict(OWN, max_position_embeddings=256, layer_norm_epsilon=1e-5,
+                                     multi_query=True, tie_word_embeddings=True), ("f32",)),
+    "falcon40b": ("FalconConfig", dict(OWN, max_position_embeddings=256, layer_norm_epsilon=1e-5,
+                                        new_decoder_architecture=True, num_kv_heads=2, tie_word_embeddings=False),
+                  ("f32",)),
+    # GPT-2: learned positions (as many as GPT-2's), Conv1D weights
+    "gpt2": ("GPT2Config", dict(GPT2_LIKE, n_positions=1024, layer_norm_epsilon=1e-5), ("f32",)),
+    "olmo2": ("Olmo2Config", dict(rms_norm_eps=1e-6, tie_word_embeddings=False), ("f32",)),
+    "granite": ("GraniteConfig", dict(rms_norm_eps=1e-6, embedding_multiplier=12.0, residual_multiplier=0.22,
+                                       attention_multiplier=0.2, logits_scaling=8.0, tie_word_embeddings=True),
+                ("f32",)),
+    # 4 layers: the 4th attends without RoPE
+    "smollm3": ("SmolLM3Config", dict(num_hidden_layers=4, rms_norm_eps=1e-6, tie_word_embeddings=True),
+                ("f32",)),
+    # EXAONE 3.5: Llama 3 RoPE scaling (the rope_freqs tensor) under NeoX RoPE
+    "exaone": ("ExaoneConfig", dict(rms_norm_eps=1e-5, tie_word_embeddings=False,
+                                     rope_parameters={"rope_type": "llama3", "factor": 8.0, "rope_theta": 10000.0,
+                                                      "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                      "original_max_position_embeddings": 64}), ("f32",)),
+    # InternLM2 is remote code on the Hub: a transformers Llama whose weights are written in InternLM2's
+    # checkpoint layout (grouped wqkv, its names) and converted from that (internlm2_state_dict)
+    "internlm2": ("LlamaConfig", dict(rms_norm_eps=1e-5, tie_word_embeddings=False,
+                                       rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+                  ("f32",)),
+})
+
+
+def internlm2_state_dict(model, cfg) -> tuple[dict, dict]:
+    """A transformers Llama's weights in InternLM2's checkpoint layout, and its config.json: per KV group the
+    group's query heads then its K head then its V head in one wqkv (InternLM2's modeling code reads it so)."""
+    sd = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    n_head, n_kv = cfg.num_attention_heads, cfg.num_key_value_heads
+    hd, g = cfg.hidden_size // n_head, n_head // n_kv
+    out = {"model.tok_embeddings.weight": sd["model.embed_tokens.weight"], "model.norm.weight": sd["model.norm.weight"],
+           "output.weight": sd["lm_head.weight"]}
+    for il in range(cfg.num_hidden_layers):
+        p = f"model.layers.{il}."
+        q = sd[p + "self_attn.q_proj.weight"].reshape(n_kv, g, hd, -1)
+        k = sd[p + "self_attn.k_proj.weight"].reshape(n_kv, 1, hd, -1)
+        v = sd[p + "self_attn.v_proj.weight"].reshape(n_kv, 1, hd, -1)
+        out[p + "attention.wqkv.weight"] = np.concatenate([q, k, v], axis=1).reshape(-1, cfg.hidden_size)
+        out[p + "attention.wo.weight"] = sd[p + "self_attn.o_proj.weight"]
+        out[p + "attention_norm.weight"] = sd[p + "input_layernorm.weight"]
+        out[p + "ffn_norm.weight"] = sd[p + "post_attention_layernorm.weight"]
+        out[p + "feed_forward.w1.weight"] = sd[p + "mlp.gate_proj.weight"]
+        out[p + "feed_forward.w3.weight"] = sd[p + "mlp.up_proj.weight"]
+        out[p + "feed_forward.w2.weight"] = sd[p + "mlp.down_proj.weight"]
+    config = {"model_type": "internlm2", "architectures": ["InternLM2ForCausalLM"], "vocab_size": cfg.vocab_size,
+              "hidden_size": cfg.hidden_size, "intermediate_size": cfg.intermediate_size,
+              "num_hidden_layers": cfg.num_hidden_layers, "num_attention_heads": n_head, "num_key_value_heads": n_kv,
+              "max_position_embeddings": cfg.max_position_embeddings, "rms_norm_eps": cfg.rms_norm_eps,
+              "rope_theta": cfg.rope_parameters["rope_theta"], "bias": False, "tie_word_embeddings": False}
+    return out, config
+
+
 def tokens() -> np.ndarray:
     return np.random.default_rng(SEED).integers(0, N_VOCAB - 2, size=N_TOKENS).astype(np.int64)
 
@@ -84,9 +169,11 @@ def randomize(model, torch, seed: int, gemma_norms: bool) -> None:
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.ndim == 2:
-                std = 1.0 if "embed_tokens" in name else p.shape[1] ** -0.5
+                embedding = any(e in name for e in ("embed_tokens", "wte", "wpe", "word_embeddings", "embed_in"))
+                std = 1.0 if embedding else p.shape[1] ** -0.5
                 p.copy_(torch.randn(p.shape, generator=g) * std)
-            elif name.endswith("norm.weight") or "layernorm" in name or name.endswith("norm.bias"):
+            elif (name.endswith("norm.weight") or "layernorm" in name or name.endswith("norm.bias")
+                  or "layer_norm" in name or ".ln_" in name):
                 if name.endswith("bias"):
                     p.copy_(torch.randn(p.shape, generator=g) * 0.1)
                 else:
@@ -100,10 +187,10 @@ def make(name: str) -> None:
     import torch
     import transformers
 
-    from oxillama.convert import convert_model
+    from oxillama.convert import convert_state_dict
 
     cls_name, overrides, outtypes = MODELS[name]
-    cfg = getattr(transformers, cls_name)(**{**COMMON, **overrides})
+    cfg = getattr(transformers, cls_name)(**(overrides if name in STANDALONE else {**COMMON, **overrides}))
     cfg._attn_implementation = "eager"
     torch.manual_seed(SEED)
     model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager", dtype=torch.float32)
@@ -115,7 +202,20 @@ def make(name: str) -> None:
     os.makedirs(DATA, exist_ok=True)
     for outtype in outtypes:
         suffix = "" if outtype == "f32" else f".{outtype}"
-        convert_model(model, os.path.join(DATA, f"{name}{suffix}.gguf"), outtype=outtype, name=f"tiny-{name}")
+        out = os.path.join(DATA, f"{name}{suffix}.gguf")
+        if name == "internlm2":
+            state, config = internlm2_state_dict(model, cfg)
+        else:
+            state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+            config = json.loads(model.config.to_json_string(use_diff=False))
+            if config.get("tie_word_embeddings"):   # the tied copy is not kept (nor converted)
+                state.pop("lm_head.weight", None)
+        convert_state_dict(state, config, out, outtype=outtype, name=f"tiny-{name}")
+        if name in HF_CHECKPOINTS and outtype == "f32":
+            os.makedirs(os.path.join(DATA, "hf"), exist_ok=True)
+            np.savez_compressed(os.path.join(DATA, "hf", f"{name}.npz"), **state)
+            with open(os.path.join(DATA, "hf", f"{name}.config.json"), "w", encoding="utf-8") as f:
+                json.dump(config, f, indent=1, sort_keys=True)
     np.savez_compressed(os.path.join(DATA, f"{name}.npz"), tokens=ids.astype(np.int32),
                         logits=logits.astype(np.float32))
     meta = {"config": cls_name, "overrides": overrides, "transformers": transformers.__version__,

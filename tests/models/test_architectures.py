@@ -4,7 +4,9 @@ The tiny random models in data/ (made by make_tiny_models.py: converted to GGUF 
 goldens from transformers' float32 eager attention) carry each family's distinguishing features:
 GQA, sliding windows shorter than the 32-token sequence, gemma2/gemma3 local/global layers,
 soft-capping, Q/K norms, biases, partial and scaled RoPE (linear, YaRN, Llama 3 frequency factors),
-tied embeddings. torch is not needed here. Tolerances are relative to the spread (std) of the golden logits.
+tied embeddings; ALiBi (bloom, 6 heads), learned positions (gpt2), parallel residuals with one or two
+norms (falcon, gptneox, stablelm-par), post-norms without pre-norms (olmo2), granite's multipliers,
+NoPE layers (smollm3), fused QKV layouts (bloom, gptneox, falcon, internlm2). torch is not needed here. Tolerances are relative to the spread (std) of the golden logits.
 """
 import os
 
@@ -17,9 +19,12 @@ from oxillama.models import ARCHITECTURES
 from oxillama.runtime import InferenceEngine
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
-ARCHS = ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "starcoder2", "command-r"]
+ARCHS = ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "starcoder2", "command-r",
+         "stablelm", "gptneox", "bloom", "falcon", "gpt2", "olmo2", "granite", "smollm3", "exaone", "internlm2"]
 # test model -> the GGUF architecture it is converted to (llama.cpp converts Mistral as llama)
-MODELS = {**{a: a for a in ARCHS}, "mistral": "llama", "llama3": "llama"}   # llama3: RoPE via rope_freqs
+MODELS = {**{a: a for a in ARCHS}, "mistral": "llama", "llama3": "llama",   # llama3: RoPE via rope_freqs
+          "stablelm-par": "stablelm",    # StableLM-2 12B's parallel block and per-head Q/K LayerNorms
+          "falcon40b": "falcon"}         # Falcon-40B's KV groups and two norms
 
 # max |ours - transformers| / std(transformers logits)
 F32_TOL = 1e-5        # F32 weights, F32 KV cache: float activations throughout (measured 1.2-3.6e-6;
@@ -107,11 +112,11 @@ def test_unsupported_architecture_names_the_supported_ones(tmp_path):
 # at a position depend only on the tokens before it, whatever the call shape).
 
 
-@pytest.mark.parametrize("name", ["llama", "gemma3"])
+@pytest.mark.parametrize("name", ["llama", "gemma3", "bloom"])
 @pytest.mark.parametrize("kv_type", ["f32", "f16"])
 def test_decode_after_a_long_prompt_matches_the_prefill_path(name, kv_type):
-    """1,000 cached positions: more cache chunks than threads, GQA groups, and for gemma3 sliding windows
-    that have left the first chunks behind."""
+    """1,000 cached positions: more cache chunks than threads, GQA groups, for gemma3 sliding windows
+    that have left the first chunks behind, for bloom ALiBi's distance penalty across every chunk."""
     with InferenceEngine.from_gguf(os.path.join(DATA, f"{name}.gguf"), n_ctx=1024, n_threads=2,
                                    kv_type=kv_type) as e:
         tokens = [(7 + 31 * i) % e.n_vocab for i in range(1000)]

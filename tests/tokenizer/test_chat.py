@@ -1,4 +1,7 @@
 """Chat templates: same text as plain jinja2, sandboxed, clear errors."""
+import datetime
+from pathlib import Path
+
 import jinja2
 import pytest
 
@@ -145,3 +148,44 @@ def test_a_vocabulary_without_turn_tokens_needs_a_template_and_chatml_ones_get_c
     chatml = Tokenizer.from_metadata(gpt2_metadata([("<|im_start|>", CONTROL), ("<|im_end|>", CONTROL)]))
     assert chatml.apply_chat_template([{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]) == \
         "<|im_start|>system\ns<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+
+
+# Real templates of families added with issue 31 (their GGUFs carry them as tokenizer.chat_template), copied
+# from llama.cpp's models/templates/: SmolLM3-3B (reasoning switch, system metadata) and Granite 3.3 (tools).
+FAMILY_TEMPLATES = Path(__file__).parent / "data" / "templates"
+TOOL = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                         "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                        "required": ["city"]}}}
+
+
+def hf_jinja2(source, **context):
+    """As transformers renders chat templates: a sandbox with trim/lstrip, its two helpers and its tojson (keys in
+    order, no ASCII escapes)."""
+    import json
+
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message):
+        raise jinja2.TemplateError(message)
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals.update(raise_exception=raise_exception,
+                       strftime_now=lambda fmt: datetime.datetime.now().strftime(fmt))
+    env.filters["tojson"] = lambda x, indent=None, separators=None, sort_keys=False: json.dumps(
+        x, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)
+    return env.from_string(source).render(**context)
+
+
+@pytest.mark.parametrize("family,kwargs,expect", [
+    ("smollm3", {}, "Reasoning Mode: /think"),
+    ("smollm3", {"enable_thinking": False}, "Reasoning Mode: /no_think"),
+    ("granite-3.3", {}, "<|start_of_role|>assistant<|end_of_role|>"),
+    ("granite-3.3", {"tools": [TOOL]}, '"name": "get_weather"'),
+])
+def test_family_templates_render_as_transformers_does(family, kwargs, expect):
+    source = (FAMILY_TEMPLATES / f"{family}.jinja").read_text(encoding="utf-8")
+    got = ChatTemplate(source).render(CONVERSATION, add_generation_prompt=True, bos_token="<s>", eos_token="</s>",
+                                      **kwargs)
+    want = hf_jinja2(source, messages=CONVERSATION, add_generation_prompt=True, bos_token="<s>", eos_token="</s>",
+                     **kwargs)
+    assert got == want
+    assert expect in got and "And in French? (é, ü, 日本)" in got
