@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "forward.h"
+#include "layers/shortconv.h"
 #include "layers/ssm.h"
 #include "matmul.h"
 
@@ -50,6 +51,7 @@ static void barrier_wait(step_barrier *b, int *local_sense) {
 }
 
 #define ALIGN 64
+#define DELTANET_L2_EPS 1e-6f   /* transformers' l2norm (FLA's) */
 #define MAX_ACT_TYPES 3
 
 static int64_t align_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
@@ -98,7 +100,9 @@ static inline int attn_chunks(int lo, int pos) { return pos / ATTN_CHUNK - lo / 
 
 /* The scratch layout, computed the same way by the size query and by the forward. */
 typedef struct {
-    int64_t x, xn, q, k, v, attn, tmp, gate, up, act[MAX_ACT_TYPES], rope, tls, part, rows, total;
+    int64_t x, xn, q, k, v, attn, tmp, gate, up, act[MAX_ACT_TYPES], rope, tls, part, rows, rec, qgate, total;
+    /* Qwen3-Next's DeltaNet: [q | k | v] in, the conv's output, z, [b | a] per key head, [beta | g], the output */
+    int64_t dn_qkv, dn_conv, dn_z, dn_ba, dn_bg, dn_out;
     int64_t act_bytes, tls_floats, part_floats;
     /* experts: router logits, each (row, slot)'s expert, weight and gathered position, the gathered rows'
      * token rows, per expert its first gathered position, the used experts, the gathered inputs (one per
@@ -108,11 +112,32 @@ typedef struct {
     int64_t ssm_zxbcdt, ssm_xbc, ssm_y;
 } scratch_layout;
 
+/* floats per row a recurrent layer's phase needs: LFM2's conv, in_proj's [B | C | x] and the gated conv */
+static int64_t rec_row_floats(const oxl_model *m) {
+    int64_t f = 0;
+    for (int il = 0; il < m->n_layer; il++)
+        if (m->layers[il].kind == OXL_LAYER_SHORTCONV) f = OXL_MAX(f, 4 * (int64_t)m->n_embd);
+    return f;
+}
+
+static int64_t dn_conv_dim(const oxl_deltanet *d) { return 2 * (int64_t)d->n_k_heads * d->d_k + (int64_t)d->n_v_heads * d->d_v; }
+static int64_t dn_value_dim(const oxl_deltanet *d) { return (int64_t)d->n_v_heads * d->d_v; }
+
 static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_threads) {
     scratch_layout s;
+    int64_t cd_max = 0, vd_max = 0, nv_max = 0, any_gate = 0;   /* DeltaNet widths; gated attention */
+    for (int il = 0; il < m->n_layer; il++) {
+        const oxl_layer *L = &m->layers[il];
+        any_gate |= L->kind == OXL_LAYER_ATTENTION && L->attn_gate;
+        if (L->kind != OXL_LAYER_DELTANET) continue;
+        cd_max = OXL_MAX(cd_max, dn_conv_dim(&L->dn));
+        vd_max = OXL_MAX(vd_max, dn_value_dim(&L->dn));
+        nv_max = OXL_MAX(nv_max, L->dn.n_v_heads);
+    }
     int64_t off = 0;
     const int64_t n = n_batch;
-    const int64_t widest = OXL_MAX(OXL_MAX(OXL_MAX(m->n_embd, m->n_ff_max), m->q_dim_max), m->ssm_d_inner_max);
+    const int64_t widest = OXL_MAX(OXL_MAX(OXL_MAX(OXL_MAX(m->n_embd, m->n_ff_max), m->q_dim_max),
+                                           m->ssm_d_inner_max), vd_max);
     const int64_t G = group_max(m), hd = head_dim_max(m);
 #define TAKE(field, bytes) do { s.field = off; off += align_up(bytes); } while (0)
     TAKE(x, n * m->n_embd * 4);
@@ -136,6 +161,14 @@ static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_t
     s.part_floats = OXL_MIN(items * item_floats(m), (int64_t)SPLIT_ATTN_MAX_FLOATS);
     TAKE(part, s.part_floats * 4);
     TAKE(rows, 4 * n * 4);   /* each row's sequence, position and token; the rows that get logits */
+    TAKE(rec, n * rec_row_floats(m) * 4);
+    TAKE(qgate, any_gate ? n * m->q_dim_max * 4 : 0);
+    TAKE(dn_qkv, n * cd_max * 4);
+    TAKE(dn_conv, n * cd_max * 4);
+    TAKE(dn_z, n * vd_max * 4);
+    TAKE(dn_ba, n * 2 * nv_max * 4);
+    TAKE(dn_bg, n * 2 * nv_max * 4);
+    TAKE(dn_out, n * vd_max * 4);
     const int64_t ne = m->n_expert_max, nk = n * m->n_expert_used_max, ffe = m->n_ff_exp_max;
     TAKE(r_logits, n * ne * 4);
     TAKE(sel_exp, nk * 4);
@@ -560,7 +593,33 @@ static int64_t lora_t_floats(const oxl_model *m, const oxl_batch_seq *seqs, int 
 
 /* ---- the forward ---- */
 
-/* Validates the batch; n_rows: its tokens, n_out: rows that get logits, max_pos: the last position. */
+/* An LFM2 conv layer's weights against the model, its state within the slot. */
+static int check_shortconv(const oxl_model *m, const oxl_layer *L) {
+    const oxl_shortconv *c = &L->conv;
+    if (!c->in_proj.data || !c->out_proj.data || !c->kernel || !L->attn_norm) return OXL_ERR_ARG;
+    if (c->L < 2 || c->L > OXL_CONV_MAX_L || c->in_proj.rows != 3 * (int64_t)m->n_embd ||
+        c->in_proj.cols != m->n_embd || c->out_proj.rows != m->n_embd || c->out_proj.cols != m->n_embd)
+        return OXL_ERR_SHAPE;
+    if (L->state_off < 0 || L->state_off + (int64_t)m->n_embd * (c->L - 1) > m->state_floats) return OXL_ERR_SHAPE;
+    return OXL_OK;
+}
+
+/* A DeltaNet layer's sizes and weights against the model, its state within the slot. */
+static int check_deltanet(const oxl_model *m, const oxl_layer *L) {
+    const oxl_deltanet *d = &L->dn;
+    if (d->n_k_heads <= 0 || d->n_v_heads <= 0 || d->n_v_heads % d->n_k_heads || d->d_k <= 0 ||
+        d->d_k > OXL_DELTANET_MAX_DK || d->d_v <= 0 || d->L < 2 || d->L > OXL_CONV_MAX_L) return OXL_ERR_SHAPE;
+    if (!d->wqkv.data || !d->wgate.data || !d->w_ba.data || !d->w_out.data || !d->conv || !d->a_neg ||
+        !d->dt_bias || !d->norm || !L->attn_norm) return OXL_ERR_ARG;
+    const int64_t cd = dn_conv_dim(d), vd = dn_value_dim(d);
+    if (d->wqkv.rows != cd || d->wgate.rows != vd || d->w_ba.rows != 2 * (int64_t)d->n_v_heads ||
+        d->wqkv.cols != m->n_embd || d->wgate.cols != m->n_embd || d->w_ba.cols != m->n_embd ||
+        d->w_out.rows != m->n_embd || d->w_out.cols != vd) return OXL_ERR_SHAPE;
+    const int64_t need = cd * (d->L - 1) + vd * d->d_k;
+    if (L->state_off < 0 || L->state_off + need > m->state_floats) return OXL_ERR_SHAPE;
+    return OXL_OK;
+}
+
 /* A Mamba-2 layer's sizes against each other, its weights and the model's maxima (which sized the scratch). */
 static int check_mamba2(const oxl_model *m, const oxl_layer *L) {
     const int64_t di = L->ssm_d_inner, ds = L->ssm_d_state, ng = L->ssm_n_group, nh = L->ssm_n_head;
@@ -577,6 +636,7 @@ static int check_mamba2(const oxl_model *m, const oxl_layer *L) {
     return OXL_OK;
 }
 
+/* Validates the batch; n_rows: its tokens, n_out: rows that get logits, max_pos: the last position. */
 static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_state_pool *rs,
                        const oxl_batch_seq *seqs, int n_seqs, int *n_rows, int *n_out, int *max_pos) {
     if (!m || !kv || !seqs || n_seqs <= 0 || !kv->k || !kv->v || kv->n_pages <= 0) return OXL_ERR_ARG;
@@ -587,8 +647,17 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_sta
         if (L->kind == OXL_LAYER_ATTENTION) {
             if (L->n_head_kv != kv->n_head_kv || L->head_dim != kv->head_dim) return OXL_ERR_ARG;
             if (L->kv_layer < 0 || L->kv_layer >= kv->n_layer) return OXL_ERR_ARG;
+            /* a gated layer's wq holds [q | gate] per head, beside separate K and V (and no Q bias) */
+            if (L->attn_gate && (!L->wk.data || L->bq || L->wq.rows != 2 * (int64_t)L->n_head * L->head_dim))
+                return OXL_ERR_SHAPE;
         } else if (L->kind == OXL_LAYER_MAMBA2) {
             const int rc = check_mamba2(m, L);
+            if (rc) return rc;
+        } else if (L->kind == OXL_LAYER_SHORTCONV) {
+            const int rc = check_shortconv(m, L);
+            if (rc) return rc;
+        } else if (L->kind == OXL_LAYER_DELTANET) {
+            const int rc = check_deltanet(m, L);
             if (rc) return rc;
         } else {
             return OXL_ERR_ARG;
@@ -690,6 +759,11 @@ typedef void (*fwd_phase)(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
 
 static void sync_threads(const fwd_state *F, fwd_thread *T) { barrier_wait(F->barrier, &T->local_sense); }
 
+/* the slot floats of sequence s */
+static float *seq_state(const fwd_state *F, int s) {
+    return F->rs->data + (int64_t)F->seqs[s].state_slot * F->rs->slot_floats;
+}
+
 /* the next product's work counter */
 static atomic_int *next_counter(const fwd_state *F, fwd_thread *T) { return &F->counters[T->call++]; }
 
@@ -713,11 +787,15 @@ static void phase_embed(const fwd_state *F, fwd_thread *T) {
     }
 }
 
-/* xn = norm(x); quantized for Q, K, V */
+/* xn = norm(x); quantized for Q, K, V (or the recurrent block's input projection) */
 static void phase_attn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
     const int n_embd = F->m->n_embd;
     const oxl_weight *qkv_ws[3] = {&L->wq, &L->wk, &L->wv};
-    act_set_init(&T->acts, F->kt, F->base, F->S, qkv_ws, 3);
+    const oxl_weight *conv_ws[1] = {&L->conv.in_proj};
+    const oxl_weight *dn_ws[3] = {&L->dn.wqkv, &L->dn.wgate, &L->dn.w_ba};
+    if (L->kind == OXL_LAYER_SHORTCONV) act_set_init(&T->acts, F->kt, F->base, F->S, conv_ws, 1);
+    else if (L->kind == OXL_LAYER_DELTANET) act_set_init(&T->acts, F->kt, F->base, F->S, dn_ws, 3);
+    else act_set_init(&T->acts, F->kt, F->base, F->S, qkv_ws, 3);
     for (int64_t i = T->t0; i < T->t1; i++)
         norm_row(F->kt, F->m, F->x + i * n_embd, L->attn_norm, L->attn_norm_b, F->xn + i * n_embd, n_embd);
     act_set_fill(&T->acts, F->kt, F->xn, n_embd, (int)T->t0, (int)T->t1);
@@ -733,7 +811,7 @@ static void phase_qkv(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int
     const int fused_qkv = L->wk.data == NULL;
     const float *xn = F->xn;
     T->q = F->qbuf, T->k = F->kbuf, T->v = F->vbuf;
-    T->ldq = q_dim, T->ldk = kv_dim, T->ldv = kv_dim;
+    T->ldq = L->attn_gate ? 2 * q_dim : q_dim, T->ldk = kv_dim, T->ldv = kv_dim;   /* gated: [q | gate] per head */
     if (fused_qkv) {
         const int64_t ld = L->wq.rows;  /* q_dim + 2 kv_dim */
         matmul_share(kt, &L->wq, act_for(&T->acts, kt, &L->wq, xn), n, F->qbuf, ld, next_counter(F, T), nth);
@@ -778,8 +856,17 @@ static void phase_rope_store(const fwd_state *F, fwd_thread *T, const oxl_layer 
     const int hd = L->head_dim, q_dim = L->n_head * hd, kv_dim = L->n_head_kv * hd;
     const int fused_qkv = L->wk.data == NULL;
     const float eps = F->m->norm_eps;
+    float *qgate = (float *)(F->base + F->S->qgate);
     for (int64_t i = T->t0; i < T->t1; i++) {
         float *qi = T->q + i * T->ldq, *ki = T->k + i * T->ldk, *vi = T->v + i * T->ldv;
+        if (L->attn_gate) {   /* [q | gate] per head: q compacted into attn (as a fused QKV's), the gate aside */
+            float *qc = F->attn + i * q_dim;
+            for (int h = 0; h < L->n_head; h++) {
+                memcpy(qc + h * hd, qi + 2 * h * hd, (size_t)hd * 4);
+                memcpy(qgate + i * q_dim + h * hd, qi + 2 * h * hd + hd, (size_t)hd * 4);
+            }
+            qi = qc;
+        }
         add_bias(qi, L->bq, 1, q_dim, 0, 0, 1);
         add_bias(ki, L->bk, 1, kv_dim, 0, 0, 1);
         add_bias(vi, L->bv, 1, kv_dim, 0, 0, 1);
@@ -800,7 +887,7 @@ static void phase_rope_store(const fwd_state *F, fwd_thread *T, const oxl_layer 
         store_kv(kv, kt, kv->k[L->kv_layer], page, prow, ki);
         store_kv(kv, kt, kv->v[L->kv_layer], page, prow, vi);
         /* attention reads q contiguously: compact strided rows of a fused QKV */
-        if (fused_qkv) memmove(F->attn + i * q_dim, qi, (size_t)q_dim * 4);
+        if (fused_qkv && !L->attn_gate) memmove(F->attn + i * q_dim, qi, (size_t)q_dim * 4);
     }
     sync_threads(F, T);
 }
@@ -810,12 +897,12 @@ static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *
     const oxl_kernel_table *kt = F->kt;
     const int n = F->n, ith = T->ith, nth = T->nth;
     const int hd = L->head_dim, q_dim = L->n_head * hd;
-    const int fused_qkv = L->wk.data == NULL;
+    const int q_compact = L->wk.data == NULL || L->attn_gate;   /* q already in attn (phase_rope_store) */
     const int *row_pos = F->row_pos, *row_seq = F->row_seq;
     const int64_t istride = F->istride;
     float *parts = F->parts;
-    const float *qsrc = fused_qkv ? F->attn : T->q;
-    float *out = fused_qkv ? F->xn : F->attn;  /* xn is free now; keep q and out apart */
+    const float *qsrc = q_compact ? F->attn : T->q;
+    float *out = q_compact ? F->xn : F->attn;  /* xn is free now; keep q and out apart */
     const int group = L->n_head / L->n_head_kv, nkv = L->n_head_kv;
     /* a few rows: (row, KV head, chunk) items over the threads, folded after a barrier, if their
      * partials fit; every thread computes the same item table */
@@ -861,7 +948,7 @@ static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *
         }
     }
     sync_threads(F, T);
-    if (fused_qkv) {
+    if (q_compact) {
         for (int64_t i = T->t0; i < T->t1; i++) memcpy(F->attn + i * q_dim, F->xn + i * q_dim, (size_t)q_dim * 4);
     }
 }
@@ -872,6 +959,12 @@ static void phase_attn_out(const fwd_state *F, fwd_thread *T, const oxl_layer *L
     const int n = F->n, n_embd = F->m->n_embd, q_dim = L->n_head * L->head_dim;
     const oxl_weight *wo_ws[1] = {&L->wo};
     act_set_init(&T->acts, kt, F->base, F->S, wo_ws, 1);
+    if (L->attn_gate) {   /* attn *= sigmoid(gate) */
+        const float *qgate = (const float *)(F->base + F->S->qgate);
+        for (int64_t i = T->t0; i < T->t1; i++)
+            for (int d = 0; d < q_dim; d++)
+                F->attn[i * q_dim + d] *= 1.0f / (1.0f + expf(-qgate[i * q_dim + d]));
+    }
     act_set_fill(&T->acts, kt, F->attn, q_dim, (int)T->t0, (int)T->t1);
     sync_threads(F, T);
     matmul_share(kt, &L->wo, act_for(&T->acts, kt, &L->wo, F->attn), n, F->tmp, n_embd, next_counter(F, T), T->nth);
@@ -881,6 +974,39 @@ static void phase_attn_out(const fwd_state *F, fwd_thread *T, const oxl_layer *L
         lora_up(kt, F->seqs, F->row_seq, n, il, OXL_LORA_O, &L->wo, F->lt[0], F->tmp, n_embd, T->ith, T->nth);
         sync_threads(F, T);
     }
+}
+
+/* LFM2's conv block: tmp (n, n_embd) = out_proj(C * conv(B * x)), [B | C | x] = in_proj(xn) (n, 3 n_embd) in
+ * rec; the gated conv (n, n_embd) after it. The conv runs per sequence over its rows in order, each thread a
+ * range of channels of every sequence (layers/shortconv.h: channels are independent, so the split changes
+ * nothing), from and into the sequence's conv state. */
+static void phase_shortconv(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const oxl_shortconv *c = &L->conv;
+    const int n = F->n, n_embd = F->m->n_embd, nth = T->nth;
+    float *bcx = (float *)(F->base + F->S->rec), *y = bcx + (int64_t)n * 3 * n_embd;
+    matmul_share(kt, &c->in_proj, act_for(&T->acts, kt, &c->in_proj, F->xn), n, bcx, 3 * n_embd,
+                 next_counter(F, T), nth);
+    sync_threads(F, T);
+    int64_t c0, c1;
+    oxl_split_range(n_embd, nth, T->ith, 16, &c0, &c1);
+    if (c0 < c1)
+        for (int s = 0; s < F->n_seqs; s++) {
+            const int r0 = F->seq_row0[s];
+            float *state = seq_state(F, s) + L->state_off;   /* (n_embd, L - 1) */
+            if (F->seqs[s].pos0 == 0)   /* a new sequence: the zero state */
+                memset(state + c0 * (c->L - 1), 0, (size_t)((c1 - c0) * (c->L - 1)) * 4);
+            oxl_shortconv_rows(bcx + (int64_t)r0 * 3 * n_embd, 3 * n_embd, F->seqs[s].n_tokens, n_embd,
+                               c->kernel, c->L, state, y + (int64_t)r0 * n_embd, n_embd, (int)c0, (int)c1);
+        }
+    const oxl_weight *out_ws[1] = {&c->out_proj};
+    act_set_init(&T->acts, kt, F->base, F->S, out_ws, 1);
+    sync_threads(F, T);
+    act_set_fill(&T->acts, kt, y, n_embd, (int)T->t0, (int)T->t1);
+    sync_threads(F, T);
+    matmul_share(kt, &c->out_proj, act_for(&T->acts, kt, &c->out_proj, y), n, F->tmp, n_embd,
+                 next_counter(F, T), nth);
+    sync_threads(F, T);
 }
 
 /* x += attention output (biased, post-normed); xn = the FFN's normed input, quantized for gate and up */
@@ -1211,10 +1337,6 @@ static void phase_ffn_residual(const fwd_state *F, fwd_thread *T, const oxl_laye
 
 /* ---- Mamba-2 (layers/ssm.h: the kernels and the order they sum in) ---- */
 
-/* the slot floats of sequence s */
-static float *seq_state(const fwd_state *F, int s) {
-    return F->rs->data + (int64_t)F->seqs[s].state_slot * F->rs->slot_floats;
-}
 
 /* xn = norm(x); quantized for the input projection */
 static void phase_ssm_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
@@ -1309,8 +1431,118 @@ static void phase_ssm_out(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
     }
 }
 
+/* ---- Qwen3-Next's gated DeltaNet (layers/deltanet.h: the rule and the order it sums in) ---- */
+
+/* [q | k | v] (n, conv_dim), z (n, value_dim), [b | a] (n, 2 n_v_heads) from xn (quantized by phase_attn_norm) */
+static void phase_deltanet_in(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const oxl_deltanet *d = &L->dn;
+    const scratch_layout *S = F->S;
+    const int n = F->n;
+    matmul_share(kt, &d->wqkv, act_for(&T->acts, kt, &d->wqkv, F->xn), n, (float *)(F->base + S->dn_qkv),
+                 d->wqkv.rows, next_counter(F, T), T->nth);
+    matmul_share(kt, &d->wgate, act_for(&T->acts, kt, &d->wgate, F->xn), n, (float *)(F->base + S->dn_z),
+                 d->wgate.rows, next_counter(F, T), T->nth);
+    matmul_share(kt, &d->w_ba, act_for(&T->acts, kt, &d->w_ba, F->xn), n, (float *)(F->base + S->dn_ba),
+                 d->w_ba.rows, next_counter(F, T), T->nth);
+    sync_threads(F, T);
+    (void)il;
+}
+
+#define DN_CONV_CHANNELS 256   /* channels per conv work item */
+
+/* the conv + SiLU per (sequence, channel block) from the sequence's conv state (zero at pos0 0); then per row
+ * q and k L2-normalised (q / sqrt(d_k)) and [b | a] turned into [beta | g] */
+static void phase_deltanet_conv(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_deltanet *d = &L->dn;
+    const scratch_layout *S = F->S;
+    const int cd = (int)dn_conv_dim(d), nk = d->n_k_heads, nv = d->n_v_heads, r = nv / nk;
+    const float *qkv = (const float *)(F->base + S->dn_qkv);
+    float *cv = (float *)(F->base + S->dn_conv);
+    const int n_blocks = (cd + DN_CONV_CHANNELS - 1) / DN_CONV_CHANNELS;
+    for (int64_t it = T->ith; it < (int64_t)F->n_seqs * n_blocks; it += T->nth) {
+        const int s = (int)(it / n_blocks), c0 = (int)(it % n_blocks) * DN_CONV_CHANNELS;
+        const int c1 = OXL_MIN(cd, c0 + DN_CONV_CHANNELS);
+        float *cst = seq_state(F, s) + L->state_off;   /* (conv_dim, L - 1) */
+        if (F->seqs[s].pos0 == 0) memset(cst + (int64_t)c0 * (d->L - 1), 0, (size_t)(c1 - c0) * (d->L - 1) * 4);
+        const int64_t r0 = F->seq_row0[s];
+        oxl_causal_conv1d_rows(qkv + r0 * cd, cd, F->seqs[s].n_tokens, d->conv, d->L, cst, cv + r0 * cd, cd, c0, c1);
+        for (int t = 0; t < F->seqs[s].n_tokens; t++) {
+            float *row = cv + (r0 + t) * cd;
+            for (int c = c0; c < c1; c++) row[c] = row[c] / (1.0f + expf(-row[c]));
+        }
+    }
+    sync_threads(F, T);
+    const float *ba = (const float *)(F->base + S->dn_ba);
+    float *bg = (float *)(F->base + S->dn_bg);
+    const float q_scale = 1.0f / sqrtf((float)d->d_k);
+    for (int64_t i = T->t0; i < T->t1; i++) {
+        float *row = cv + i * cd;
+        for (int h = 0; h < 2 * nk; h++) oxl_l2_norm(row + (int64_t)h * d->d_k, d->d_k, DELTANET_L2_EPS);
+        for (int j = 0; j < nk * d->d_k; j++) row[j] *= q_scale;
+        const float *bai = ba + i * 2 * nv;
+        float *bgi = bg + i * 2 * nv;
+        for (int h = 0; h < nv; h++) {   /* value head h: key head h / r, its b and a at [g: b (r) | a (r)] */
+            const int g = h / r, j = h % r;
+            const float b = bai[g * 2 * r + j], a = bai[g * 2 * r + r + j] + d->dt_bias[h];
+            const float softplus = a > 20.0f ? a : log1pf(expf(a));
+            bgi[h] = 1.0f / (1.0f + expf(-b));
+            bgi[nv + h] = d->a_neg[h] * softplus;
+        }
+    }
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* the delta rule per (sequence, value head) from the sequence's state (zero at pos0 0): out (n, value_dim) */
+static void phase_deltanet_scan(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_deltanet *d = &L->dn;
+    const scratch_layout *S = F->S;
+    const int cd = (int)dn_conv_dim(d), vd = (int)dn_value_dim(d), nk = d->n_k_heads, nv = d->n_v_heads;
+    const int r = nv / nk, dk = d->d_k, dv = d->d_v;
+    const float *cv = (const float *)(F->base + S->dn_conv), *bg = (const float *)(F->base + S->dn_bg);
+    float *out = (float *)(F->base + S->dn_out);
+    for (int64_t it = T->ith; it < (int64_t)F->n_seqs * nv; it += T->nth) {
+        const int s = (int)(it / nv), h = (int)(it % nv), g = h / r;
+        float *st = seq_state(F, s) + L->state_off + (int64_t)cd * (d->L - 1) + (int64_t)h * dv * dk;
+        if (F->seqs[s].pos0 == 0) memset(st, 0, (size_t)dv * dk * 4);
+        const int64_t r0 = F->seq_row0[s];
+        const float *row = cv + r0 * cd;
+        oxl_deltanet_head(F->kt, row + (int64_t)g * dk, row + (int64_t)(nk + g) * dk, cd,
+                          row + (int64_t)2 * nk * dk + (int64_t)h * dv, cd, bg + r0 * 2 * nv + nv + h,
+                          bg + r0 * 2 * nv + h, 2 * nv, F->seqs[s].n_tokens, dk, dv, st, out + r0 * vd + (int64_t)h * dv,
+                          vd);
+    }
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* out = rms_norm(out) * norm * silu(z) per value head, quantized; tmp (n, n_embd) = out w_out^T */
+static void phase_deltanet_out(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const oxl_deltanet *d = &L->dn;
+    const int vd = (int)dn_value_dim(d), dv = d->d_v;
+    float *out = (float *)(F->base + F->S->dn_out);
+    const float *z = (const float *)(F->base + F->S->dn_z);
+    const oxl_weight *ws[1] = {&d->w_out};
+    act_set_init(&T->acts, kt, F->base, F->S, ws, 1);
+    for (int64_t i = T->t0; i < T->t1; i++)
+        for (int h = 0; h < d->n_v_heads; h++) {
+            float *o = out + i * vd + (int64_t)h * dv;
+            const float *zh = z + i * vd + (int64_t)h * dv;
+            kt->ops.rms_norm(o, d->norm, o, dv, F->m->norm_eps);
+            for (int j = 0; j < dv; j++) o[j] *= zh[j] / (1.0f + expf(-zh[j]));
+        }
+    act_set_fill(&T->acts, kt, out, vd, (int)T->t0, (int)T->t1);
+    sync_threads(F, T);
+    matmul_share(kt, &d->w_out, act_for(&T->acts, kt, &d->w_out, out), F->n, F->tmp, F->m->n_embd,
+                 next_counter(F, T), T->nth);
+    sync_threads(F, T);
+    (void)il;
+}
+
 /* The phases of one layer, in order; returns how many. */
-#define MAX_LAYER_PHASES 10
+#define MAX_LAYER_PHASES 12
 static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
     int k = 0;
     if (L->kind == OXL_LAYER_MAMBA2) {
@@ -1320,6 +1552,15 @@ static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
         ph[k++] = phase_ssm_scan;
         ph[k++] = phase_ssm_out;
         if (!L->w_up.data && L->n_expert == 0) return k;   /* no FFN after the mixer (mamba2) */
+    } else if (L->kind == OXL_LAYER_SHORTCONV) {
+        ph[k++] = phase_attn_norm;
+        ph[k++] = phase_shortconv;
+    } else if (L->kind == OXL_LAYER_DELTANET) {
+        ph[k++] = phase_attn_norm;
+        ph[k++] = phase_deltanet_in;
+        ph[k++] = phase_deltanet_conv;
+        ph[k++] = phase_deltanet_scan;
+        ph[k++] = phase_deltanet_out;
     } else {
         ph[k++] = phase_attn_norm;
         ph[k++] = phase_qkv;

@@ -13,6 +13,8 @@
 #define OXL_FORWARD_H
 
 #include "kernels.h"
+#include "layers/deltanet.h"
+#include "layers/shortconv.h"
 
 typedef struct {
     const void *data;   /* NULL: absent */
@@ -37,6 +39,32 @@ typedef struct {
     float attn_factor;   /* YaRN magnitude scale */
     float corr_low, corr_high; /* YaRN correction dims */
 } oxl_rope;
+
+/* LFM2's conv block: y = out_proj(C * conv(B * x)), [B; C; x] = in_proj(xn); state (n_embd, L - 1) floats */
+typedef struct {
+    oxl_weight in_proj;     /* (3 n_embd, n_embd): rows [B; C; x] */
+    oxl_weight out_proj;    /* (n_embd, n_embd) */
+    const float *kernel;    /* (n_embd, L): channel c's taps, oldest first */
+    int L;                  /* kernel width (shortconv.l_cache), 2 .. OXL_CONV_MAX_L */
+} oxl_shortconv;
+
+/* Qwen3-Next's gated DeltaNet block (layers/deltanet.h): per row, [q | k | v] = wqkv(xn) with q and k n_k_heads
+ * heads of d_k and v n_v_heads heads of d_v (conv_dim = 2 n_k_heads d_k + n_v_heads d_v values), z = wgate(xn)
+ * (n_v_heads d_v), w_ba(xn) per key head [b (r) | a (r)], r = n_v_heads / n_k_heads. Then the causal conv
+ * (width L) + SiLU over [q | k | v], q and k L2-normalised (q / sqrt(d_k)), beta = sigmoid(b),
+ * g = a_neg * softplus(a + dt_bias), the delta rule per value head, o = rms_norm(o) * norm * silu(z) per value
+ * head, out = w_out(o). State: the conv state (conv_dim, L - 1), then S (n_v_heads, d_v, d_k). */
+typedef struct {
+    oxl_weight wqkv;        /* (conv_dim, n_embd) */
+    oxl_weight wgate;       /* (n_v_heads d_v, n_embd) */
+    oxl_weight w_ba;        /* (2 n_v_heads, n_embd) */
+    oxl_weight w_out;       /* (n_embd, n_v_heads d_v) */
+    const float *conv;      /* (conv_dim, L) */
+    const float *a_neg;     /* (n_v_heads): -exp(A_log) */
+    const float *dt_bias;   /* (n_v_heads) */
+    const float *norm;      /* (d_v) */
+    int L, n_k_heads, n_v_heads, d_k, d_v;
+} oxl_deltanet;
 
 typedef struct {
     /* attention block */
@@ -89,7 +117,15 @@ typedef struct {
     const float *ssm_a, *ssm_d, *ssm_dt_b;   /* per head: A (negative), D, dt bias */
     const float *ssm_norm;                   /* (d_inner) or NULL */
     int ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_n_group, ssm_n_head;
-    int64_t state_off;                       /* the layer's recurrent state within a slot (floats): conv, ssm */
+    /* LFM2's gated short convolution (kind OXL_LAYER_SHORTCONV): attn_norm is its pre-norm, then the FFN as
+     * in an attention layer; the attention fields above are unused (n_head = n_head_kv = head_dim = 0) */
+    oxl_shortconv conv;
+    /* Qwen3-Next's gated DeltaNet (kind OXL_LAYER_DELTANET): attn_norm is its pre-norm, then the FFN */
+    oxl_deltanet dn;
+    /* an attention layer's output gate (qwen3next): wq's rows are per head [q (head_dim) | gate (head_dim)],
+     * and the attention output is multiplied by sigmoid(gate) before wo */
+    int attn_gate;
+    int64_t state_off;                       /* the layer's recurrent state within a slot (floats) */
     int kv_layer;                            /* attention layers: the index of its K/V in the cache (the
                                                 attention layers in order; recurrent layers have none) */
     float residual_scale;                    /* 0 (none) or multiplies the mixer's and the FFN's outputs before
@@ -101,7 +137,11 @@ typedef struct {
     float router_eps;                        /* OXL_GATING_SPARSEMIXER's jitter epsilon */
 } oxl_layer;
 
-enum { OXL_LAYER_ATTENTION = 0, OXL_LAYER_MAMBA2 = 1 };
+/* What a layer's mixer is (the norms, residuals and FFN around it are the same for every kind). A recurrent
+ * kind keeps a fixed-size state per sequence in the state pool (oxl_state_pool) instead of KV: MAMBA2 its conv
+ * and SSM states (layers/ssm.h), SHORTCONV its conv state (n_embd, L - 1) (layers/shortconv.h), DELTANET its
+ * conv state and delta-rule state (layers/deltanet.h). */
+enum { OXL_LAYER_ATTENTION = 0, OXL_LAYER_MAMBA2 = 1, OXL_LAYER_SHORTCONV = 2, OXL_LAYER_DELTANET = 3 };
 
 /* How a router turns its logits into the chosen experts' weights (llama.cpp's expert_gating_func values):
  * SOFTMAX: softmax over all experts, the top k kept; SIGMOID: sigmoid of each, the top k kept;
@@ -136,8 +176,8 @@ typedef struct {
 
 /* Recurrent state shared by every sequence of a batch, beside the KV pages: n_slots slots of slot_floats
  * floats, a sequence's slot holding every recurrent layer's state at that layer's state_off (layers/ssm.h
- * for a Mamba-2 layer's share). A sequence whose pos0 is 0 starts from the zero state (the forward clears its
- * slot); otherwise its slot must hold the state after its first pos0 tokens. */
+ * for a Mamba-2 layer's share, layers/shortconv.h for LFM2's conv). A sequence whose pos0 is 0 starts from the
+ * zero state (the forward clears its share); otherwise its slot must hold the state after its first pos0 tokens. */
 typedef struct {
     float *data;            /* (n_slots, slot_floats) */
     int n_slots;
@@ -203,8 +243,8 @@ int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int
  * The logits of a position depend only on the tokens up to it, bit for bit, whatever else is in the batch,
  * however its tokens were split into calls and whatever n_threads: every output element is summed in one
  * fixed order (matrix products per element as vec_dot; attention in fixed page tiles and position chunks
- * merged in position order; recurrent layers one token after another, layers/ssm.h). rs: the recurrent
- * state pool, NULL for a model without recurrent layers.
+ * merged in position order; recurrent layers one token after another, layers/ssm.h, layers/shortconv.h).
+ * rs: the recurrent state pool, NULL for a model without recurrent layers.
  * Returns OXL_OK or an OXL_ERR_* code (bad token id, page outside the pool, scratch too small, ...). */
 int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_state_pool *rs,
                       const oxl_batch_seq *seqs, int n_seqs,

@@ -106,6 +106,23 @@ cdef extern from "forward.h" nogil:
         float attn_factor
         float corr_low, corr_high
 
+    enum: OXL_CONV_MAX_L
+
+    ctypedef struct oxl_shortconv:
+        oxl_weight in_proj, out_proj
+        const float *kernel
+        int L
+
+    enum: OXL_DELTANET_MAX_DK
+
+    ctypedef struct oxl_deltanet:
+        oxl_weight wqkv, wgate, w_ba, w_out
+        const float *conv
+        const float *a_neg
+        const float *dt_bias
+        const float *norm
+        int L, n_k_heads, n_v_heads, d_k, d_v
+
     ctypedef struct oxl_layer:
         const float *attn_norm
         const float *attn_norm_b
@@ -152,6 +169,9 @@ cdef extern from "forward.h" nogil:
         const float *ssm_dt_b
         const float *ssm_norm
         int ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_n_group, ssm_n_head
+        oxl_shortconv conv
+        oxl_deltanet dn
+        int attn_gate
         int64_t state_off
         int kv_layer
         float residual_scale
@@ -164,6 +184,9 @@ cdef extern from "forward.h" nogil:
 
     enum: OXL_LAYER_ATTENTION
     enum: OXL_LAYER_MAMBA2
+    enum: OXL_LAYER_SHORTCONV
+    enum: OXL_LAYER_DELTANET
+
 
     ctypedef struct oxl_model:
         int n_embd, n_layer, n_vocab, n_ff_max, q_dim_max, kv_dim

@@ -44,6 +44,7 @@ cdef class ForwardPlan:
     cdef readonly dict repacked_layouts
     cdef readonly int64_t state_floats    # floats of one sequence's recurrent state; 0: no recurrent layer
     cdef readonly list state_layout       # [(layer, name, shape, offset)]: where each layer's state lives in a slot
+    cdef readonly tuple kinds             # each layer's kind
 
     def __cinit__(self):
         self.layers = NULL
@@ -99,13 +100,19 @@ cdef class ForwardPlan:
         cdef oxl_layer *L
         self.state_layout = []
         self.state_floats = 0
+        kinds = []
         self.n_head_kv, self.head_dim = spec.get("n_head_kv", 1), spec.get("head_dim", 32)  # attention-free: a token KV
         for il, ls in enumerate(layers):
             L = &self.layers[il]
             p = f"blk.{il}."
             kind = ls.get("kind", "attention")
+            kinds.append(kind)
             if kind == "mamba2":
                 self._mamba2(L, ls, p, il)
+            elif kind == "shortconv":
+                self._shortconv(L, ls, p, il)
+            elif kind == "deltanet":
+                self._deltanet(L, ls, p, il)
             elif kind != "attention":
                 raise ModelError(f"layer {il}: unknown layer kind {kind!r}")
             else:
@@ -142,6 +149,7 @@ cdef class ForwardPlan:
             if L.act == 3 and not (L.act_alpha > 0.0 and L.act_limit > 0.0):
                 raise ModelError(f"layer {il}: the clamped SwiGLU needs act_alpha > 0 and act_limit > 0, got "
                                  f"{L.act_alpha}, {L.act_limit}")
+        self.kinds = tuple(kinds)
         m.layers = self.layers
         m.n_ff_max = n_ff_max
         m.q_dim_max = q_dim_max
@@ -197,6 +205,59 @@ cdef class ForwardPlan:
         m.ssm_d_in_proj_max = max(m.ssm_d_in_proj_max, d_in_proj)
         return 0
 
+    cdef int _shortconv(self, oxl_layer *L, dict ls, str p, int il) except -1:
+        """LFM2's gated short convolution (layers/shortconv.h): in_proj (3 n_embd, n_embd) rows [B; C; x], the
+        (n_embd, L) kernel, out_proj; its conv state placed in the slot after the previous recurrent layers'."""
+        L.kind = OXL_LAYER_SHORTCONV
+        width = ls["conv_L"]
+        if not isinstance(width, int) or not 2 <= width <= OXL_CONV_MAX_L:
+            raise ModelError(f"layer {il}: shortconv.l_cache = {width!r}; supported 2..{OXL_CONV_MAX_L}")
+        L.conv.L = width
+        L.attn_norm = self._vec(ls.get("attn_norm"), self.n_embd, p + "attn_norm")
+        if L.attn_norm == NULL:
+            raise ModelError(f"layer {il}: {p}attn_norm is missing")
+        L.conv.in_proj = self._weight(ls["conv_in"], p + "shortconv.in_proj", 3 * self.n_embd, self.n_embd)
+        L.conv.out_proj = self._weight(ls["conv_out"], p + "shortconv.out_proj", self.n_embd, self.n_embd)
+        L.conv.kernel = self._vec(ls["conv_kernel"], self.n_embd * width, p + "shortconv.conv")
+        L.state_off = self.state_floats
+        self.state_layout.append((il, "conv", (self.n_embd, width - 1), self.state_floats))
+        self.state_floats += self.n_embd * (width - 1)
+        return 0
+
+    cdef int _deltanet(self, oxl_layer *L, dict ls, str p, int il) except -1:
+        """Qwen3-Next's gated DeltaNet (layers/deltanet.h): its sizes checked against each other and its weights,
+        its conv state (conv_dim, L - 1) and delta-rule state (n_v_heads, d_v, d_k) placed in the slot."""
+        L.kind = OXL_LAYER_DELTANET
+        width, nk, nv, dk, dv = ls["dn_L"], ls["dn_n_k_heads"], ls["dn_n_v_heads"], ls["dn_d_k"], ls["dn_d_v"]
+        for key, v in (("ssm.conv_kernel", width), ("ssm.group_count", nk), ("ssm.time_step_rank", nv),
+                       ("ssm.state_size", dk), ("value head size", dv)):
+            if not isinstance(v, int) or v < 1 or v > 1 << 16:
+                raise ModelError(f"layer {il}: {key} = {v!r} is not a size")
+        if not 2 <= width <= OXL_CONV_MAX_L:
+            raise ModelError(f"layer {il}: ssm.conv_kernel = {width}; supported 2..{OXL_CONV_MAX_L}")
+        if nv % nk or dk > OXL_DELTANET_MAX_DK:
+            raise ModelError(f"layer {il}: ssm.time_step_rank (value heads) {nv} must be a multiple of "
+                             f"ssm.group_count (key heads) {nk}, and ssm.state_size {dk} at most {OXL_DELTANET_MAX_DK}")
+        cd, vd = 2 * nk * dk + nv * dv, nv * dv
+        L.dn.L, L.dn.n_k_heads, L.dn.n_v_heads, L.dn.d_k, L.dn.d_v = width, nk, nv, dk, dv
+        L.attn_norm = self._vec(ls.get("attn_norm"), self.n_embd, p + "attn_norm")
+        if L.attn_norm == NULL:
+            raise ModelError(f"layer {il}: {p}attn_norm is missing")
+        L.dn.wqkv = self._weight(ls["dn_wqkv"], p + "attn_qkv", cd, self.n_embd)
+        L.dn.wgate = self._weight(ls["dn_wgate"], p + "attn_gate", vd, self.n_embd)
+        L.dn.w_ba = self._weight(ls["dn_w_ba"], p + "ssm_ba", 2 * nv, self.n_embd)
+        L.dn.w_out = self._weight(ls["dn_w_out"], p + "ssm_out", self.n_embd, vd)
+        L.dn.conv = self._vec(ls["dn_conv"], cd * width, p + "ssm_conv1d")
+        L.dn.a_neg = self._vec(ls["dn_a"], nv, p + "ssm_a")
+        L.dn.dt_bias = self._vec(ls["dn_dt_bias"], nv, p + "ssm_dt.bias")
+        L.dn.norm = self._vec(ls["dn_norm"], dv, p + "ssm_norm")
+        L.state_off = self.state_floats
+        self.state_layout.append((il, "conv", (cd, width - 1), self.state_floats))
+        self.state_floats += cd * (width - 1)
+        self.state_layout.append((il, "delta", (nv, dv, dk), self.state_floats))
+        self.state_floats += nv * dv * dk
+        return 0
+
     cdef int _attention(self, oxl_layer *L, dict ls, str p, int il, int kv_dim_seen) except -1:
         """An attention block's weights; returns its q_dim."""
         L.kind = OXL_LAYER_ATTENTION
@@ -215,7 +276,14 @@ cdef class ForwardPlan:
         self.n_head_kv, self.head_dim = L.n_head_kv, L.head_dim
         L.attn_norm = self._vec(ls.get("attn_norm"), self.n_embd, p + "attn_norm")
         L.attn_norm_b = self._vec(ls.get("attn_norm_b"), self.n_embd, p + "attn_norm.bias")
-        if ls.get("wk") is None:
+        L.attn_gate = bool(ls.get("attn_gate", False))
+        if L.attn_gate:   # wq's rows: [q | gate] per head
+            if ls.get("wk") is None or ls.get("bq") is not None:
+                raise ModelError(f"layer {il}: a gated attention layer needs separate Q, K, V and no Q bias")
+            L.wq = self._weight(ls["wq"], p + "attn_q", 2 * q_dim, self.n_embd)
+            L.wk = self._weight(ls["wk"], p + "attn_k", kv_dim, self.n_embd)
+            L.wv = self._weight(ls["wv"], p + "attn_v", kv_dim, self.n_embd)
+        elif ls.get("wk") is None:
             L.wq = self._weight(ls["wq"], p + "attn_qkv", q_dim + 2 * kv_dim, self.n_embd)
         else:
             L.wq = self._weight(ls["wq"], p + "attn_q", q_dim, self.n_embd)

@@ -117,6 +117,10 @@ class Architecture:
     expert_gating = "softmax"
     expert_norm_topk = False
     shared_expert_gate = False  # the shared expert's output times sigmoid(ffn_gate_inp_shexp . x) (qwen2moe)
+    out_norm_name = "output_norm"   # the final norm's tensor (lfm2: token_embd_norm)
+    embd_norm_name = "token_embd_norm"   # a norm of the embeddings where the file has one (bloom), or None (lfm2,
+                                         # whose token_embd_norm is its final norm)
+    attn_q_rows_per_head = 1        # attn_q's rows per head, in head_dim (qwen3next: 2, [q | gate])
     ffn_norm_tensor = "ffn_norm"   # the FFN's input norm (gpt-oss names it post_attention_norm)
     router_eps = 0.0            # the sparsemixer router's jitter epsilon (phimoe)
     yarn_truncate = True        # YaRN's blend range widened to whole pairs (see yarn_corr_dims)
@@ -260,7 +264,8 @@ class Architecture:
         if sc.kind == "yarn" and c.rope_base <= 1.0:
             raise ModelError(f"YaRN needs rope.freq_base > 1, got {c.rope_base}")
         # the first block's matrices against the hyper-parameters (the plan checks every block)
-        expect = {"attn_q.weight": c.q_dim, "attn_k.weight": c.kv_dim, "attn_v.weight": c.kv_dim,
+        expect = {"attn_q.weight": c.q_dim * self.attn_q_rows_per_head, "attn_k.weight": c.kv_dim,
+                  "attn_v.weight": c.kv_dim,
                   "ffn_down.weight": c.n_embd}
         for name, rows in expect.items():
             t = self.tensors.get(f"blk.0.{name}")
@@ -442,15 +447,20 @@ class Architecture:
             raise ModelError(f"position_embd.weight has {pos[2]} rows, fewer than {self.arch}.context_length "
                              f"{c.n_ctx_train}")
         return {
-            "pos_embd": pos, "embd_norm": self.vector("token_embd_norm.weight"),
-            "embd_norm_b": self.vector("token_embd_norm.bias"),
+            "pos_embd": pos,
+            "embd_norm": self.vector(f"{self.embd_norm_name}.weight") if self.embd_norm_name else None,
+            "embd_norm_b": self.vector(f"{self.embd_norm_name}.bias") if self.embd_norm_name else None,
             "arch": self.arch, "n_embd": c.n_embd, "n_vocab": c.n_vocab, "norm_type": self.norm_type,
             "norm_eps": c.norm_eps, "embd_scale": self.embd_scale(), "final_softcap": self.final_softcap(),
             "logit_scale": self.logit_scale(), "tok_embd": emb, "output": output,
-            "out_norm": self.vector("output_norm.weight", optional=False),
-            "out_norm_b": self.vector("output_norm.bias"), "output_b": self.vector("output.bias"),
-            "layers": [self.layer(il) for il in range(c.n_layer)],
+            "out_norm": self.vector(f"{self.out_norm_name}.weight", optional=False),
+            "out_norm_b": self.vector(f"{self.out_norm_name}.bias"), "output_b": self.vector("output.bias"),
+            "layers": [self.layer(il) for il in range(self.run_layers())],
         }
+
+    def run_layers(self) -> int:
+        """How many of the file's blocks the forward runs (qwen3next: not its multi-token-prediction blocks)."""
+        return self.config.n_layer
 
     def embd_scale(self) -> float:
         return 1.0

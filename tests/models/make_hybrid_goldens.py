@@ -1,0 +1,97 @@
+"""Reference logits of the tiny hybrid models (run once; needs torch + transformers, llama-cpp-python optional).
+
+    python tests/models/make_hybrid_goldens.py
+
+Builds transformers' Lfm2ForCausalLM and Qwen3NextForCausalLM from the very weights tiny_hybrid.write_tiny_lfm2 and
+write_tiny_qwen3next write (float32, eager attention; Qwen3-Next's prefill in its chunked delta-rule form), runs a 150-token prompt in one forward, and writes data/hybrid_goldens.npz: the tokens and, per
+model, transformers' logits at every position, plus llama.cpp's (llama-cpp-python, F32 KV cache) on the GGUF
+file where it is installed, and the sha256 of the file, so test_hybrid.py can tell a drifted file from a wrong
+forward. The suite itself needs neither torch nor llama.cpp.
+"""
+import hashlib
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+
+import tiny_hybrid  # noqa: E402
+
+N_TOKENS = 150
+
+
+def sha256(path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def lfm2_transformers(tokens: np.ndarray) -> np.ndarray:
+    import torch
+    from transformers import Lfm2Config, Lfm2ForCausalLM
+    config = Lfm2Config(**tiny_hybrid.lfm2_hf_config())
+    config._attn_implementation = "eager"
+    model = Lfm2ForCausalLM(config).float().eval()
+    state = {k: torch.from_numpy(np.ascontiguousarray(v))
+             for k, v in tiny_hybrid.lfm2_hf_tensors(tiny_hybrid.lfm2_tensors()).items()}
+    state["lm_head.weight"] = state["model.embed_tokens.weight"]
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected and all(k == "lm_head.weight" for k in missing), (missing, unexpected)
+    with torch.no_grad():
+        out = model(torch.from_numpy(tokens.astype(np.int64))[None], use_cache=False)
+    return out.logits[0].numpy().astype(np.float32)
+
+
+def qwen3next_transformers(tokens: np.ndarray) -> np.ndarray:
+    import torch
+    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+    config = Qwen3NextConfig(**tiny_hybrid.qwen3next_hf_config())
+    config._attn_implementation = "eager"
+    model = Qwen3NextForCausalLM(config).float().eval()
+    state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tiny_hybrid.qwen3next_hf_tensors().items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected and not missing, (missing, unexpected)
+    with torch.no_grad():
+        out = model(torch.from_numpy(tokens.astype(np.int64))[None], use_cache=False)
+    return out.logits[0].numpy().astype(np.float32)
+
+
+def llama_cpp_logits(path: str, tokens: np.ndarray):
+    try:
+        import llama_cpp
+    except ImportError:
+        return None
+    model = llama_cpp.Llama(path, n_ctx=256, n_batch=256, logits_all=True, verbose=False, n_threads=1,
+                            type_k=0, type_v=0)
+    model.eval(tokens.tolist())
+    return np.array(model.scores[:len(tokens)], dtype=np.float32)
+
+
+def main() -> None:
+    tokens = np.random.default_rng(3).integers(0, tiny_hybrid.N_VOCAB, size=N_TOKENS).astype(np.int32)
+    out = {"tokens": tokens}
+    with tempfile.TemporaryDirectory() as d:
+        path = tiny_hybrid.write_tiny_lfm2(os.path.join(d, "lfm2.gguf"))
+        out["lfm2/transformers"] = lfm2_transformers(tokens)
+        out["lfm2/sha256"] = np.array(sha256(path))
+        ref = llama_cpp_logits(path, tokens)
+        if ref is not None:
+            out["lfm2/llama_cpp"] = ref
+            print("lfm2 llama.cpp vs transformers: max |diff|", float(np.abs(ref - out["lfm2/transformers"]).max()))
+        path = tiny_hybrid.write_tiny_qwen3next(os.path.join(d, "qwen3next.gguf"))
+        out["qwen3next/transformers"] = qwen3next_transformers(tokens)
+        out["qwen3next/sha256"] = np.array(sha256(path))
+        ref = llama_cpp_logits(path, tokens)
+        if ref is not None:
+            out["qwen3next/llama_cpp"] = ref
+            print("qwen3next llama.cpp vs transformers: max |diff|",
+                  float(np.abs(ref - out["qwen3next/transformers"]).max()))
+    np.savez_compressed(os.path.join(HERE, "data", "hybrid_goldens.npz"), **out)
+    print({k: v.shape for k, v in out.items()})
+
+
+if __name__ == "__main__":
+    main()
