@@ -138,6 +138,10 @@ cdef extern from "forward.h" nogil:
         int ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_n_group, ssm_n_head
         int64_t state_off
         float residual_scale
+        const float *attn_out_norm
+        const float *attn_out_norm_b
+        const float *layer_out_norm
+        const float *layer_out_norm_b
 
     enum: OXL_LAYER_ATTENTION
     enum: OXL_LAYER_MAMBA2
@@ -158,6 +162,11 @@ cdef extern from "forward.h" nogil:
         int n_expert_max, n_expert_used_max, n_ff_exp_max
         int ssm_d_in_proj_max, ssm_conv_dim_max, ssm_d_inner_max
         int64_t state_floats
+        oxl_weight pos_embd
+        const float *type_embd
+        const float *embd_norm
+        const float *embd_norm_b
+        int non_causal
 
     ctypedef struct oxl_state_pool:
         float *data

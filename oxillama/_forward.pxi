@@ -25,6 +25,7 @@ cdef class ForwardPlan:
     cdef oxl_layer *layers
     cdef list _keep
     cdef readonly int n_layer, n_embd, n_vocab, kv_dim, n_head_kv, head_dim
+    cdef readonly bint non_causal          # an encoder: each call's tokens see each other (one call per input)
     cdef readonly int64_t state_floats    # floats of one sequence's recurrent state; 0: no recurrent layer
     cdef readonly list state_layout       # [(layer, name, shape, offset)]: where each layer's state lives in a slot
 
@@ -61,6 +62,14 @@ cdef class ForwardPlan:
         m.output = self._weight(spec["output"], "output", self.n_vocab, self.n_embd)
         m.out_norm = self._vec(spec.get("out_norm"), self.n_embd, "output_norm")
         m.out_norm_b = self._vec(spec.get("out_norm_b"), self.n_embd, "output_norm.bias")
+        # encoders: learned positions, the token-type-0 row, the norm after the embeddings, no causal mask
+        if spec.get("pos_embd") is not None:
+            m.pos_embd = self._weight(spec["pos_embd"], "position_embd", spec["pos_embd"][2], self.n_embd)
+        m.type_embd = self._vec(spec.get("type_embd"), self.n_embd, "token_types")
+        m.embd_norm = self._vec(spec.get("embd_norm"), self.n_embd, "token_embd_norm")
+        m.embd_norm_b = self._vec(spec.get("embd_norm_b"), self.n_embd, "token_embd_norm.bias")
+        m.non_causal = bool(spec.get("non_causal", False))
+        self.non_causal = m.non_causal
         cdef int n_ff_max = 0, q_dim_max = 0, kv_dim = -1
         cdef oxl_layer *L
         self.state_layout = []
@@ -101,6 +110,10 @@ cdef class ForwardPlan:
             L.post_ffn_norm = self._vec(ls.get("post_ffn_norm"), self.n_embd, p + "post_ffw_norm")
             L.act = _ACTS[ls.get("act", "silu")]
             L.residual_scale = ls.get("residual_scale", 1.0)
+            L.attn_out_norm = self._vec(ls.get("attn_out_norm"), self.n_embd, p + "attn_output_norm")
+            L.attn_out_norm_b = self._vec(ls.get("attn_out_norm_b"), self.n_embd, p + "attn_output_norm.bias")
+            L.layer_out_norm = self._vec(ls.get("layer_out_norm"), self.n_embd, p + "layer_output_norm")
+            L.layer_out_norm_b = self._vec(ls.get("layer_out_norm_b"), self.n_embd, p + "layer_output_norm.bias")
         m.layers = self.layers
         m.n_ff_max = n_ff_max
         m.q_dim_max = q_dim_max

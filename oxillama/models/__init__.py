@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from oxillama.errors import UnsupportedArchitectureError
 from oxillama.models.base import Architecture, ModelConfig
+from oxillama.models.bert import Bert, NomicBert
 from oxillama.models.command_r import CommandR
 from oxillama.models.gemma import Gemma, Gemma2, Gemma3
 from oxillama.models.granite import GraniteHybrid
@@ -16,7 +17,7 @@ from oxillama.models.starcoder2 import StarCoder2
 
 FAMILIES: tuple[type[Architecture], ...] = (Llama, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, StarCoder2, CommandR,
                                             Qwen3Moe, Qwen2Moe, OLMoE, Mamba2,
-                                            GraniteHybrid)
+                                            GraniteHybrid, Bert, NomicBert)
 ARCHITECTURES: dict[str, type[Architecture]] = {name: cls for cls in FAMILIES for name in cls.arch_names}
 
 __all__ = ["ARCHITECTURES", "Architecture", "ModelConfig", "architecture_for"]

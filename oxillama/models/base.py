@@ -110,6 +110,7 @@ class Architecture:
     expert_gating = "softmax"
     expert_norm_topk = False
     shared_expert_gate = False  # the shared expert's output times sigmoid(ffn_gate_inp_shexp . x) (qwen2moe)
+    is_encoder = False          # bidirectional, embeddings only (bert): no logits, no generation
 
     def __init__(self, gguf: GGUFFile):
         self.gguf = gguf
