@@ -1,10 +1,13 @@
-"""Encoders for embeddings (bert) against Hugging Face transformers and llama.cpp's tokenizer.
+"""Encoders for embeddings (bert, nomic-bert) against Hugging Face transformers, a numpy reference and llama.cpp.
 
 bert.gguf: a tiny random transformers BertModel (2 layers, 4 heads, learned positions, 2 token types, a
 hand-made WordPiece vocabulary, mean pooling declared as a sentence-transformers checkpoint) converted by
 llama.cpp's convert_hf_to_gguf.py; bert.npz: transformers' last_hidden_state for three token lists;
 bert.tokens.json: llama.cpp's (llama-cpp-python's) token ids for texts that reach every WordPiece rule. Made by
-make_encoder_models.py; torch and llama.cpp are not needed here."""
+make_encoder_models.py; torch and llama.cpp are not needed here.
+nomic-bert.gguf: random weights in llama.cpp's nomic-bert layout (fused QKV, RoPE over halves, SwiGLU, cls
+pooling) with the same vocabulary; nomic-bert.npz: a float64 numpy restatement of nomic's NomicBertModel.
+<name>.llama_cpp.json: llama-cpp-python's pooled embeddings of three texts (a second opinion on the layout)."""
 import json
 import os
 
@@ -23,8 +26,11 @@ F32_TOL = 1e-5      # max |ours - transformers| / max |transformers|, F32 KV (me
 F16_KV_TOL = 1e-3   # the default F16 KV cache rounds K and V (measured 1.9e-4)
 
 
-def goldens():
-    g = np.load(os.path.join(DATA, "bert.npz"))
+LLAMA_CPP_TOL = 1e-3   # vs llama.cpp: its F16 K/V and tanh GELU, our F16 K/V (measured 2.9e-4)
+
+
+def goldens(name="bert"):
+    g = np.load(os.path.join(DATA, f"{name}.npz"))
     return [(g[f"tokens{i}"], g[f"hidden{i}"]) for i in range(3)]
 
 
@@ -32,11 +38,12 @@ def rel_err(out, ref):
     return float(np.abs(out - ref).max() / np.abs(ref).max())
 
 
+@pytest.mark.parametrize("name", ["bert", "nomic-bert"])
 @pytest.mark.parametrize("kv_type, tol", [("f32", F32_TOL), ("f16", F16_KV_TOL)])
-def test_bert_hidden_states_match_transformers(kv_type, tol):
-    with InferenceEngine.from_gguf(BERT, n_threads=2, kv_type=kv_type) as e:
-        assert e.config.arch == "bert" and e.plan.non_causal
-        for tokens, ref in goldens():
+def test_hidden_states_match_the_reference(name, kv_type, tol):
+    with InferenceEngine.from_gguf(os.path.join(DATA, f"{name}.gguf"), n_threads=2, kv_type=kv_type) as e:
+        assert e.config.arch == name and e.plan.non_causal
+        for tokens, ref in goldens(name):
             out = hidden_states(e, tokens)
             assert out.shape == ref.shape
             assert rel_err(out, ref) < tol, (len(tokens), rel_err(out, ref))
@@ -52,11 +59,23 @@ def test_bert_attention_is_bidirectional():
     assert not np.array_equal(a[0], b[0])
 
 
-def test_bert_hidden_states_do_not_depend_on_threads_or_batch_size():
-    tokens, _ = goldens()[2]
-    with InferenceEngine.from_gguf(BERT, n_threads=1, n_batch=8) as one, \
-            InferenceEngine.from_gguf(BERT, n_threads=2) as two:
+@pytest.mark.parametrize("name", ["bert", "nomic-bert"])
+def test_hidden_states_do_not_depend_on_threads_or_batch_size(name):
+    path = os.path.join(DATA, f"{name}.gguf")
+    tokens, _ = goldens(name)[2]
+    with InferenceEngine.from_gguf(path, n_threads=1, n_batch=8) as one, \
+            InferenceEngine.from_gguf(path, n_threads=2) as two:
         assert np.array_equal(hidden_states(one, tokens), hidden_states(two, tokens))
+
+
+@pytest.mark.parametrize("name", ["bert", "nomic-bert"])
+def test_pooled_embeddings_agree_with_llama_cpp(name):
+    """llama-cpp-python's Llama(embedding=True).embed(text) on the same file, and oxillama's drop-in."""
+    from oxillama import Llama
+    llm = Llama(os.path.join(DATA, f"{name}.gguf"), embedding=True, verbose=False)
+    for case in json.load(open(os.path.join(DATA, f"{name}.llama_cpp.json"), encoding="utf-8")):
+        ours, ref = np.array(llm.embed(case["text"])), np.array(case["embedding"])
+        assert rel_err(ours, ref) < LLAMA_CPP_TOL, (case["text"], rel_err(ours, ref))
 
 
 def test_bert_pooling_is_the_declared_mean():
