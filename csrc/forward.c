@@ -405,11 +405,16 @@ static void attn_fold(float *acc, const float *b, int group, int hd) {
     }
 }
 
-/* out (group, hd) = o / l of each head's folded partial */
-static void attn_finish(const float *part, int group, int hd, float *out) {
+/* out (group, hd) = o / l of each head's folded partial; with sinks (the group's heads' sink logits), l first
+ * gains exp(sink) on the partial's scale: o / (l + exp(sink - m)), computed at the larger of m and sink */
+static void attn_finish(const float *part, int group, int hd, const float *sinks, float *out) {
     const int64_t stride = hd + 2;
     for (int k = 0; k < group; k++) {
-        const float inv = 1.0f / part[k * stride + 1];
+        float inv = 1.0f / part[k * stride + 1];
+        if (sinks) {
+            const float m = part[k * stride], s = sinks[k], mx = m > s ? m : s, c = expf(m - mx);
+            inv = c / (part[k * stride + 1] * c + expf(s - mx));
+        }
         for (int d = 0; d < hd; d++) out[k * hd + d] = part[k * stride + 2 + d] * inv;
     }
 }
@@ -434,11 +439,20 @@ static void attn_item(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_
         attn_chunk(kt, L, kv, layer, pages, qg, g, tb, te, c == 0 ? w->state : w->chunk, w);
         if (c > 0) attn_fold(w->state, w->chunk, group, hd);
     }
-    attn_finish(w->state, group, hd, out + (int64_t)g * group * hd);
+    attn_finish(w->state, group, hd, L->attn_sinks ? L->attn_sinks + g * group : NULL, out + (int64_t)g * group * hd);
 }
 
-static void activate(const oxl_kernel_table *kt, int act, const float *g, const float *u, float *y, int n) {
-    switch (act) {
+static void activate(const oxl_kernel_table *kt, const oxl_layer *L, const float *g, const float *u, float *y, int n) {
+    switch (L->act) {
+    case OXL_ACT_SWIGLU_OAI: {
+        const float alpha = L->act_alpha, limit = L->act_limit;
+        for (int i = 0; i < n; i++) {
+            const float gi = g[i] < limit ? g[i] : limit;
+            const float ui = u ? (u[i] < -limit ? -limit : u[i] > limit ? limit : u[i]) : 0.0f;
+            y[i] = (ui + 1.0f) * (gi / (1.0f + expf(-alpha * gi)));
+        }
+        break;
+    }
     case OXL_ACT_GELU_TANH: kt->ops.gelu_mul(g, u, y, n); break;
     case OXL_ACT_GELU_ERF: kt->ops.gelu_erf_mul(g, u, y, n); break;
     default:
@@ -589,7 +603,8 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_sta
             L->exp_gate.rows != (int64_t)L->n_expert * L->n_ff_exp || L->exp_gate.cols != m->n_embd ||
             L->exp_up.rows != L->exp_gate.rows || L->exp_up.cols != m->n_embd ||
             L->exp_down.rows != (int64_t)L->n_expert * m->n_embd || L->exp_down.cols != L->n_ff_exp) return OXL_ERR_SHAPE;
-        if (L->gating < OXL_GATING_SOFTMAX || L->gating > OXL_GATING_SOFTMAX_WEIGHT) return OXL_ERR_ARG;
+        if (L->gating < OXL_GATING_SOFTMAX || L->gating > OXL_GATING_SPARSEMIXER) return OXL_ERR_ARG;
+        if (L->gating == OXL_GATING_SPARSEMIXER && L->n_expert_used != 2) return OXL_ERR_ARG;
     }
     int64_t rows = 0, outs = 0;
     int last = 0;
@@ -824,7 +839,8 @@ static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *
             const int nc = (item0[r + 1] - item0[r]) / nkv;
             float *acc = parts + (int64_t)(item0[r] + g * nc) * istride;
             for (int c = 1; c < nc; c++) attn_fold(acc, acc + (int64_t)c * istride, group, hd);
-            attn_finish(acc, group, hd, out + (int64_t)r * q_dim + (int64_t)g * group * hd);
+            attn_finish(acc, group, hd, L->attn_sinks ? L->attn_sinks + g * group : NULL,
+                        out + (int64_t)r * q_dim + (int64_t)g * group * hd);
         }
     } else {
         /* (row, KV head) items dealt round-robin: a causal item's cost grows with its position,
@@ -925,8 +941,8 @@ static void phase_ffn(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int
         add_bias(ui, L->b_up, 1, n_ff, 0, 0, 1);
         if (gi) add_bias(gi, L->b_gate, 1, n_ff, 0, 0, 1);
         float *hi = gate + i * n_ff;
-        if (gi) activate(kt, L->act, gi, ui, hi, n_ff);
-        else activate(kt, L->act, ui, NULL, hi, n_ff);
+        if (gi) activate(kt, L, gi, ui, hi, n_ff);
+        else activate(kt, L, ui, NULL, hi, n_ff);
     }
     act_set_fill(&T->acts, kt, gate, n_ff, (int)T->t0, (int)T->t1);
     sync_threads(F, T);
@@ -965,10 +981,32 @@ static int expert_chunks(const oxl_weight *w, int64_t rows, int nth) {
     return (int)OXL_MIN(OXL_MAX(c, 1), (rows + 15) / 16);
 }
 
+/* sparsemixer's weight of the best remaining logit l[best] (the taken ones -inf): its softmax over the logits
+ * close enough to it, 1 / sum over e of exp(l[e] - l[best]) for (l[best] - l[e]) / max(|l[e]|, l[best]) <= 2 eps */
+static float sparsemixer_weight(const float *l, int ne, int best, float eps) {
+    const float mx = l[best];
+    float sum = 0.0f;
+    for (int e = 0; e < ne; e++) {
+        const float a = fabsf(l[e]), factor = a > mx ? a : mx;
+        if (l[e] != -INFINITY && !((mx - l[e]) / factor > 2.0f * eps)) sum += expf(l[e] - mx);
+    }
+    return 1.0f / sum;
+}
+
 /* The router's choice for one row: sel (k experts, best first, ties to the lower index) and their weights. */
 static void route_row(const oxl_layer *L, float *logits, int32_t *sel, float *w) {
     const int ne = L->n_expert, k = L->n_expert_used;
     float *p = logits;   /* probabilities in place */
+    if (L->gating == OXL_GATING_SPARSEMIXER) {   /* k == 2 (checked when the plan is built) */
+        for (int j = 0; j < k; j++) {
+            int best = 0;
+            for (int e = 1; e < ne; e++) best = p[e] > p[best] ? e : best;
+            sel[j] = best;
+            w[j] = sparsemixer_weight(p, ne, best, L->router_eps);
+            p[best] = -INFINITY;
+        }
+        return;
+    }
     if (L->gating == OXL_GATING_SIGMOID) {
         for (int e = 0; e < ne; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
     } else if (L->gating == OXL_GATING_SOFTMAX) {
@@ -1035,7 +1073,10 @@ static void phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
         if (j == 1 && kt->type[gu[1]->type].vec_dot_type == kt->type[gu[0]->type].vec_dot_type) g_in[1] = g_in[0];
     }
     if (ith == 0) {
-        for (int i = 0; i < n; i++) route_row(L, r_logits + (int64_t)i * ne, sel_exp + (int64_t)i * k, sel_w + (int64_t)i * k);
+        for (int i = 0; i < n; i++) {
+            if (L->router_b) kt->ops.add(r_logits + (int64_t)i * ne, L->router_b, ne);
+            route_row(L, r_logits + (int64_t)i * ne, sel_exp + (int64_t)i * k, sel_w + (int64_t)i * k);
+        }
         for (int e = 0; e <= ne; e++) exp_off[e] = 0;
         for (int64_t q = 0; q < (int64_t)n * k; q++) exp_off[sel_exp[q] + 1]++;
         used[0] = 0;
@@ -1081,16 +1122,20 @@ static void phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
     }
     sync_threads(F, T);
 
-    /* h = act(gate) * up per position, quantized for down */
+    /* h = act(gate (+ bias)) * (up (+ bias)) per position, quantized for down; threads split the (row, slot)
+     * pairs, each pair its own position (sel_pos) and expert (sel_exp) */
     const int hvdt = kt->type[L->exp_down.type].vec_dot_type;
     const int64_t hrb = oxl_row_size(hvdt, ff);
     {
         int64_t b, e;
         oxl_split_range((int64_t)n * k, nth, ith, 1, &b, &e);
         for (int64_t q = b; q < e; q++) {
-            float *h = g_gate + q * ff;
-            activate(kt, L->act, h, g_up + q * ff, h, ff);
-            if (hvdt != OXL_TYPE_F32) kt->type[hvdt].from_float(h, g_hact + q * hrb, ff);
+            const int64_t pos = sel_pos[q], ex = sel_exp[q];
+            float *h = g_gate + pos * ff, *u = g_up + pos * ff;
+            if (L->exp_gate_b) kt->ops.add(h, L->exp_gate_b + ex * ff, ff);
+            if (L->exp_up_b) kt->ops.add(u, L->exp_up_b + ex * ff, ff);
+            activate(kt, L, h, u, h, ff);
+            if (hvdt != OXL_TYPE_F32) kt->type[hvdt].from_float(h, g_hact + pos * hrb, ff);
         }
     }
     sync_threads(F, T);
@@ -1114,12 +1159,15 @@ static void phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
     }
     sync_threads(F, T);
 
-    /* each row: its experts' outputs, weighted, summed in the router's order */
+    /* each row: its experts' outputs (+ their down biases), weighted, summed in the router's order */
     for (int64_t i = T->t0; i < T->t1; i++) {
         float *y = out + i * n_embd;
         memset(y, 0, (size_t)n_embd * 4);
-        for (int j = 0; j < k; j++)
-            kt->ops.axpy(y, sel_w[i * k + j], g_out + (int64_t)sel_pos[i * k + j] * n_embd, n_embd);
+        for (int j = 0; j < k; j++) {
+            float *o = g_out + (int64_t)sel_pos[i * k + j] * n_embd;
+            if (L->exp_down_b) kt->ops.add(o, L->exp_down_b + (int64_t)sel_exp[i * k + j] * n_embd, n_embd);
+            kt->ops.axpy(y, sel_w[i * k + j], o, n_embd);
+        }
     }
 }
 
@@ -1315,13 +1363,13 @@ static void phase_logits(const fwd_state *F, fwd_thread *T) {
     sync_threads(F, T);
     matmul_share(kt, &m->output, act_for(&T->acts, kt, &m->output, xn), n_out, logits, m->n_vocab,
                  next_counter(F, T), nth);
-    if (m->final_softcap > 0.0f || m->logit_scale != 1.0f) {
+    if (m->final_softcap > 0.0f || m->logit_scale != 1.0f || m->output_b) {
         sync_threads(F, T);
         int64_t b, e;
         oxl_split_range((int64_t)n_out * m->n_vocab, nth, ith, 64, &b, &e);
         const float c = m->final_softcap, sc = m->logit_scale;
         for (int64_t i = b; i < e; i++) {
-            float l = logits[i] * sc;
+            float l = (m->output_b ? logits[i] + m->output_b[i % m->n_vocab] : logits[i]) * sc;
             if (c > 0.0f) l = c * tanhf(l / c);
             logits[i] = l;
         }

@@ -21,7 +21,9 @@ typedef struct {
 } oxl_weight;
 
 enum { OXL_NORM_RMS = 0, OXL_NORM_LAYER = 1 };
-enum { OXL_ACT_SILU = 0, OXL_ACT_GELU_TANH = 1, OXL_ACT_GELU_ERF = 2 };
+/* OXL_ACT_SWIGLU_OAI (gpt-oss's experts): g = min(gate, limit), u = clamp(up, -limit, limit),
+ * y = (u + 1) * g * sigmoid(alpha * g), with the layer's act_alpha and act_limit */
+enum { OXL_ACT_SILU = 0, OXL_ACT_GELU_TANH = 1, OXL_ACT_GELU_ERF = 2, OXL_ACT_SWIGLU_OAI = 3 };
 enum { OXL_ROPE_NORM = 0, OXL_ROPE_NEOX = 2, OXL_ROPE_NONE = -1 };
 
 typedef struct {
@@ -55,6 +57,8 @@ typedef struct {
     float attn_scale;                        /* multiplies q.k */
     float attn_softcap;                      /* 0: none; else s = c * tanh(s / c) */
     int sliding_window;                      /* 0: none; else attend to pos - p < window */
+    const float *attn_sinks;                 /* (n_head) or NULL: per query head a learned logit that joins every
+                                                softmax's denominator and adds no value (gpt-oss) */
     oxl_rope rope;
     int qk_norm_full;                        /* q_norm / k_norm span all of q_dim / kv_dim (olmoe), not a head */
     /* sparse experts: n_expert > 0 makes the FFN a mixture; the dense w_gate / w_up / w_down above are then
@@ -86,14 +90,22 @@ typedef struct {
      * itself), then x = norm(x + attn) with attn_out_norm and x = norm(x + ffn) with layer_out_norm */
     const float *attn_out_norm, *attn_out_norm_b;
     const float *layer_out_norm, *layer_out_norm_b;
+    const float *router_b;                   /* (n_expert) added to the router logits, or NULL */
+    const float *exp_gate_b, *exp_up_b;      /* (n_expert * n_ff_exp) per-expert biases, or NULL (gpt-oss) */
+    const float *exp_down_b;                 /* (n_expert * n_embd), or NULL */
+    float act_alpha, act_limit;              /* OXL_ACT_SWIGLU_OAI's parameters */
+    float router_eps;                        /* OXL_GATING_SPARSEMIXER's jitter epsilon */
 } oxl_layer;
 
 enum { OXL_LAYER_ATTENTION = 0, OXL_LAYER_MAMBA2 = 1 };
 
 /* How a router turns its logits into the chosen experts' weights (llama.cpp's expert_gating_func values):
  * SOFTMAX: softmax over all experts, the top k kept; SIGMOID: sigmoid of each, the top k kept;
- * SOFTMAX_WEIGHT: the top k logits, softmax over those. Then optional renormalisation and scale. */
-enum { OXL_GATING_SOFTMAX = 1, OXL_GATING_SIGMOID = 2, OXL_GATING_SOFTMAX_WEIGHT = 3 };
+ * SOFTMAX_WEIGHT: the top k logits, softmax over those. Then optional renormalisation and scale.
+ * SPARSEMIXER (Phi-3.5-MoE, not a llama.cpp value; k = 2): the best logit, then the best of the others, each
+ * weighted by its softmax over the logits within router_eps of it (relative: (best - l) / max(|l|, best) <=
+ * 2 router_eps), as transformers' sparsemixer in eval mode. */
+enum { OXL_GATING_SOFTMAX = 1, OXL_GATING_SIGMOID = 2, OXL_GATING_SOFTMAX_WEIGHT = 3, OXL_GATING_SPARSEMIXER = 4 };
 #define OXL_MAX_EXPERTS 512
 
 typedef struct {
@@ -106,6 +118,7 @@ typedef struct {
     const oxl_layer *layers;
     const float *out_norm, *out_norm_b;
     oxl_weight output;      /* (n_vocab, n_embd); may alias tok_embd */
+    const float *output_b;  /* (n_vocab) added to the logits, or NULL (phimoe) */
     float final_softcap;    /* 0: none */
     float logit_scale;      /* 1 unless the architecture scales logits (command-r) */
     int n_expert_max, n_expert_used_max, n_ff_exp_max;   /* over the layers; 0 without experts */

@@ -119,6 +119,7 @@ cdef extern from "forward.h" nogil:
         float attn_scale
         float attn_softcap
         int sliding_window
+        const float *attn_sinks
         oxl_rope rope
         int qk_norm_full
         int n_expert, n_expert_used, n_ff_exp
@@ -142,6 +143,12 @@ cdef extern from "forward.h" nogil:
         const float *attn_out_norm_b
         const float *layer_out_norm
         const float *layer_out_norm_b
+        const float *router_b
+        const float *exp_gate_b
+        const float *exp_up_b
+        const float *exp_down_b
+        float act_alpha, act_limit
+        float router_eps
 
     enum: OXL_LAYER_ATTENTION
     enum: OXL_LAYER_MAMBA2
@@ -157,6 +164,7 @@ cdef extern from "forward.h" nogil:
         const float *out_norm
         const float *out_norm_b
         oxl_weight output
+        const float *output_b
         float final_softcap
         float logit_scale
         int n_expert_max, n_expert_used_max, n_ff_exp_max
@@ -208,6 +216,7 @@ cdef extern from "forward.h" nogil:
     enum: OXL_GATING_SOFTMAX
     enum: OXL_GATING_SIGMOID
     enum: OXL_GATING_SOFTMAX_WEIGHT
+    enum: OXL_GATING_SPARSEMIXER
     enum: OXL_MAX_EXPERTS
 
     int64_t oxl_forward_scratch_size(const oxl_model *m, int n_batch, int n_ctx, int n_threads)

@@ -8,9 +8,10 @@ import numpy as np
 from oxillama.errors import ContextOverflowError, ModelError
 
 _NORM_TYPES = {"rms": 0, "layer": 1}
-_ACTS = {"silu": 0, "gelu_tanh": 1, "gelu": 1, "gelu_erf": 2}
+_ACTS = {"silu": 0, "gelu_tanh": 1, "gelu": 1, "gelu_erf": 2, "swiglu_oai": 3}
 _ROPE_MODES = {"norm": 0, "neox": 2, "none": -1}
-GATINGS = {"softmax": OXL_GATING_SOFTMAX, "sigmoid": OXL_GATING_SIGMOID, "softmax_weight": OXL_GATING_SOFTMAX_WEIGHT}
+GATINGS = {"softmax": OXL_GATING_SOFTMAX, "sigmoid": OXL_GATING_SIGMOID, "softmax_weight": OXL_GATING_SOFTMAX_WEIGHT,
+           "sparsemixer": OXL_GATING_SPARSEMIXER}
 MAX_EXPERTS = OXL_MAX_EXPERTS
 
 
@@ -70,6 +71,7 @@ cdef class ForwardPlan:
         m.embd_norm_b = self._vec(spec.get("embd_norm_b"), self.n_embd, "token_embd_norm.bias")
         m.non_causal = bool(spec.get("non_causal", False))
         self.non_causal = m.non_causal
+        m.output_b = self._vec(spec.get("output_b"), self.n_vocab, "output.bias")
         cdef int n_ff_max = 0, q_dim_max = 0, kv_dim = -1
         cdef oxl_layer *L
         self.state_layout = []
@@ -114,6 +116,11 @@ cdef class ForwardPlan:
             L.attn_out_norm_b = self._vec(ls.get("attn_out_norm_b"), self.n_embd, p + "attn_output_norm.bias")
             L.layer_out_norm = self._vec(ls.get("layer_out_norm"), self.n_embd, p + "layer_output_norm")
             L.layer_out_norm_b = self._vec(ls.get("layer_out_norm_b"), self.n_embd, p + "layer_output_norm.bias")
+            L.act_alpha = ls.get("act_alpha", 0.0)
+            L.act_limit = ls.get("act_limit", 0.0)
+            if L.act == 3 and not (L.act_alpha > 0.0 and L.act_limit > 0.0):
+                raise ModelError(f"layer {il}: the clamped SwiGLU needs act_alpha > 0 and act_limit > 0, got "
+                                 f"{L.act_alpha}, {L.act_limit}")
         m.layers = self.layers
         m.n_ff_max = n_ff_max
         m.q_dim_max = q_dim_max
@@ -205,6 +212,7 @@ cdef class ForwardPlan:
         L.attn_scale = ls["attn_scale"]
         L.attn_softcap = ls.get("attn_softcap", 0.0)
         L.sliding_window = ls.get("sliding_window", 0)
+        L.attn_sinks = self._vec(ls.get("attn_sinks"), L.n_head, p + "attn_sinks")
         rope = ls.get("rope") or {"mode": "none"}
         L.rope.mode = _ROPE_MODES[rope["mode"]]
         if L.rope.mode != -1:
@@ -233,6 +241,9 @@ cdef class ForwardPlan:
             raise ModelError(f"{p}: expert gating {gating!r} is not supported (supported: {', '.join(GATINGS)})")
         L.n_expert, L.n_expert_used, L.n_ff_exp = ne, k, ff
         L.gating = GATINGS[gating]
+        if gating == "sparsemixer" and k != 2:
+            raise ModelError(f"{p}: the sparsemixer router picks 2 experts, not {k}")
+        L.router_eps = ls.get("router_eps", 0.0)
         L.norm_topk = bool(ls.get("norm_topk", False))
         L.expert_scale = ls.get("expert_scale", 1.0)
         L.act = _ACTS[ls.get("act", "silu")]
@@ -241,6 +252,10 @@ cdef class ForwardPlan:
         L.exp_up = self._weight(ls["exp_up"], p + "ffn_up_exps", ne * ff, self.n_embd)
         L.exp_down = self._weight(ls["exp_down"], p + "ffn_down_exps", ne * self.n_embd, ff)
         L.shexp_gate = self._vec(ls.get("shexp_gate"), self.n_embd, p + "ffn_gate_inp_shexp")
+        L.router_b = self._vec(ls.get("router_b"), ne, p + "ffn_gate_inp.bias")
+        L.exp_gate_b = self._vec(ls.get("exp_gate_b"), ne * ff, p + "ffn_gate_exps.bias")
+        L.exp_up_b = self._vec(ls.get("exp_up_b"), ne * ff, p + "ffn_up_exps.bias")
+        L.exp_down_b = self._vec(ls.get("exp_down_b"), ne * self.n_embd, p + "ffn_down_exps.bias")
         return 0
 
     cdef const float *_vec(self, arr, Py_ssize_t n, name) except? NULL:

@@ -590,6 +590,8 @@ int oxl_can_quantize_chunk(int type, int with_weights) {
     case OXL_TYPE_Q4_0: case OXL_TYPE_Q4_1: case OXL_TYPE_Q5_0: case OXL_TYPE_Q5_1:
     case OXL_TYPE_Q2_K: case OXL_TYPE_Q3_K: case OXL_TYPE_Q4_K: case OXL_TYPE_Q5_K: case OXL_TYPE_Q6_K:
     case OXL_TYPE_IQ4_NL: case OXL_TYPE_IQ4_XS:
+    /* ggml's quantize_<type> is the reference quantizer, weights or not */
+    case OXL_TYPE_Q1_0: case OXL_TYPE_TQ1_0: case OXL_TYPE_TQ2_0: case OXL_TYPE_MXFP4: case OXL_TYPE_NVFP4:
         break;
     default:
         return 0;

@@ -5,7 +5,7 @@ import logging
 
 from oxillama import hub
 from oxillama.cli import _options as opt
-from oxillama.errors import InvalidArgumentError
+from oxillama.errors import InvalidArgumentError, OxillamaError
 
 
 def add_parser(sub) -> None:
@@ -22,6 +22,10 @@ def add_parser(sub) -> None:
                         f"first use); default: {hub.DEFAULT_MODEL}")
     p.add_argument("--models-dir", default=None, metavar="DIR",
                    help="also serve every .gguf file in DIR, each under its file's stem (loaded on first use)")
+    p.add_argument("--models-file", default=None, metavar="FILE",
+                   help="also serve the models FILE lists, one a line: NAME MODEL [aliases=A,B] [n_ctx=N] "
+                        "(MODEL a GGUF path relative to FILE, a known model or hf://ORG/REPO[:QUANT]; "
+                        "# comments); loaded on first use")
     p.add_argument("--max-loaded", type=int, default=None, metavar="N",
                    help="with several models: keep at most N loaded, unloading the least recently used idle "
                         "one to load another (default: no limit)")
@@ -135,7 +139,7 @@ def run(args) -> int:
     model = specs[0].path
     config = ServerConfig(model=model, host=args.host, port=args.port, parallel=args.parallel, n_ctx=args.n_ctx,
                           threads=args.threads, api_key=args.api_key, api_keys=api_keys,
-                          alias=specs[0].name, models=specs if len(specs) > 1 else (),
+                          alias=specs[0].name, models=specs if len(specs) > 1 or args.models_file else (),
                           max_loaded=args.max_loaded,
                           max_queue=args.max_queue, max_batch_tokens=args.max_batch_tokens,
                           max_decode_slowdown=args.max_decode_slowdown,
@@ -149,8 +153,8 @@ def run(args) -> int:
 
 
 def _model_specs(args) -> tuple:
-    """ModelSpec of every -m (known models fetched now, before the port opens) and --models-dir file;
-    names from --alias (in order), else each file's stem; names unique."""
+    """ModelSpec of every -m (known models fetched now, before the port opens), --models-file line and
+    --models-dir file; names from --alias (in order), else each file's stem; names and aliases unique."""
     import os
     from pathlib import Path
 
@@ -159,13 +163,21 @@ def _model_specs(args) -> tuple:
     aliases = list(args.alias or [])
     if len(aliases) > max(len(models), 1):
         raise InvalidArgumentError(f"{len(aliases)} --alias for {len(models)} -m: the i-th --alias names the i-th -m")
-    if not models and args.models_dir is None:
+    if not models and args.models_dir is None and args.models_file is None:
         models = [None]
     specs, seen = [], set()
     for i, model in enumerate(models):
         path = str(hub.resolve_model(model))
         name = aliases[i] if i < len(aliases) else (_default_alias(model) or _stem(path))
         specs.append(ModelSpec(name, path))
+    if args.models_file is not None:
+        from oxillama.server.model_slots import parse_models_file
+        for name, model, aliases, n_ctx in parse_models_file(args.models_file):
+            try:
+                path = hub.resolve_model(model)
+            except OxillamaError as e:
+                raise type(e)(f"--models-file {args.models_file}, model {name!r}: {e}") from None
+            specs.append(ModelSpec(name, str(path), aliases, n_ctx))
     if args.models_dir is not None:
         if not os.path.isdir(args.models_dir):
             raise InvalidArgumentError(f"--models-dir {args.models_dir!r} is not a directory")
@@ -176,9 +188,10 @@ def _model_specs(args) -> tuple:
             if str(path.resolve()) not in {str(Path(s.path).resolve()) for s in specs}:
                 specs.append(ModelSpec(path.stem, str(path)))
     for spec in specs:
-        if spec.name in seen:
-            raise InvalidArgumentError(f"two models are served as {spec.name!r}: give each its own --alias")
-        seen.add(spec.name)
+        for name in (spec.name, *spec.aliases):
+            if name in seen:
+                raise InvalidArgumentError(f"two models are served as {name!r}: give each its own --alias")
+            seen.add(name)
     return tuple(specs)
 
 

@@ -5,6 +5,11 @@ What the conversion does, per family (the GGUF side is what oxillama/models/ and
   - llama / mistral: Q and K rows permuted so RoPE rotates adjacent pairs (HF rotates halves);
   - gemma, gemma2, gemma3: RMSNorm weights stored as 1 + w (HF's GemmaRMSNorm multiplies by 1 + w);
   - phi3: the fused qkv_proj / gate_up_proj are kept fused (attn_qkv, ffn_up = [gate; up]);
+  - mixtures of experts (qwen3_moe, qwen2_moe, olmoe, mixtral): the router `mlp.gate` -> `ffn_gate_inp`, the
+    experts stacked as (n_expert, rows, cols) `ffn_{gate,up,down}_exps` (from transformers 5's fused
+    `experts.gate_up_proj` [gate; up] / `experts.down_proj`, or the hub's one matrix per expert), qwen2moe's
+    shared expert `ffn_*_shexp` and its gate `ffn_gate_inp_shexp`; `expert_count`, `expert_used_count`,
+    `expert_feed_forward_length`, and `expert_weights_norm` from norm_topk_prob;
   - tied embeddings: no `output.weight`, the engine reuses `token_embd.weight`;
   - metadata: `<arch>.context_length`, `.embedding_length`, `.block_count`, `.feed_forward_length`,
     `.attention.head_count[_kv]`, `.attention.key_length`, `.rope.freq_base`, `.rope.dimension_count`,
@@ -36,7 +41,14 @@ MODEL_TYPES: dict[str, str] = {
     "llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma",
     "gemma2": "gemma2", "gemma3": "gemma3", "gemma3_text": "gemma3", "phi3": "phi3",
     "starcoder2": "starcoder2", "cohere": "command-r",
+    "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe", "olmoe": "olmoe", "mixtral": "llama", "gpt_oss": "gpt-oss",
+    "phimoe": "phimoe",
 }
+# the mixture-of-experts families, and whether the family's router renormalises its top-k weights when the
+# config does not say (Mixtral always does and has no norm_topk_prob)
+_MOE_NORM_TOPK_DEFAULT = {"qwen3_moe": False, "qwen2_moe": False, "olmoe": False, "mixtral": True,
+                          "gpt_oss": None, "phimoe": None}   # None: the family's router is fixed (top-k logits, then softmax)
+GPT_OSS_SWIGLU = {"swiglu_alpha": 1.702, "swiglu_limit": 7.0}   # the values llama.cpp's swiglu_oai hard-codes
 
 OUT_TYPES = {"f32": ("F32", 0), "f16": ("F16", 1), "bf16": ("BF16", 32), "q8_0": ("Q8_0", 7)}   # name -> (tensor type, general.file_type)
 
@@ -52,14 +64,28 @@ _LAYER_MAP = {
     "mlp.gate_up_proj": "ffn_up",            # phi3: [gate; up] in one matrix
     "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down",   # starcoder2
     "self_attn.rotary_emb.inv_freq": None,
+    # mixture of experts: the router, the shared expert and its gate (qwen2moe); Mixtral's hub names
+    "mlp.gate": "ffn_gate_inp", "block_sparse_moe.gate": "ffn_gate_inp", "mlp.router": "ffn_gate_inp",
+    "mlp.shared_expert.gate_proj": "ffn_gate_shexp", "mlp.shared_expert.up_proj": "ffn_up_shexp",
+    "mlp.shared_expert.down_proj": "ffn_down_shexp", "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
 }
 # gemma2/gemma3 name the norm after attention differently: it is applied to the attention output
 _GEMMA2_LAYER_MAP = {**_LAYER_MAP, "post_attention_layernorm": "post_attention_norm"}
+# gpt-oss: the same name for the FFN's input norm (llama.cpp's attn_post_norm), and the attention sinks
+_GPT_OSS_LAYER_MAP = {**_GEMMA2_LAYER_MAP, "self_attn.sinks": "attn_sinks"}
 _GLOBAL_MAP = {
     "model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output",
     "model.rotary_emb.inv_freq": None, "model.rotary_emb_local.inv_freq": None,
 }
 _LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.(.+)\.(weight|bias)$")
+# experts as transformers 5 holds them: one (n_expert, 2 n_ff_exp, n_embd) [gate; up] and one (n_expert, n_embd,
+# n_ff_exp) down tensor per layer
+_FUSED_EXPERTS_RE = re.compile(r"^model\.layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)(_bias)?$")
+_SINKS_RE = re.compile(r"^model\.layers\.(\d+)\.self_attn\.sinks$")
+# experts as checkpoints on the hub hold them: one matrix per expert (qwen/olmoe names, Mixtral's w1/w3/w2)
+_EXPERT_RE = re.compile(r"^model\.layers\.(\d+)\.(?:mlp|block_sparse_moe)\.experts\.(\d+)\."
+                        r"(gate_proj|up_proj|down_proj|w1|w3|w2)\.weight$")
+_EXPERT_KIND = {"gate_proj": "gate", "w1": "gate", "up_proj": "up", "w3": "up", "down_proj": "down", "w2": "down"}
 
 
 def _to_numpy(t) -> np.ndarray:
@@ -230,8 +256,41 @@ class HFConverter:
             md[f"{a}.logit_scale"] = float(c.get("logit_scale", default=1.0))
             if c.get("use_qk_norm"):
                 raise ModelError("Cohere models with use_qk_norm (Command R+) are not supported")
-        if self.arch == "qwen2" and c.get("use_sliding_window"):
-            raise ModelError("qwen2 with use_sliding_window is not supported")
+        if self.arch in ("qwen2", "qwen2moe", "qwen3moe") and c.get("use_sliding_window"):
+            raise ModelError(f"{self.arch} with use_sliding_window is not supported")
+        if self.model_type in _MOE_NORM_TOPK_DEFAULT:
+            md.update(self._experts())
+        if self.arch == "phimoe":
+            if float(c.get("router_jitter_noise", default=0.01)) != 0.01:
+                raise ModelError(f"phimoe with router_jitter_noise {c.get('router_jitter_noise')} is not supported "
+                                 f"(Phi-3.5-MoE's 0.01 is the sparsemixer's epsilon here)")
+            if int(c.get("num_experts_per_tok", default=2)) != 2:
+                raise ModelError("phimoe's sparsemixer router picks 2 experts; num_experts_per_tok must be 2")
+        if self.arch == "gpt-oss":
+            for key, want in GPT_OSS_SWIGLU.items():
+                if float(c.get(key, default=want)) != want:
+                    raise ModelError(f"gpt_oss with {key} {c.get(key)} is not supported (llama.cpp's is {want})")
+        return md
+
+    def _experts(self) -> dict:
+        """The mixture-of-experts keys llama.cpp's converter writes, plus expert_weights_norm from the config's
+        norm_topk_prob (llama.cpp's qwen3moe and qwen2moe assume their checkpoints' values instead)."""
+        c, a = self.cfg, self.arch
+        n_expert = int(c.need("num_experts", "num_local_experts"))
+        n_used = int(c.need("num_experts_per_tok"))
+        if c.get("mlp_only_layers") or int(c.get("decoder_sparse_step", default=1)) != 1:
+            raise ModelError(f"{self.model_type} with dense layers among the sparse ones (mlp_only_layers "
+                             f"{c.get('mlp_only_layers')}, decoder_sparse_step {c.get('decoder_sparse_step')}) "
+                             f"is not supported")
+        if c.get("clip_qkv"):
+            raise ModelError(f"{self.model_type} with clip_qkv is not supported")
+        md = {f"{a}.expert_count": n_expert, f"{a}.expert_used_count": n_used,
+              f"{a}.expert_feed_forward_length": int(c.get("moe_intermediate_size") or c.need("intermediate_size"))}
+        if c.get("shared_expert_intermediate_size"):
+            md[f"{a}.expert_shared_feed_forward_length"] = int(c.get("shared_expert_intermediate_size"))
+        if _MOE_NORM_TOPK_DEFAULT[self.model_type] is not None:
+            md[f"{a}.expert_weights_norm"] = bool(c.get("norm_topk_prob",
+                                                        default=_MOE_NORM_TOPK_DEFAULT[self.model_type]))
         return md
 
     def _rope_scaling(self, rope: dict) -> dict:
@@ -258,7 +317,7 @@ class HFConverter:
                 # HF's attention_factor replaces 0.1 ln(s) + 1; ggml multiplies attn_factor by that term
                 md[f"{a}.rope.scaling.attn_factor"] = float(rope["attention_factor"]) / (
                     1.0 + 0.1 * math.log(factor))
-            if rope.get("truncate") is False:
+            if rope.get("truncate") is False and self.arch != "gpt-oss":   # gpt-oss's family knows it has it
                 raise ModelError("YaRN with truncate=False is not supported")
             return md
         raise ModelError(f"RoPE scaling {kind!r} is not supported (supported: linear, yarn)")
@@ -268,9 +327,14 @@ class HFConverter:
         window = c.get("sliding_window")
         if not window:
             return 0
-        if self.arch == "qwen2" and not c.get("use_sliding_window"):
+        if "use_sliding_window" in c.raw and not c.get("use_sliding_window"):
             return 0   # qwen2 configs carry a window that is off unless use_sliding_window
         layer_types = c.get("layer_types")
+        if self.arch == "gpt-oss":   # the even layers slide (llama.cpp's swa pattern 2)
+            want = ["sliding_attention" if il % 2 == 0 else "full_attention" for il in range(self.n_layer)]
+            if layer_types is not None and list(layer_types) != want:
+                raise ModelError(f"gpt_oss: layer_types {layer_types} are not sliding/full alternating")
+            return int(window)
         if layer_types is not None and self.arch not in ("gemma2", "gemma3"):
             if any(t != "sliding_attention" for t in layer_types):
                 if all(t == "full_attention" for t in layer_types):
@@ -305,10 +369,13 @@ class HFConverter:
     # ---- tensors ----
 
     def gguf_name(self, hf_name: str) -> str | None:
+        if _EXPERT_RE.match(hf_name) or _FUSED_EXPERTS_RE.match(hf_name):
+            raise ModelError(f"{hf_name!r} is an expert tensor: tensors() stacks those")
         m = _LAYER_RE.match(hf_name)
         if m:
             il, mod, kind = m.groups()
-            table = _GEMMA2_LAYER_MAP if self.arch in ("gemma2", "gemma3") else _LAYER_MAP
+            table = (_GEMMA2_LAYER_MAP if self.arch in ("gemma2", "gemma3") else
+                     _GPT_OSS_LAYER_MAP if self.arch == "gpt-oss" else _LAYER_MAP)
             if mod not in table:
                 raise ModelError(f"{self.model_type}: no GGUF name for tensor {hf_name!r}")
             base = table[mod]
@@ -363,16 +430,65 @@ class HFConverter:
         if factors is not None:
             yield "rope_freqs.weight", factors
         tied = self.tied()
+        per_expert: dict[tuple[int, str], dict[int, str]] = {}   # (layer, gate|up|down) -> expert -> HF name
         for hf_name in self.state_dict:
+            m = _EXPERT_RE.match(hf_name)
+            if m:
+                per_expert.setdefault((int(m[1]), _EXPERT_KIND[m[3]]), {})[int(m[2])] = hf_name
+                continue
+            m = _FUSED_EXPERTS_RE.match(hf_name)
+            if m:
+                yield from self._fused_experts(int(m[1]), m[2], bool(m[3]), _to_numpy(self.state_dict[hf_name]))
+                continue
+            m = _SINKS_RE.match(hf_name)
+            if m:
+                yield f"blk.{m[1]}.attn_sinks.weight", np.ascontiguousarray(_to_numpy(self.state_dict[hf_name]))
+                continue
+            if hf_name.endswith(("_blocks", "_scales")):
+                raise ModelError(f"{hf_name!r}: MXFP4 checkpoints (gpt-oss as released) are not converted here; "
+                                 f"llama.cpp's convert_hf_to_gguf.py repacks them")
             gname = self.gguf_name(hf_name)
             if gname is None or (tied and gname == "output.weight"):
                 continue
             data = np.ascontiguousarray(self.transform(gname, _to_numpy(self.state_dict[hf_name])), dtype=np.float32)
+            if gname.endswith("ffn_gate_inp_shexp.weight"):
+                data = data.reshape(-1)          # (1, n_embd) in HF, a vector in GGUF
             yield gname, data
+        for (il, kind), by_expert in sorted(per_expert.items()):
+            n_expert = int(self.cfg.need("num_experts", "num_local_experts"))
+            if sorted(by_expert) != list(range(n_expert)):
+                raise ModelError(f"layer {il} has {kind} matrices for experts {sorted(by_expert)}, expected 0.."
+                                 f"{n_expert - 1}")
+            yield f"blk.{il}.ffn_{kind}_exps.weight", np.ascontiguousarray(
+                np.stack([_to_numpy(self.state_dict[by_expert[e]]) for e in range(n_expert)]), dtype=np.float32)
+
+    def _fused_experts(self, il: int, kind: str, bias: bool, data: np.ndarray):
+        """transformers 5's stacked experts as llama.cpp's (n_expert, rows, cols) ffn_{gate,up,down}_exps.
+
+        gpt-oss holds them transposed, (n_expert, cols, rows), with gate and up interleaved (gate the even
+        columns of gate_up_proj, up the odd ones), and biases (n_expert, rows) beside them."""
+        oss = self.arch == "gpt-oss"
+        if data.ndim != (2 if bias else 3) or bias and not oss:
+            raise ModelError(f"layer {il} experts.{kind}{'_bias' if bias else ''} has shape {data.shape}: not "
+                             f"{'(n_expert, rows)' if bias else '(n_expert, rows, cols)'} of a supported family")
+        suffix = "bias" if bias else "weight"
+        if oss and not bias:
+            data = data.swapaxes(1, 2)
+        if kind == "down_proj":
+            yield f"blk.{il}.ffn_down_exps.{suffix}", np.ascontiguousarray(data, dtype=np.float32)
+            return
+        if data.shape[1] % 2:
+            raise ModelError(f"layer {il} experts.gate_up_proj has an odd row count {data.shape[1]}")
+        if oss:
+            gate, up = data[:, 0::2], data[:, 1::2]
+        else:
+            gate, up = np.split(data, 2, axis=1)      # [gate; up] per expert, as the experts' forward chunks it
+        yield f"blk.{il}.ffn_gate_exps.{suffix}", np.ascontiguousarray(gate, dtype=np.float32)
+        yield f"blk.{il}.ffn_up_exps.{suffix}", np.ascontiguousarray(up, dtype=np.float32)
 
     def tensor_type(self, gname: str, data: np.ndarray) -> str:
-        """Norms and biases stay F32 (as llama.cpp keeps 1-D tensors); matrices take the output type."""
-        if data.ndim < 2 or self.outtype == "f32":
+        """Norms and biases (gpt-oss's per-expert biases are 2-D) stay F32; matrices take the output type."""
+        if data.ndim < 2 or gname.endswith(".bias") or self.outtype == "f32":
             return "F32"
         if self.outtype == "q8_0" and data.shape[-1] % 32:
             return "F16"

@@ -6,17 +6,18 @@ from oxillama.models.base import Architecture, ModelConfig
 from oxillama.models.bert import Bert, NomicBert
 from oxillama.models.command_r import CommandR
 from oxillama.models.gemma import Gemma, Gemma2, Gemma3
+from oxillama.models.gpt_oss import GptOss
 from oxillama.models.granite import GraniteHybrid
 from oxillama.models.llama import Llama
 from oxillama.models.mamba2 import Mamba2
-from oxillama.models.moe import OLMoE, Qwen2Moe, Qwen3Moe
+from oxillama.models.moe import OLMoE, PhiMoe, Qwen2Moe, Qwen3Moe
 from oxillama.models.phi3 import Phi3
 from oxillama.models.qwen2 import Qwen2
 from oxillama.models.qwen3 import Qwen3
 from oxillama.models.starcoder2 import StarCoder2
 
 FAMILIES: tuple[type[Architecture], ...] = (Llama, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, StarCoder2, CommandR,
-                                            Qwen3Moe, Qwen2Moe, OLMoE, Mamba2,
+                                            Qwen3Moe, Qwen2Moe, OLMoE, PhiMoe, GptOss, Mamba2,
                                             GraniteHybrid, Bert, NomicBert)
 ARCHITECTURES: dict[str, type[Architecture]] = {name: cls for cls in FAMILIES for name in cls.arch_names}
 

@@ -38,7 +38,8 @@ class RopeScaling:
 class Experts:
     """A sparse mixture-of-experts FFN: `n_expert` experts of FFN width `n_ff_exp`, `n_used` chosen per token by
     a router (`gating`: softmax over all then top-k | sigmoid then top-k | softmax_weight: top-k logits then
-    softmax over them), the chosen weights renormalised to sum 1 if `norm_topk`, times `scale`; optionally a
+    softmax over them | sparsemixer: Phi-3.5-MoE's top-2 with `router_eps`), the chosen weights renormalised to
+    sum 1 if `norm_topk`, times `scale`; optionally a
     shared expert of width `n_ff_shared` that every token runs, gated by a sigmoid where the family has one."""
     n_expert: int
     n_used: int
@@ -47,6 +48,7 @@ class Experts:
     norm_topk: bool = False
     scale: float = 1.0
     n_ff_shared: int = 0
+    router_eps: float = 0.0
 
 
 # llama.cpp's expert_gating_func values
@@ -86,12 +88,15 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def yarn_corr_dims(n_rot: int, n_ctx_orig: int, base: float, beta_fast: float, beta_slow: float) -> tuple[float, float]:
-    """The rotation-pair range YaRN blends over, as ggml computes it."""
+def yarn_corr_dims(n_rot: int, n_ctx_orig: int, base: float, beta_fast: float, beta_slow: float,
+                   truncate: bool = True) -> tuple[float, float]:
+    """The rotation-pair range YaRN blends over, as ggml computes it (truncate: widened to whole pairs, as
+    ggml always and transformers unless the config says `truncate: false`, as gpt-oss's does)."""
     def corr_dim(n_rotations: float) -> float:
         return n_rot * math.log(n_ctx_orig / (n_rotations * 2 * math.pi)) / (2 * math.log(base))
-    lo = math.floor(corr_dim(beta_fast))
-    hi = math.ceil(corr_dim(beta_slow))
+    lo, hi = corr_dim(beta_fast), corr_dim(beta_slow)
+    if truncate:
+        lo, hi = math.floor(lo), math.ceil(hi)
     return float(max(0, lo)), float(min(n_rot - 1, hi))
 
 
@@ -111,6 +116,9 @@ class Architecture:
     expert_norm_topk = False
     shared_expert_gate = False  # the shared expert's output times sigmoid(ffn_gate_inp_shexp . x) (qwen2moe)
     is_encoder = False          # bidirectional, embeddings only (bert): no logits, no generation
+    ffn_norm_tensor = "ffn_norm"   # the FFN's input norm (gpt-oss names it post_attention_norm)
+    router_eps = 0.0            # the sparsemixer router's jitter epsilon (phimoe)
+    yarn_truncate = True        # YaRN's blend range widened to whole pairs (see yarn_corr_dims)
 
     def __init__(self, gguf: GGUFFile):
         self.gguf = gguf
@@ -228,8 +236,10 @@ class Architecture:
         if self.has("blk.0.ffn_up_shexp.weight"):
             n_ff_shared = self.hp_int("expert_shared_feed_forward_length",
                                       self.tensor("blk.0.ffn_up_shexp.weight").shape[0], lo=1)
+        if gating == "sparsemixer" and n_used != 2:
+            raise ModelError(f"{self.arch}.expert_used_count = {n_used}: the sparsemixer router picks 2 experts")
         return Experts(n_expert=n_expert, n_used=n_used, n_ff_exp=n_ff_exp, gating=gating, norm_topk=bool(norm),
-                       scale=scale, n_ff_shared=n_ff_shared)
+                       scale=scale, n_ff_shared=n_ff_shared, router_eps=self.router_eps)
 
     def validate(self, c: ModelConfig) -> None:
         """What the hyper-parameters must satisfy together, and with the tensors' shapes, before a
@@ -340,7 +350,8 @@ class Architecture:
             spec["freq_scale"] = 1.0 / sc.factor
             spec["ext_factor"] = 1.0 if sc.ext_factor is None or sc.ext_factor < 0 else float(sc.ext_factor)
             spec["attn_factor"] = sc.attn_factor
-            spec["corr_dims"] = yarn_corr_dims(c.n_rot, sc.n_ctx_orig, c.rope_base, sc.beta_fast, sc.beta_slow)
+            spec["corr_dims"] = yarn_corr_dims(c.n_rot, sc.n_ctx_orig, c.rope_base, sc.beta_fast, sc.beta_slow,
+                                               self.yarn_truncate)
         return spec
 
     def layer(self, il: int) -> dict:
@@ -358,8 +369,10 @@ class Architecture:
             "bq": self.vector(p + "attn_q.bias"), "bk": self.vector(p + "attn_k.bias"),
             "bv": self.vector(p + "attn_v.bias"), "bo": self.vector(p + "attn_output.bias"),
             "q_norm": self.vector(p + "attn_q_norm.weight"), "k_norm": self.vector(p + "attn_k_norm.weight"),
-            "post_attn_norm": self.vector(p + "post_attention_norm.weight"),
-            "ffn_norm": None if self.parallel_residual else self.vector(p + "ffn_norm.weight", optional=False),
+            "post_attn_norm": (self.vector(p + "post_attention_norm.weight")
+                               if self.ffn_norm_tensor != "post_attention_norm" else None),
+            "ffn_norm": (None if self.parallel_residual
+                         else self.vector(p + f"{self.ffn_norm_tensor}.weight", optional=False)),
             "ffn_norm_b": self.vector(p + "ffn_norm.bias"),
             "w_gate": (self.weight(p + "ffn_gate.weight", optional=True)
                        if self.gated_ffn and c.experts is None else None),
@@ -371,6 +384,7 @@ class Architecture:
             "post_ffn_norm": self.vector(p + "post_ffw_norm.weight"),
             "act": self.act, "parallel_residual": self.parallel_residual,
             "attn_scale": self.attn_scale(il), "sliding_window": self.sliding_window(il),
+            "attn_sinks": self.vector(p + "attn_sinks.weight"),
             "rope": self.rope(il),
         }
         if c.experts is not None:
@@ -388,11 +402,14 @@ class Architecture:
         e = self.config.experts
         p = f"blk.{il}."
         d = {"n_expert": e.n_expert, "n_expert_used": e.n_used, "n_ff_exp": e.n_ff_exp, "gating": e.gating,
-             "norm_topk": e.norm_topk, "expert_scale": e.scale,
+             "norm_topk": e.norm_topk, "expert_scale": e.scale, "router_eps": e.router_eps,
              "router": self.weight(p + "ffn_gate_inp.weight"),
              "exp_gate": self.experts_weight(p + "ffn_gate_exps.weight", e.n_expert),
              "exp_up": self.experts_weight(p + "ffn_up_exps.weight", e.n_expert),
-             "exp_down": self.experts_weight(p + "ffn_down_exps.weight", e.n_expert)}
+             "exp_down": self.experts_weight(p + "ffn_down_exps.weight", e.n_expert),
+             # biases where the family has them (gpt-oss): the router's (n_expert), each expert's (n_expert, rows)
+             "router_b": self.vector(p + "ffn_gate_inp.bias"), "exp_gate_b": self.vector(p + "ffn_gate_exps.bias"),
+             "exp_up_b": self.vector(p + "ffn_up_exps.bias"), "exp_down_b": self.vector(p + "ffn_down_exps.bias")}
         if d["router"][2:] != (e.n_expert, self.config.n_embd):
             raise ModelError(f"{p}ffn_gate_inp.weight has shape {d['router'][2:]}; expected "
                              f"(expert_count {e.n_expert}, n_embd {self.config.n_embd})")
@@ -412,7 +429,7 @@ class Architecture:
             "norm_eps": c.norm_eps, "embd_scale": self.embd_scale(), "final_softcap": self.final_softcap(),
             "logit_scale": self.logit_scale(), "tok_embd": emb, "output": output,
             "out_norm": self.vector("output_norm.weight", optional=False),
-            "out_norm_b": self.vector("output_norm.bias"),
+            "out_norm_b": self.vector("output_norm.bias"), "output_b": self.vector("output.bias"),
             "layers": [self.layer(il) for il in range(c.n_layer)],
         }
 

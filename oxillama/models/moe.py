@@ -6,6 +6,12 @@ the Experts config); a family states its block and its router's defaults:
   output is gated by sigmoid(ffn_gate_inp_shexp . x).
 - olmoe (OLMoE-1B-7B): NeoX RoPE, Q and K RMS-normed over all heads at once; softmax, top-k as is.
 - llama with expert tensors (Mixtral) is the Llama family with Llama.expert_norm_topk.
+- phimoe (Phi-3.5-MoE): LayerNorms with biases (also the final one), biases on the output projection and the
+  logits, RoPE over halves; the sparsemixer router (top-2, each weight a softmax over the logits within 2%
+  of the chosen one), as transformers' PhimoeSparseMoeBlock in eval mode. llama.cpp runs these files with RMS
+  norms and a softmax top-2 router instead, so its logits differ from transformers' and ours.
+  Phi-3.5-MoE's own LongRoPE scaling is not supported yet (the converter refuses it).
+- gpt-oss: oxillama/models/gpt_oss.py.
 """
 from oxillama.models.base import Architecture
 from oxillama.models.qwen2 import Qwen2
@@ -20,6 +26,14 @@ class Qwen3Moe(Qwen3):
 class Qwen2Moe(Qwen2):
     arch_names = ("qwen2moe",)
     shared_expert_gate = True
+
+
+class PhiMoe(Architecture):
+    arch_names = ("phimoe",)
+    norm_type = "layer"
+    rope_mode = "neox"
+    expert_gating = "sparsemixer"
+    router_eps = 0.01    # Phi-3.5-MoE's router_jitter_noise (GGUF has no key for it)
 
 
 class OLMoE(Architecture):

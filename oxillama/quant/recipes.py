@@ -40,7 +40,8 @@ _FILE_TYPES = [
     FileType("IQ3_XXS", 23, T.IQ3_XXS), FileType("IQ1_S", 24, T.IQ1_S), FileType("IQ4_NL", 25, T.IQ4_NL),
     FileType("IQ3_S", 26, T.IQ3_S), FileType("IQ3_M", 27, T.IQ3_S), FileType("IQ2_S", 28, T.IQ2_XS),
     FileType("IQ2_M", 29, T.IQ2_S), FileType("IQ4_XS", 30, T.IQ4_XS), FileType("IQ1_M", 31, T.IQ1_M),
-    FileType("TQ1_0", 36, T.TQ1_0), FileType("TQ2_0", 37, T.TQ2_0),
+    FileType("TQ1_0", 36, T.TQ1_0), FileType("TQ2_0", 37, T.TQ2_0), FileType("MXFP4_MOE", 38, T.MXFP4),
+    FileType("Q1_0", 40, T.Q1_0),
 ]
 FILE_TYPES: dict[str, FileType] = {f.name: f for f in _FILE_TYPES}
 # llama-quantize's aliases
@@ -183,11 +184,14 @@ def _recipe_type(qs: _Counters, facts: ModelFacts, opts: Options, ft: str, new: 
     if cat == "output" or (qs.has_tied_embeddings and cat == "token_embd"):
         if opts.output_tensor_type is not None:
             return opts.output_tensor_type
-        if facts.arch == "falcon" or ne0 % _block(new):
+        if ft == "MXFP4_MOE" or facts.arch == "falcon" or ne0 % _block(new):
             return T.Q8_0
         if ft in ("IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ2_S", "IQ2_M", "IQ1_M"):
             return T.Q5_K
         return new if new == T.Q8_0 else T.Q6_K
+    if ft == "MXFP4_MOE":   # the experts (3-D) MXFP4, every other matrix Q8_0
+        experts = ne2 > 1 and (facts.arch != "bailingmoe3" or cat in ("ffn_up", "ffn_gate", "ffn_down"))
+        return T.MXFP4 if experts else T.Q8_0
     if cat == "token_embd":
         if opts.token_embedding_type is not None:
             return opts.token_embedding_type

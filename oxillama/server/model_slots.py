@@ -12,8 +12,11 @@ adapters and name, so a handler reads `state.engine` whichever model the request
 """
 from __future__ import annotations
 
+import shlex
 import time
 from dataclasses import dataclass
+
+from oxillama.errors import InvalidArgumentError
 
 UNLOADED, LOADING, LOADED, FAILED = "unloaded", "loading", "loaded", "failed"
 
@@ -24,6 +27,58 @@ class ModelSpec:
     path: str                 # the GGUF file
     aliases: tuple = ()       # other ids for it
     n_ctx: int = 0            # per-sequence context; 0: the server's --n-ctx
+
+
+def parse_models_file(path: str) -> list[tuple[str, str, tuple, int]]:
+    """(name, model, aliases, n_ctx) per model of an `oxillama serve --models-file FILE`: one model a line,
+    `NAME MODEL [aliases=A,B] [n_ctx=N]`, MODEL a GGUF path (relative to the file's folder), a known
+    model's name or hf://ORG/REPO[:QUANT]; blank lines and # comments ignored. A bad line raises
+    naming the file and line."""
+    import os
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidArgumentError(f"--models-file {path}: {getattr(e, 'strerror', None) or e}") from None
+    folder = os.path.dirname(os.path.abspath(path))
+    out = []
+    for no, line in enumerate(lines, 1):
+        where = f"--models-file {path}, line {no}"
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError as e:
+            raise InvalidArgumentError(f"{where}: {e}") from None
+        if not words:
+            continue
+        if len(words) < 2 or "=" in words[0] or "=" in words[1]:
+            raise InvalidArgumentError(f"{where}: expected 'NAME MODEL [aliases=A,B] [n_ctx=N]', got {line.strip()!r}")
+        name, model = words[0], words[1]
+        if ":" in name:
+            raise InvalidArgumentError(f"{where}: a model name cannot hold ':' (it picks a LoRA adapter), got {name!r}")
+        from oxillama import hub
+        local = model.endswith(".gguf") or os.sep in model
+        resolved = os.path.join(folder, model) if local and not hub.is_hf(model) and not os.path.isabs(model) else model
+        aliases, n_ctx = (), 0
+        for option in words[2:]:
+            key, sep, value = option.partition("=")
+            if key == "aliases" and sep:
+                aliases = tuple(a for a in value.split(",") if a)
+                if not aliases or any(":" in a for a in aliases):
+                    raise InvalidArgumentError(f"{where}: aliases= takes names without ':' separated by commas, "
+                                               f"got {value!r}")
+            elif key == "n_ctx" and sep:
+                try:
+                    n_ctx = int(value)
+                except ValueError:
+                    n_ctx = -1
+                if n_ctx < 0:
+                    raise InvalidArgumentError(f"{where}: n_ctx= takes a whole number >= 0, got {value!r}")
+            else:
+                raise InvalidArgumentError(f"{where}: unknown option {option!r} (aliases=A,B or n_ctx=N)")
+        out.append((name, resolved, aliases, n_ctx))
+    if not out:
+        raise InvalidArgumentError(f"--models-file {path} lists no model")
+    return out
 
 
 class ModelSlot:

@@ -701,9 +701,24 @@ CHATML_TEMPLATE = (
     "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
+# gpt-oss's harmony, for files without their template: the system message the model expects (its channels), a
+# system prompt as developer instructions, past answers as final-channel messages; the answer is read by
+# oxillama.tools.harmony
+HARMONY_TEMPLATE = (
+    "{{ '<|start|>system<|message|>Reasoning: medium\n\n# Valid channels: analysis, commentary, final. "
+    "Channel must be included for every message.<|end|>' }}"
+    "{% for m in messages %}"
+    "{% if m['role'] == 'system' %}{{ '<|start|>developer<|message|># Instructions\n\n' + m['content'] + '<|end|>' }}"
+    "{% elif m['role'] == 'assistant' %}"
+    "{{ '<|start|>assistant<|channel|>final<|message|>' + m['content'] + '<|end|>' }}"
+    "{% else %}{{ '<|start|>' + m['role'] + '<|message|>' + m['content'] + '<|end|>' }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start|>assistant' }}{% endif %}"
+)
 BUILTIN_TEMPLATES = [  # (name, tokens the vocabulary must have, template)
     ("gemma", ("<start_of_turn>", "<end_of_turn>"), GEMMA_TEMPLATE),
     ("chatml", ("<|im_start|>", "<|im_end|>"), CHATML_TEMPLATE),
+    ("harmony", ("<|start|>", "<|channel|>", "<|message|>", "<|end|>"), HARMONY_TEMPLATE),
 ]
 
 

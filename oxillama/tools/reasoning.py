@@ -14,10 +14,15 @@ closing marker. Thinking that never closes (the output was cut) is all reasoning
 `ReasoningSplitter` does the same on a growing text: feed() returns ("reasoning" | "answer", text)
 pieces that never change as more text comes, holding back what may still be a marker; joined, they
 equal split_reasoning of the whole text.
+
+gpt-oss's harmony format (reasoning in an `analysis` message, the answer in a `final` one) is not a pair of
+markers around the thinking: templates that write it get HARMONY_MARKERS from markers_of, and
+reasoning_splitter() then gives oxillama.tools.harmony's splitter, with the same interface.
 """
 from __future__ import annotations
 
 from oxillama.errors import InvalidArgumentError
+from oxillama.tools.harmony import HARMONY_MARKERS, HarmonySplitter
 
 FORMATS = ("none", "auto", "deepseek")
 # (open, close) pairs models write their thinking between; a template that names one picks it
@@ -34,7 +39,10 @@ def check_format(fmt: str | None) -> str:
 
 
 def markers_of(template_source: str | None) -> tuple[str, str]:
-    """The thinking markers a chat template uses (the first known pair it names), else <think>."""
+    """The thinking markers a chat template uses (the first known pair it names; HARMONY_MARKERS for a
+    template that writes harmony channels), else <think>."""
+    if template_source and "<|channel|>" in template_source and "<|message|>" in template_source:
+        return HARMONY_MARKERS
     for pair in MARKERS:
         if template_source and pair[1] in template_source:
             return pair
@@ -49,11 +57,18 @@ def opens_thinking(prompt: str, markers: tuple[str, str] = MARKERS[0]) -> bool:
 def split_reasoning(text: str, fmt: str | None = None, markers: tuple[str, str] = MARKERS[0],
                     opened: bool = False) -> tuple[str | None, str]:
     """(reasoning or None, answer) of a finished output; opened: the prompt opened the thinking."""
-    s = ReasoningSplitter(fmt, markers, opened)
+    s = reasoning_splitter(fmt, markers, opened)
     parts = s.feed(text) + s.finish()
     reasoning = "".join(t for kind, t in parts if kind == "reasoning")
     answer = "".join(t for kind, t in parts if kind == "answer")
     return (reasoning if s.had_reasoning else None), answer
+
+
+def reasoning_splitter(fmt: str | None = None, markers: tuple[str, str] = MARKERS[0], opened: bool = False):
+    """The streamed splitter for these markers: a ReasoningSplitter, or a HarmonySplitter for HARMONY_MARKERS."""
+    if tuple(markers) == HARMONY_MARKERS:
+        return HarmonySplitter(fmt, markers, opened)
+    return ReasoningSplitter(fmt, markers, opened)
 
 
 def _partial_suffix(text: str, marker: str) -> int:
@@ -144,6 +159,8 @@ def grammar_after_thinking(grammar, markers: tuple[str, str] = MARKERS[0], opene
     prompt opened the thinking, and then the section is required)."""
     from oxillama.grammar import Grammar
     from oxillama.grammar.json_schema import gbnf_literal
+    if tuple(markers) == HARMONY_MARKERS:
+        return _harmony_grammar(grammar, opened)
     open_, close = markers
     section = f"{gbnf_literal(close)} [ \\t\\n]*" if opened else \
         f"{gbnf_literal(open_)} oxl-thinking-text {gbnf_literal(close)} [ \\t\\n]*"
@@ -151,6 +168,21 @@ def grammar_after_thinking(grammar, markers: tuple[str, str] = MARKERS[0], opene
     text = (f"{grammar.text}\noxl-thinking-root ::= [ \\t\\n]* {head} {grammar.root}\n"
             f"oxl-thinking-section ::= {'oxl-thinking-text ' if opened else ''}{section}\n"
             + _text_without(close, "oxl-thinking-text"))
+    return Grammar(text, root="oxl-thinking-root")
+
+
+def _harmony_grammar(grammar, opened: bool):
+    """`grammar` for the final message after an optional analysis message (required, without its header, when
+    the prompt opened it)."""
+    from oxillama.grammar import Grammar
+    from oxillama.grammar.json_schema import gbnf_literal as lit
+    from oxillama.tools import harmony as h
+    analysis = f"{lit(HARMONY_MARKERS[0])} oxl-thinking-text" if not opened else "oxl-thinking-text"
+    section = f"{analysis} {lit(HARMONY_MARKERS[1] + h.START + 'assistant')}"
+    head = f"({section})" if opened else f"({section})?"
+    final = lit(h.CHANNEL + "final" + h.MESSAGE)
+    text = (f"{grammar.text}\noxl-thinking-root ::= {head} {final} {grammar.root}\n"
+            + _text_without(HARMONY_MARKERS[1], "oxl-thinking-text"))
     return Grammar(text, root="oxl-thinking-root")
 
 

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 
 from tiny_moe import write_tiny_moe  # noqa: E402
 
-NAMES = ["qwen3moe", "qwen2moe", "olmoe", "mixtral", "qwen3moe-topk-softmax"]
+NAMES = ["qwen3moe", "qwen2moe", "olmoe", "mixtral", "qwen3moe-topk-softmax", "gpt-oss"]
 N_TOKENS = 40
 
 

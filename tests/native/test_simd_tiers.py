@@ -201,10 +201,15 @@ def test_avx512_tiers_match_scalar_through_simde(simde_results, tier):
         for qtype in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "F16"):
             assert results[(qtype, "vec_dot")].owner == "avx512" and results[(qtype, "vec_dot")].cases >= 40
         assert results[("Q4_K", "gemm")].owner == "avx2" and results[("Q4_K", "gemm")].cases > 0
+        # the i-quants sum each super-block as one exact integer: the scalar floats bit for bit
+        for qtype in ("IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"):
+            for kernel in ("vec_dot", "gemm"):
+                r = results[(qtype, kernel)]
+                assert r.owner == "avx512" and r.cases > 0 and r.worst == 0, r
         assert results[("ops", "softmax")].cases > 0
     if tier == "avx512vnni":
         # its own multi-row kernels, checked bit for bit against the AVX-512 vec_dots it inherits
-        for qtype in ("Q4_0", "Q4_1", "Q5_0", "Q8_0"):
+        for qtype in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q1_0"):
             assert results[(qtype, "gemm")].owner == "avx512vnni" and results[(qtype, "gemm")].cases > 0
 
 

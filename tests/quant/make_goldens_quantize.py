@@ -25,12 +25,13 @@ import numpy as np  # noqa: E402
 
 GOLDENS = os.path.join(HERE, "goldens", "quantize.json")
 BLOCK_TYPES = ("F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
-               "IQ4_NL", "IQ4_XS")
+               "IQ4_NL", "IQ4_XS", "Q1_0", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4")
 # "FTYPE" or "FTYPE:option": imx (the test imatrix), pure, types (--output-tensor-type Q8_0
 # --token-embedding-type Q4_K)
 CASES = ("F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S",
          "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ4_NL", "IQ4_XS", "Q4_K_M:imx", "Q2_K_S:imx", "IQ4_XS:imx",
-         "Q4_0:imx", "Q3_K_M:imx", "Q5_K_S:imx", "Q4_K_M:pure", "Q4_K_M:types")
+         "Q4_0:imx", "Q3_K_M:imx", "Q5_K_S:imx", "Q4_K_M:pure", "Q4_K_M:types",
+         "Q1_0", "TQ1_0", "TQ2_0", "MXFP4_MOE", "Q1_0:pure", "TQ1_0:pure", "MXFP4_MOE:pure")
 
 
 def block_data(cols: int) -> tuple[np.ndarray, np.ndarray]:

@@ -189,6 +189,21 @@ def test_cli_refuses_bad_input(model, tmp_path):
         assert f.tensors["blk.0.attn_q.weight"].qtype == "Q8_0"
 
 
+def test_low_bit_iquants_need_an_imatrix_or_say_they_cannot(model, tmp_path):
+    """IQ2_XXS / IQ2_XS / IQ1_S / IQ1_M mixes without an importance matrix are refused as llama.cpp refuses
+    them, naming the first tensor; the i-quants oxillama has no quantizer for say so; nothing is written."""
+    src, _ = model
+    out = tmp_path / "out.gguf"
+    for ft in ("IQ2_XXS", "IQ2_XS", "IQ1_S", "IQ1_M"):
+        with pytest.raises(QuantError, match=r"blk\.0\.\w+\.weight: IQ\w+ in a %s file needs an importance matrix" % ft):
+            quantize_file(src, str(out), ft)
+    for ft, qtype in (("IQ3_S", "IQ3_S"), ("IQ2_XXS:imx", "IQ2_XXS")):
+        name, _, opt = ft.partition(":")
+        with pytest.raises(QuantError, match=f"cannot quantize to {qtype}"):
+            quantize_file(src, str(out), name, imatrix=model[1] if opt else None)
+    assert os.listdir(tmp_path) == []
+
+
 def test_requantize_needs_the_flag(model, tmp_path):
     src, _ = model
     q8 = str(tmp_path / "q8.gguf")

@@ -21,7 +21,7 @@ def _mat(w) -> np.ndarray | None:
 
 
 _VEC_DOT_TYPE = {"F32": None, "F16": None, "BF16": None, "Q4_0": "Q8_0", "Q5_0": "Q8_0", "Q8_0": "Q8_0",
-                 "IQ4_NL": "Q8_0", "Q4_1": "Q8_1", "Q5_1": "Q8_1", "Q8_1": "Q8_1"}
+                 "IQ4_NL": "Q8_0", "MXFP4": "Q8_0", "Q4_1": "Q8_1", "Q5_1": "Q8_1", "Q8_1": "Q8_1"}
 
 
 def _round_act(x, qtype_id: int):
@@ -52,6 +52,8 @@ def route(logits, L):
     """The router: (n, k) chosen experts, best first, and their weights, as transformers' MoE blocks compute
     them (softmax | sigmoid | top-k logits then softmax; renormalised; scaled)."""
     k, gating = L["n_expert_used"], L.get("gating", "softmax")
+    if gating == "sparsemixer":
+        return _sparsemixer(logits, L["router_eps"])
     p = _softmax(logits) if gating == "softmax" else 1.0 / (1.0 + np.exp(-logits)) if gating == "sigmoid" else logits
     sel = np.argsort(-p, axis=-1, kind="stable")[:, :k]
     w = np.take_along_axis(p, sel, -1)
@@ -60,6 +62,23 @@ def route(logits, L):
     if L.get("norm_topk"):
         w = w / w.sum(-1, keepdims=True)
     return sel, w * L.get("expert_scale", 1.0)
+
+
+def _sparsemixer(logits, eps):
+    """Phi-3.5-MoE's router in eval mode (transformers' sparsemixer): the best expert, then the best of the
+    others, each weighted by a softmax over the logits within 2 eps (relative) of it."""
+    sel, w = np.zeros((len(logits), 2), np.int64), np.zeros((len(logits), 2))
+    for j in range(2):
+        best = logits.argmax(-1)
+        top = np.take_along_axis(logits, best[:, None], -1)
+        with np.errstate(invalid="ignore"):     # taken experts: -inf / inf, not close
+            close = (top - logits) / np.maximum(np.abs(logits), top) <= 2 * eps
+        masked = np.where(close, logits, -np.inf)
+        sel[:, j] = best
+        w[:, j] = 1.0 / np.exp(masked - top).sum(-1)
+        logits = logits.copy()
+        logits[np.arange(len(logits)), best] = -np.inf
+    return sel, w
 
 
 def _dense_ffn(f_in, L, em):
@@ -88,7 +107,10 @@ def _moe_ffn(x, L, em, trace):
     """Each token's chosen experts, weighted and summed expert by expert (as transformers' loop over experts);
     the shared expert, gated by sigmoid(shexp_gate . x) where there is one, added."""
     ne, ff, n_embd = L["n_expert"], L["n_ff_exp"], x.shape[1]
-    sel, w = route(_matmul(x, L["router"], em), L)
+    logits = _matmul(x, L["router"], em)
+    if L.get("router_b") is not None:
+        logits = logits + _vec(L["router_b"])
+    sel, w = route(logits, L)
     if trace is not None:
         trace.append((sel, w))
     G, U, D = (_mat(L[k]).reshape(ne, -1, _mat(L[k]).shape[1]) for k in ("exp_gate", "exp_up", "exp_down"))
@@ -100,16 +122,33 @@ def _moe_ffn(x, L, em, trace):
         xe = x[rows]
         xg = _round_act(xe, L["exp_gate"][1]) if em else xe
         xu = _round_act(xe, L["exp_up"][1]) if em else xe
-        h = _act(L.get("act", "silu"), xg @ G[e].T) * (xu @ U[e].T)
+        g, u = xg @ G[e].T, xu @ U[e].T
+        if L.get("exp_gate_b") is not None:
+            g = g + _vec(L["exp_gate_b"]).reshape(ne, ff)[e]
+            u = u + _vec(L["exp_up_b"]).reshape(ne, ff)[e]
+        if L.get("act") == "swiglu_oai":
+            h = _swiglu_oai(g, u, L["act_alpha"], L["act_limit"])
+        else:
+            h = _act(L.get("act", "silu"), g) * u
         if em:
             h = _round_act(h, L["exp_down"][1])
-        out[rows] += w[rows, slot][:, None] * (h @ D[e].T)
+        d = h @ D[e].T
+        if L.get("exp_down_b") is not None:
+            d = d + _vec(L["exp_down_b"]).reshape(ne, n_embd)[e]
+        out[rows] += w[rows, slot][:, None] * d
     if L.get("w_up") is not None:
         shared = _dense_ffn(x, L, em)
         if L.get("shexp_gate") is not None:
             shared = shared / (1.0 + np.exp(-(x @ _vec(L["shexp_gate"]))))[:, None]
         out = out + shared
     return out
+
+
+def _swiglu_oai(g, u, alpha, limit):
+    """gpt-oss's clamped SwiGLU, as transformers' GptOssExperts._apply_gate."""
+    g = np.minimum(g, limit)
+    u = np.clip(u, -limit, limit)
+    return (u + 1.0) * g / (1.0 + np.exp(-alpha * g))
 
 
 def _vec(v):
@@ -240,8 +279,14 @@ def reference_forward(spec: dict, tokens: list[int], *, emulate_kernels: bool = 
         if win:
             allowed &= (i - j) < win
         scores = np.where(allowed[None], scores, -np.inf)
+        sinks = L.get("attn_sinks")
+        if sinks is not None:   # one more logit per head in the softmax, with no value (gpt-oss)
+            sink = np.broadcast_to(_vec(sinks)[:, None, None], (nh, n, 1))
+            scores = np.concatenate([scores, sink], axis=-1)
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         scores /= scores.sum(-1, keepdims=True)
+        if sinks is not None:
+            scores = scores[..., :-1]
         attn = np.einsum("hqk,khd->qhd", scores, v).reshape(n, nh * hd)
         out = _matmul(attn, L["wo"], em)
         if L.get("bo") is not None:
@@ -258,7 +303,10 @@ def reference_forward(spec: dict, tokens: list[int], *, emulate_kernels: bool = 
             f = _norm(f, _vec(L["post_ffn_norm"]), None, kind, eps)
         x = x + f + (out if L.get("parallel_residual") else 0.0)
     x = _norm(x, _vec(spec["out_norm"]), _vec(spec.get("out_norm_b")), kind, eps)
-    logits = _matmul(x, spec["output"], em) * spec.get("logit_scale", 1.0)
+    logits = _matmul(x, spec["output"], em)
+    if spec.get("output_b") is not None:
+        logits = logits + _vec(spec["output_b"])
+    logits = logits * spec.get("logit_scale", 1.0)
     cap = spec.get("final_softcap", 0.0)
     if cap:
         logits = cap * np.tanh(logits / cap)

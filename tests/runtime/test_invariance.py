@@ -46,7 +46,7 @@ def assert_same(a, b, what):
 
 # (file, KV cache type): every architecture with f16, and a Q8_0 cache where head_dim allows it
 # and the mixture-of-experts families, written at test time ("moe:<family>:<expert weights' type>")
-MOE = ["moe:qwen3moe:F32", "moe:qwen2moe:Q8_0", "moe:olmoe:F32", "moe:mixtral:Q8_0"]
+MOE = ["moe:qwen3moe:F32", "moe:qwen2moe:Q8_0", "moe:olmoe:F32", "moe:mixtral:Q8_0", "moe:gpt-oss:MXFP4", "moe:phimoe:Q8_0"]
 CASES = [(name, "f16") for name in TINY] + [("qwen3.gguf", "q8_0")] + [(name, "f16") for name in MOE]
 
 

@@ -112,3 +112,50 @@ def test_serve_refuses_ambiguous_model_sets(args, message, smollm2_path, gemma3_
     args = [a.format(smol=smollm2_path, gemma=gemma3_path) for a in args]
     assert main(["serve", *args]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_a_models_file_names_models_their_aliases_and_contexts(smollm2_path, gemma3_path, server_factory, tmp_path):
+    """--models-file: one model a line with its name, file (relative to the models file), aliases and n_ctx;
+    a request by alias reaches the model, /v1/models lists the aliases and each model's own context."""
+    import shutil
+    shutil.copy(gemma3_path, tmp_path / "gemma3.gguf")
+    models = tmp_path / "models.txt"
+    models.write_text("# name  model  options\n"
+                      "\n"
+                      "gemma gemma3.gguf aliases=g,gem n_ctx=128   # relative to this file\n")
+    s = server_factory(smollm2_path, "--alias", "smol", "--models-file", str(models), "--parallel", "1",
+                       "--n-ctx", "256")
+    try:
+        client = s.openai()
+        cards = {m.id: m for m in client.models.list().data}
+        assert list(cards) == ["smol", "gemma"]
+        assert cards["gemma"].aliases == ["g", "gem"] and cards["smol"].aliases is None
+        assert cards["smol"].max_model_len == 256 and cards["gemma"].max_model_len == 128
+        r = client.completions.create(model="gem", prompt=PROMPT, max_tokens=N_TOKENS, temperature=0)
+        assert r.choices[0].text == _solo(gemma3_path, PROMPT)
+        r = client.completions.create(model="smol", prompt=PROMPT, max_tokens=N_TOKENS, temperature=0)
+        assert r.choices[0].text == _solo(smollm2_path, PROMPT)
+        with pytest.raises(openai.BadRequestError):     # gemma's own 128-token context, not the server's 256
+            client.completions.create(model="g", prompt="word " * 200, max_tokens=4)
+        client.completions.create(model="smol", prompt="word " * 200, max_tokens=4)
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("text,message", [
+    ("smol\n", "line 1: expected 'NAME MODEL"),
+    ("# just a comment\n", "lists no model"),
+    ("a {smol} n_ctx=-3\n", "line 1: n_ctx= takes a whole number >= 0, got '-3'"),
+    ("a {smol} flavour=mint\n", "unknown option 'flavour=mint'"),
+    ("a:b {smol}\n", "cannot hold ':'"),
+    ("a {smol}\nb {gemma} aliases=a\n", "two models are served as 'a'"),
+    ("a missing.gguf\n", "model 'a': '"),
+])
+def test_a_bad_models_file_is_refused_naming_the_line(text, message, smollm2_path, gemma3_path, tmp_path, capsys):
+    from oxillama.cli import main
+    models = tmp_path / "models.txt"
+    models.write_text(text.format(smol=smollm2_path, gemma=gemma3_path))
+    assert main(["serve", "--models-file", str(models)]) == 1
+    err = capsys.readouterr().err
+    assert message in err
+    assert str(models) in err or "two models" in message

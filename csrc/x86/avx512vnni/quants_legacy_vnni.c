@@ -264,6 +264,9 @@ static void *panel_memory(size_t bytes) {
     return b->p;
 }
 
+void *oxl_vnni_panel_memory(size_t bytes);   /* also quants_lowbit_vnni.c's */
+void *oxl_vnni_panel_memory(size_t bytes) { return panel_memory(bytes); }
+
 static inline void gemm_vnni(int vk, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr,
                              const void *vy, size_t y_row, int nc) {
     const int nb = n / 32, np = (nb + 1) / 2;

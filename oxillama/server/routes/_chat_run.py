@@ -18,8 +18,8 @@ from oxillama.server import convert
 from oxillama.server.protocol.chat import ChatCompletionRequest, NamedToolChoice
 from oxillama.server.state import ServerState
 from oxillama.tools.base import ToolCall
-from oxillama.tools.reasoning import (ReasoningSplitter, check_format, grammar_after_thinking, markers_of,
-                                      opens_thinking, split_reasoning)
+from oxillama.tools.reasoning import (check_format, grammar_after_thinking, markers_of, opens_thinking,
+                                      reasoning_splitter, split_reasoning)
 
 
 def chat_plan(state: ServerState, req: ChatCompletionRequest) -> openai_chat.ChatPlan:
@@ -85,7 +85,7 @@ class OutputEvents:
     """Streamed output as ("reasoning", text), ("text", text) and ("call", ToolCall) events."""
 
     def __init__(self, plan: openai_chat.ChatPlan, reasoning: dict | None = None):
-        self._reasoning = ReasoningSplitter(**(reasoning or {}))
+        self._reasoning = reasoning_splitter(**(reasoning or {}))
         self._deltas = plan.streamer()
         self._calls: list[ToolCall] = []
         self._plan = plan
@@ -124,7 +124,7 @@ class ChatStreamDeltas:
     the thinking (llama.cpp's and DeepSeek's field), then the answer's content and tool-call deltas."""
 
     def __init__(self, plan: openai_chat.ChatPlan, reasoning: dict | None = None):
-        self._reasoning = ReasoningSplitter(**(reasoning or {}))
+        self._reasoning = reasoning_splitter(**(reasoning or {}))
         self._deltas = plan.streamer()
 
     @property

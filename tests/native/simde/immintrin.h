@@ -3,7 +3,7 @@
  * sources use them too and they run natively), then SIMDe (Debian: libsimde-dev), whose native
  * aliases turn every _mm512_* / __m512* name used afterwards into its portable implementation.
  *
- * SIMDe 0.7.4 lacks a few intrinsics the kernels use; they are modelled below in plain C from the
+ * SIMDe 0.7.4 lacks a few intrinsics the kernels use (among them the gathers of the i-quant grids); they are modelled below in plain C from the
  * Intel definitions, with the summation order of GCC's own header where the order shows in a float
  * result. Each one names the instruction it stands for. */
 #ifndef OXL_TEST_SIMDE_IMMINTRIN_H
@@ -48,6 +48,46 @@ static inline float oxl_model_mm512_reduce_add_ps(simde__m512 a) {
     return t80 + t81;
 }
 
+/* VPMOVZXBD zmm, xmm: 16 bytes zero-extended to int32 */
+static inline simde__m512i oxl_model_mm512_cvtepu8_epi32(__m128i a) {
+    uint8_t b[16];
+    uint32_t r32[16];
+    memcpy(b, &a, sizeof(b));
+    for (int k = 0; k < 16; k++) r32[k] = b[k];
+    simde__m512i r;
+    memcpy(&r, r32, sizeof(r32));
+    return r;
+}
+
+/* VPGATHERDQ zmm: 8 int64 at base + scale * (int32 index k) */
+static inline simde__m512i oxl_model_mm512_i32gather_epi64(__m256i idx, const void *base, int scale) {
+    int32_t i[8];
+    int64_t v[8];
+    memcpy(i, &idx, sizeof(i));
+    for (int k = 0; k < 8; k++) memcpy(&v[k], (const char *)base + (int64_t)i[k] * scale, 8);
+    simde__m512i r;
+    memcpy(&r, v, sizeof(v));
+    return r;
+}
+
+/* VPGATHERDD zmm: 16 int32 at base + scale * (int32 index k) */
+static inline simde__m512i oxl_model_mm512_i32gather_epi32(simde__m512i idx, const void *base, int scale) {
+    int32_t i[16], v[16];
+    memcpy(i, &idx, sizeof(i));
+    for (int k = 0; k < 16; k++) memcpy(&v[k], (const char *)base + (int64_t)i[k] * scale, 4);
+    simde__m512i r;
+    memcpy(&r, v, sizeof(v));
+    return r;
+}
+
+/* _mm512_reduce_add_epi32 (a sequence): the int32 sum of the 16 lanes, wrapping */
+static inline int oxl_model_mm512_reduce_add_epi32(simde__m512i a) {
+    uint32_t v[16], s = 0;
+    memcpy(v, &a, sizeof(v));
+    for (int k = 0; k < 16; k++) s += v[k];
+    return (int)s;
+}
+
 /* SIMDe 0.7.4's alias of _mm512_madd_epi16 (VPMADDWD) takes the masked form's four arguments */
 #undef _mm512_madd_epi16
 #define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16(a, b)
@@ -57,5 +97,13 @@ static inline float oxl_model_mm512_reduce_add_ps(simde__m512 a) {
 #define _mm512_cvtph_ps(a) oxl_model_mm512_cvtph_ps(a)
 #undef _mm512_reduce_add_ps
 #define _mm512_reduce_add_ps(a) oxl_model_mm512_reduce_add_ps(a)
+#undef _mm512_cvtepu8_epi32
+#define _mm512_cvtepu8_epi32(a) oxl_model_mm512_cvtepu8_epi32(a)
+#undef _mm512_i32gather_epi64
+#define _mm512_i32gather_epi64(i, b, s) oxl_model_mm512_i32gather_epi64(i, b, s)
+#undef _mm512_i32gather_epi32
+#define _mm512_i32gather_epi32(i, b, s) oxl_model_mm512_i32gather_epi32(i, b, s)
+#undef _mm512_reduce_add_epi32
+#define _mm512_reduce_add_epi32(a) oxl_model_mm512_reduce_add_epi32(a)
 
 #endif
