@@ -119,6 +119,13 @@ def test_bert_refuses_generation_and_long_inputs():
                 sched.submit("hello", max_tokens=2)
 
 
+def test_imatrix_collection_refuses_encoders():
+    from oxillama.quant.imatrix_collect import collect_imatrix
+    with InferenceEngine.from_gguf(BERT) as e:
+        with pytest.raises(ModelError, match="encoders"):
+            collect_imatrix(e, "hello world the cat sat on the mat " * 10, n_ctx=32)
+
+
 def test_wordpiece_tokenization_matches_llama_cpp():
     tok = Tokenizer.from_gguf(BERT)
     cases = json.load(open(os.path.join(DATA, "bert.tokens.json"), encoding="utf-8"))
