@@ -1269,7 +1269,7 @@ static void phase_ssm_scan(const fwd_state *F, fwd_thread *T, const oxl_layer *L
         float *hst = seq_state(F, s) + L->state_off + (int64_t)(L->ssm_d_conv - 1) * conv_dim + (int64_t)h * ds * hd;
         if (F->seqs[s].pos0 == 0) memset(hst, 0, (size_t)ds * hd * 4);
         const int64_t r0 = F->seq_row0[s];
-        oxl_ssm_scan_head(xbc + r0 * conv_dim, conv_dim, zx + r0 * ld_in + di + conv_dim, ld_in, y + r0 * di, di,
+        oxl_ssm_scan_head(F->kt, xbc + r0 * conv_dim, conv_dim, zx + r0 * ld_in + di + conv_dim, ld_in, y + r0 * di, di,
                           F->seqs[s].n_tokens, hst, h, hd, di, ds, nh, ng, L->ssm_a[h], L->ssm_d[h], L->ssm_dt_b[h]);
     }
     sync_threads(F, T);

@@ -135,6 +135,12 @@ typedef struct {
                                    float *out);
     /* x = exp(x - m) in place; returns the sum (the online softmax of tiled attention) */
     float (*exp_shift_sum)(float *x, int n, float m);
+    /* One token of Mamba-2's selective scan for one head (layers/ssm.h), over its d_state states in order:
+     * for s = 0 .. d_state - 1:  h[s][i] = h[s][i] dA + B[s] xdt[i];  y[i] += h[s][i] C[s]   (i < n; h rows n
+     * floats apart). Every y[i] is summed over s in that order in every tier (a SIMD tier fuses the multiply-adds,
+     * so tiers differ by roundings, never by order). */
+    void (*ssm_scan_states)(float *h, const float *B, const float *C, const float *xdt, float dA, float *y,
+                            int d_state, int n);
 } oxl_ops;
 
 typedef struct {

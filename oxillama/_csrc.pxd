@@ -40,6 +40,8 @@ cdef extern from "kernels.h" nogil:
         void (*attn_scores_f16_group)(const float *q, int G, const uint16_t *K, int64_t stride, int n, int hd, float scale, float *scores)
         void (*attn_values_f16_group)(const float *p, int G, const uint16_t *V, int64_t stride, int n, int hd, float *out)
         float (*exp_shift_sum)(float *x, int n, float m)
+        void (*ssm_scan_states)(float *h, const float *B, const float *C, const float *xdt, float dA, float *y,
+                                int d_state, int n)
 
     ctypedef struct oxl_kernel_table:
         const char *name

@@ -40,7 +40,8 @@ void oxl_ssm_conv(const float *in, int64_t ld_in, float *out, int64_t ld_out, in
     }
 }
 
-void oxl_ssm_scan_head(const float *xbc, int64_t ld_xbc, const float *dt, int64_t ld_dt, float *y, int64_t ld_y,
+void oxl_ssm_scan_head(const oxl_kernel_table *kt, const float *xbc, int64_t ld_xbc, const float *dt, int64_t ld_dt,
+                       float *y, int64_t ld_y,
                        int n, float *state, int h, int head_dim, int d_inner, int d_state, int n_head, int n_group,
                        float A, float D, float dt_bias) {
     const int g = h / (n_head / n_group);
@@ -57,15 +58,7 @@ void oxl_ssm_scan_head(const float *xbc, int64_t ld_xbc, const float *dt, int64_
             xdt[i] = x[i] * dts;
             yt[i] = 0.0f;
         }
-        for (int s = 0; s < d_state; s++) {
-            float *hs = state + (int64_t)s * head_dim;
-            const float bs = B[s], cs = C[s];
-            for (int i = 0; i < head_dim; i++) {
-                const float v = hs[i] * dA + bs * xdt[i];
-                hs[i] = v;
-                yt[i] = yt[i] + v * cs;
-            }
-        }
+        kt->ops.ssm_scan_states(state, B, C, xdt, dA, yt, d_state, head_dim);
         for (int i = 0; i < head_dim; i++) yt[i] = yt[i] + D * x[i];
     }
 }

@@ -16,6 +16,7 @@
  *          the identity), dA = exp(dt A[h]); for s = 0 .. d_state - 1 in order, for every dim i:
  *            h[s][i] = h[s][i] dA + B[g][s] (x[i] dt);   y[i] = y[i] + h[s][i] C[g][s]   (y starts at 0)
  *          i.e. each y[i] is summed over the states sequentially, s = 0 first; then y[i] += D[h] x[i].
+ *          (kernels.h's ssm_scan_states; SIMD tiers fuse the multiply-adds, the order is the same.)
  *          This is the recurrence itself, not the chunked SSD algorithm (which reorders the sums by chunk).
  *   gate:  y = y * silu(z), then an RMS norm over each group's d_inner / n_group values (mean of squares
  *          summed in order), times the norm weight (Mamba-2 / transformers' MambaRMSNormGated: gate first). */
@@ -23,6 +24,8 @@
 #define OXL_LAYERS_SSM_H
 
 #include <stdint.h>
+
+#include "kernels.h"
 
 /* Causal conv1d + bias + SiLU of channels [c0, c1) over n tokens of one sequence.
  * in (n, ld_in): the raw xBC rows; out (n, ld_out); conv_state (d_conv - 1, conv_dim) holds the inputs before
@@ -32,8 +35,10 @@ void oxl_ssm_conv(const float *in, int64_t ld_in, float *out, int64_t ld_out, in
 
 /* The selective scan of head h over n tokens of one sequence, y (n, ld_y) at the head's dims.
  * xbc (n, ld_xbc): [x (d_inner) | B (n_group, d_state) | C (n_group, d_state)] after the conv;
- * dt (n, ld_dt) raw (the head's value at dt[h]); state (d_state, head_dim) of the head. */
-void oxl_ssm_scan_head(const float *xbc, int64_t ld_xbc, const float *dt, int64_t ld_dt, float *y, int64_t ld_y,
+ * dt (n, ld_dt) raw (the head's value at dt[h]); state (d_state, head_dim) of the head. The states' update and
+ * y's sum run in the kernel table's ssm_scan_states (kernels.h), the same function for every token. */
+void oxl_ssm_scan_head(const oxl_kernel_table *kt, const float *xbc, int64_t ld_xbc, const float *dt, int64_t ld_dt,
+                       float *y, int64_t ld_y,
                        int n, float *state, int h, int head_dim, int d_inner, int d_state, int n_head, int n_group,
                        float A, float D, float dt_bias);
 

@@ -41,6 +41,19 @@ static double exp_shift_sum_d_scalar(float *x, int n, float m) {
 
 static float exp_shift_sum_scalar(float *x, int n, float m) { return (float)exp_shift_sum_d_scalar(x, n, m); }
 
+static void ssm_scan_states_scalar(float *h, const float *B, const float *C, const float *xdt, float dA, float *y,
+                                   int d_state, int n) {
+    for (int s = 0; s < d_state; s++) {
+        float *hs = h + (int64_t)s * n;
+        const float bs = B[s], cs = C[s];
+        for (int i = 0; i < n; i++) {
+            const float v = hs[i] * dA + bs * xdt[i];
+            hs[i] = v;
+            y[i] = y[i] + v * cs;
+        }
+    }
+}
+
 static void softmax_scalar(float *x, int n) {
     float m = -INFINITY;
     for (int i = 0; i < n; i++) m = fmaxf(m, x[i]);
@@ -176,5 +189,6 @@ void oxl_register_scalar_ops(oxl_kernel_table *t) {
         .attn_scores_q8_0_group = attn_scores_q8_0_group_scalar,
         .attn_values_q8_0_group = attn_values_q8_0_group_scalar,
         .exp_shift_sum = exp_shift_sum_scalar,
+        .ssm_scan_states = ssm_scan_states_scalar,
     };
 }

@@ -99,7 +99,10 @@ class Mamba2(Architecture):
         if len(conv.shape) != 2 or conv.shape[1] != s.d_conv:
             raise ModelError(f"{p}ssm_conv1d.weight has shape {conv.shape}; {a}.ssm.conv_kernel is {s.d_conv}")
         norm = self.tensors.get(p + "ssm_norm.weight")
-        if norm is not None and (len(norm.shape) != 2 or norm.shape[0] != s.n_group):
+        # (n_group, d_inner / n_group); a single group's may be stored 1-D
+        if norm is not None and (int(np.prod(norm.shape)) != s.d_inner or len(norm.shape) > 2
+                                 or (len(norm.shape) == 2 and norm.shape[0] != s.n_group)
+                                 or (len(norm.shape) == 1 and s.n_group != 1)):
             raise ModelError(f"{p}ssm_norm.weight has shape {norm.shape}; {a}.ssm.group_count {s.n_group} gives "
                              f"({s.n_group}, {s.d_inner // s.n_group})")
         if conv.shape[0] != s.conv_dim:

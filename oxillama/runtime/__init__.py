@@ -7,8 +7,11 @@
     engine.generate(None, max_tokens=20)           # continues exactly where the saved one stopped
 
 One file, one job:
-- engine.py: InferenceEngine, a loaded model (plan, tokenizer, weights, LoRA adapters) with one session
-  (KV cache, token history, sampler and grammar state) and the generate() face over the others below.
+- engine.py: InferenceEngine, a Model with one Session, LoRA adapters, prefix reuse, and the generate()
+  face over the others below.
+- model.py: Model, the loaded file: architecture, config, forward plan, tokenizer (immutable, shareable).
+- session.py: Session, one sequence's state: KV cache, token history, last logits, sampler and grammar
+  state, KV snapshot and restore.
 - request.py: one generate() request, its keywords checked once, and the sampler, grammar matcher and
   stop strings it decodes with.
 - decode.py: the per-token step (Decoder.advance) and the Completion it builds, for every caller.

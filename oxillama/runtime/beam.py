@@ -80,7 +80,7 @@ def beam_search(engine, prompt, config: BeamSearchConfig) -> list[BeamHypothesis
     eog = engine.tokenizer.eog_ids
     engine.reset()
     engine._prefill(ids)   # the prompt runs once, as generate() runs it; its K/V are then copied once into the pool
-    first = engine._logits.copy()
+    first = engine.session.logits.copy()
 
     # parents and their children live side by side during a step: 2 W sequences, + 1 for the prompt
     pool = SequencePool(engine, 2 * W + 1, n_ctx=n_prompt + max_new, n_batch=2 * W + 1)

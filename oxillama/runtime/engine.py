@@ -1,8 +1,10 @@
 """InferenceEngine: load a GGUF model, run it, generate text.
 
-An engine owns one session: the model plan (immutable), one KV cache, the token history and the
-current sampler (with its RNG state). Every forward is one call into C (csrc/forward.c) that runs
-all layers with the GIL released; decode allocates nothing vocabulary- or cache-sized in Python.
+An engine composes a Model (runtime/model.py: the plan, tokenizer and weights, immutable and
+shareable) and one Session (runtime/session.py: the KV cache, token history, sampler and grammar
+state), and decides what goes through them: prefix reuse, LoRA adapters, generate() and its faces.
+Every forward is one call into C (csrc/forward.c) that runs all layers with the GIL released; decode
+allocates nothing vocabulary- or cache-sized in Python.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oxillama import _core, hub
+from oxillama import hub
 from oxillama._system import release_free_heap, resolve_threads
 from oxillama.errors import ContextOverflowError, InvalidArgumentError, ModelError, SnapshotError
 from oxillama.gguf import GGUFFile
@@ -28,9 +30,10 @@ from oxillama.runtime.embeddings import embed, embed_batch
 from oxillama.runtime.kv_cache import ContiguousKVCache, kv_type_from
 from oxillama.runtime.model import Model
 from oxillama.runtime.prefix_cache import PrefixKvCache
-from oxillama.runtime.recurrent_state import RecurrentStatePool, StateCheckpoints, check_state
+from oxillama.runtime.recurrent_state import RecurrentStatePool, check_state
 from oxillama.runtime.request import Prepared, Request
 from oxillama.runtime.scheduler import Scheduler
+from oxillama.runtime.session import Session
 from oxillama.runtime.speculative import SpeculativeEngine
 from oxillama.runtime.snapshot import KVState
 from oxillama.sampling import Sampler, StopStrings
@@ -74,23 +77,9 @@ class InferenceEngine:
         self.n_seq_max = int(n_seq_max)   # sequences a Scheduler / generate_batch runs at once by default
         kv_type = kv_type_from(kv_type, type_k, type_v)
         self.seed = seed
-        self.kv = ContiguousKVCache(self.model.n_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv)
-        # recurrent layers: the session's state in slot 0 of a one-slot pool, and checkpoints of it (a recurrent
-        # state cannot be truncated: going back resumes from a checkpoint and runs the tokens after it)
-        self.recurrent = RecurrentStatePool(self.plan, 1) if self.plan.state_floats else None
-        self._checkpoints = StateCheckpoints(_checkpoint_capacity(self.recurrent))
-        self._ctx = _core.ForwardContext(self.plan, self.kv.buffers, self.n_batch, self.n_threads, None,
-                                         self.recurrent.buffers if self.recurrent else None)
-        self._logits = np.zeros(c.n_vocab, dtype=np.float32)   # last position's logits, reused
-        self._tok_buf = np.zeros(self.n_batch, dtype=np.int32)
-        self._one = np.zeros(1, dtype=np.int32)
-        self._hist = np.zeros(n_ctx + 1, dtype=np.int32)   # the cached tokens, for the sampler's penalties
-        self._tokens: list[int] = []          # tokens whose K/V are in the cache
-        self._pending: int | None = None      # last sampled token, not yet run through the model
-        self._has_logits = False
-        self._sampler = None
-        self._matcher = None                  # grammar state of the session, if constrained
-        self._masked = None                   # logits copy for grammar masking, made on first need
+        # the one sequence's state: KV cache, tokens, last logits, sampler and grammar state
+        self.session = Session(self.model, n_ctx=n_ctx, n_batch=self.n_batch, n_threads=self.n_threads,
+                               kv_type=kv_type)
         self.last_completion = None
         # a streaming generate()'s tokens so far and their logprob entries (None unless asked), appended
         # in order as it runs: what a caller of the stream needs to send each piece's logprobs with it
@@ -105,7 +94,6 @@ class InferenceEngine:
         self.last_prefix_reused = 0     # prompt tokens the last generate() did not have to run
         self._loras: list = []             # [(LoraAdapter, scale)]: the session's adapters (add_lora)
         self._call_loras: list | None = None   # generate(lora=...) for one call
-        self._kv_lora_key: tuple = ()      # the adapters the cached positions were computed with
         log.info("loaded %s: %d layers, n_embd %d, vocab %d, n_ctx %d, %d threads, KV %.1f MB", c.arch,
                  self.model.n_layer, c.n_embd, c.n_vocab, n_ctx, self.n_threads, self.kv.memory_bytes() / 1e6)
         release_free_heap()     # the metadata parse's temporaries
@@ -139,7 +127,17 @@ class InferenceEngine:
 
     @property
     def n_ctx(self) -> int:
-        return self.kv.n_ctx
+        return self.session.n_ctx
+
+    @property
+    def kv(self) -> ContiguousKVCache:
+        """The session's KV cache."""
+        return self.session.kv
+
+    @property
+    def recurrent(self) -> RecurrentStatePool | None:
+        """The session's recurrent state (a one-slot pool), for a model with recurrent layers; else None."""
+        return self.session.recurrent
 
     # the model's facts (self.model: oxillama.runtime.model.Model)
 
@@ -165,12 +163,12 @@ class InferenceEngine:
 
     @property
     def n_past(self) -> int:
-        return len(self._tokens)
+        return self.session.n_past
 
     @property
     def tokens(self) -> list[int]:
         """The session's tokens: those in the KV cache, then the last sampled one if not yet run."""
-        return self._tokens + ([self._pending] if self._pending is not None else [])
+        return self.session.tokens
 
     @property
     def streamed(self):
@@ -191,7 +189,7 @@ class InferenceEngine:
 
     def close(self) -> None:
         """Free the session and the model (a model shared with another engine stays open)."""
-        self._ctx = None
+        self.session.close()
         self.model.close()
 
     def __enter__(self) -> "InferenceEngine":
@@ -202,44 +200,34 @@ class InferenceEngine:
 
     def reset(self) -> None:
         """Forget the session: empty KV cache, no tokens, no sampler state."""
-        self._tokens.clear()
-        self._pending = None
-        self._has_logits = False
-        self._sampler = None
-        self._matcher = None
-        self.kv.clear()
+        self.session.reset()
 
     def truncate(self, n: int) -> None:
         """Keep the first n tokens of the session (KV cache and history). A recurrent model's state goes back
         to the nearest checkpoint at or before n and the tokens after it run again."""
-        if not 0 <= n <= len(self.tokens):
-            raise InvalidArgumentError(f"cannot truncate a session of {len(self.tokens)} tokens to {n}")
-        if n <= len(self._tokens):
-            if self.recurrent is not None and n < len(self._tokens):
-                self._rewind(n)
-            del self._tokens[n:]
-            self.kv.truncate(n)
-            self._pending = None
-            self._has_logits = False
-        # n == len(tokens) with a pending token: nothing to drop
+        s = self.session
+        if not 0 <= n <= len(s.tokens):
+            raise InvalidArgumentError(f"cannot truncate a session of {len(s.tokens)} tokens to {n}")
+        if s.recurrent is not None and n < s.n_past:
+            self._rewind(n)
+        s.truncate(n)
 
     def _rewind(self, n: int) -> None:
         """Recurrent models: the state after the first n tokens of the session (n < the cached ones), from the
         best checkpoint (or position 0) and a forward of the tokens after it."""
-        tokens = self._tokens[:n]
-        cp, state = self._checkpoints.best(tokens, key=self._lora_key())
-        del self._tokens[cp:]
-        self.kv.truncate(cp)
+        s = self.session
+        tokens = s.cached[:n]
+        cp, state = s.checkpoints.best(tokens, key=self._lora_key())
+        s.truncate(cp)
         if state is not None:
-            self.recurrent.write(0, state)
+            s.recurrent.write(0, state)
         if n > cp:
             self._run(np.asarray(tokens[cp:], dtype=np.int32))
 
     def checkpoint(self) -> None:
         """Recurrent models: remember the state at the current position, to come back to it without running
         the tokens before it again (truncate(), a prompt that shares this prefix); a no-op for others."""
-        if self.recurrent is not None and self._tokens:
-            self._checkpoints.save(self._tokens, self.recurrent.read(0), key=self._kv_lora_key)
+        self.session.checkpoint()
 
     # ---- LoRA adapters (oxillama.lora) ----
 
@@ -281,31 +269,28 @@ class InferenceEngine:
         is always run, since its logits are what the first sampled token needs."""
         ids = self.check_tokens(ids)
         n = len(ids)
+        s = self.session
         keep = 0
-        same_loras = self._kv_lora_key == self._lora_key()
-        if self.reuse_prefix and self._tokens and same_loras:
-            keep = min(_common_prefix_len(np.asarray(self._tokens, dtype=np.int32), ids), n - 1)
+        same_loras = s.lora_key == self._lora_key()
+        if self.reuse_prefix and s.cached and same_loras:
+            keep = min(_common_prefix_len(np.asarray(s.cached, dtype=np.int32), ids), n - 1)
         state = None
-        if self.recurrent is not None and keep < len(self._tokens):
+        if s.recurrent is not None and keep < s.n_past:
             # the state cannot be truncated: resume from the longest checkpoint within the shared prefix
-            keep, state = self._checkpoints.best(ids, limit=keep if self.reuse_prefix else 0, key=self._lora_key())
-        self._pending = None
-        self._has_logits = False
-        del self._tokens[keep:]
-        self.kv.truncate(keep)
+            keep, state = s.checkpoints.best(ids, limit=keep if self.reuse_prefix else 0, key=self._lora_key())
+        s.truncate(keep)     # keep <= the cached tokens: the pending token and the logits go too
         if state is not None:
-            self.recurrent.write(0, state)
+            s.recurrent.write(0, state)
         # the prefix cache keys on tokens only, and holds K/V rows, not recurrent states
-        use_prefix_cache = self.prefix_cache is not None and not self._lora_key() and self.recurrent is None
+        use_prefix_cache = self.prefix_cache is not None and not self._lora_key() and s.recurrent is None
         if use_prefix_cache and keep < n - 1:
             got = self.prefix_cache.restore(ids[:n - 1], self.kv, start=keep)
-            self._tokens.extend(int(t) for t in ids[keep:got])
-            self._hist[keep:got] = ids[keep:got]
+            s.extend_cached(ids, keep, got)
             keep = got
         self.last_prefix_reused = keep
         if keep:
             log.debug("prompt of %d tokens: %d reused from the cache, %d to run", n, keep, n - keep)
-        if self.recurrent is not None and n - 1 > keep:
+        if s.recurrent is not None and n - 1 > keep:
             # a checkpoint before the last prompt token, which is always run: a later prompt sharing all of
             # this one but its last token resumes there (the logits do not depend on the cut)
             self._run(ids[keep:n - 1])
@@ -318,42 +303,12 @@ class InferenceEngine:
     def kv_snapshot(self) -> KVState:
         """A copy of the session's cache: tokens, K/V of positions [0, n_past), the pending token,
         and the last logits when no pending token will produce new ones."""
-        k, v = self.kv.read(0, self.n_past)
-        logits = self._logits.copy() if self._has_logits and self._pending is None else None
-        state = self.recurrent.read(0) if self.recurrent is not None else None
-        return KVState(np.array(self._tokens, dtype=np.int32), k, v, self._pending, logits, state)
+        return self.session.kv_snapshot()
 
     def kv_restore(self, state: KVState) -> None:
         """Replace the session's cache with a kv_snapshot() (of an engine on the same model).
         The sampler is left as it is."""
-        if not isinstance(state, KVState):
-            raise InvalidArgumentError(f"kv_restore takes a KVState from kv_snapshot(), got {type(state).__name__}")
-        tokens = self.check_tokens(state.tokens)
-        n = len(tokens)
-        for name, a in (("k", state.k), ("v", state.v)):
-            if not isinstance(a, np.ndarray) or a.shape != (self.model.n_layer, n, self.kv.kv_dim):
-                raise InvalidArgumentError(f"KV state {name} has shape {getattr(a, 'shape', None)}, expected "
-                                           f"{(self.model.n_layer, n, self.kv.kv_dim)} for {n} tokens")
-        pending = state.pending
-        if pending is not None:
-            pending = int(self.check_tokens([pending])[0])
-        if n + (pending is not None) > self.n_ctx:
-            raise ContextOverflowError(f"KV state of {n} tokens (+ pending) exceeds n_ctx={self.n_ctx}")
-        logits = state.logits
-        if logits is not None and (not isinstance(logits, np.ndarray) or logits.shape != (self.n_vocab,)):
-            raise InvalidArgumentError(f"KV state logits must be an array of shape ({self.n_vocab},)")
-        if self.recurrent is not None:
-            rec = check_state(state.state, self.recurrent.slot_floats, InvalidArgumentError) if n else None
-        self.kv.truncate(0)
-        self.kv.write(state.k, state.v, 0)
-        if self.recurrent is not None and n:
-            self.recurrent.write(0, rec)
-        self._tokens = [int(t) for t in tokens]
-        self._hist[:n] = tokens
-        self._pending = pending
-        self._has_logits = logits is not None
-        if logits is not None:
-            self._logits[:] = logits
+        self.session.kv_restore(state)
 
     def fingerprint(self) -> dict:
         """The model file's fingerprint (size, sha256 of its first and last few MB)."""
@@ -362,14 +317,13 @@ class InferenceEngine:
     def snapshot(self) -> bytes:
         """The session as bytes: tokens (with the pending one), K/V of [0, n_past), the sampler with
         its RNG state and mirostat mu, and the grammar state. See oxillama.runtime.snapshot."""
-        c = self.config
+        c, s = self.config, self.session
         snap = _snap.Snapshot(
             arch=c.arch, fingerprint=self.fingerprint(), n_ctx=self.n_ctx, n_layer=c.n_layer,
-            kv_dim=self.kv.kv_dim, n_vocab=self.n_vocab, kv_type=self.kv.kv_type, kv=self.kv_snapshot(),
-            seed=self.seed, sampler=None if self._sampler is None else _snap.sampler_record(self._sampler),
-            grammar=None if self._matcher is None else _snap.grammar_record(self._matcher),
-            loras=list(self._kv_lora_key))
-        if self._sampler is not None and self._sampler.logits_processors:
+            kv_dim=self.kv.kv_dim, n_vocab=self.n_vocab, kv_type=self.kv.kv_type, kv=s.kv_snapshot(),
+            seed=self.seed, sampler=None if s.sampler is None else _snap.sampler_record(s.sampler),
+            grammar=None if s.matcher is None else _snap.grammar_record(s.matcher), loras=list(s.lora_key))
+        if s.sampler is not None and s.sampler.logits_processors:
             log.warning("snapshot: the sampler's logits_processors (Python callables) are not saved")
         return _snap.encode(snap)
 
@@ -434,10 +388,10 @@ class InferenceEngine:
         if kv.k.dtype != self.kv.dtype:   # resumed with another kv_type
             kv = KVState(kv.tokens, kv.k.astype(self.kv.dtype), kv.v.astype(self.kv.dtype), kv.pending, kv.logits,
                          kv.state)
-        self.kv_restore(kv)
-        self._kv_lora_key = tuple(snap.loras)
-        self._sampler = sampler
-        self._matcher = matcher
+        self.session.kv_restore(kv)
+        self.session.lora_key = tuple(snap.loras)
+        self.session.sampler = sampler
+        self.session.matcher = matcher
 
     # ---- text ----
 
@@ -454,38 +408,14 @@ class InferenceEngine:
         return self.model.check_tokens(tokens)
 
     def _run(self, tokens: np.ndarray, all_logits: bool = False) -> np.ndarray | None:
-        """Append tokens to the cache in chunks of n_batch; logits of the last (or every) position."""
-        n = len(tokens)
+        """Append tokens to the session's cache with the active adapters; logits of the last (or every)
+        position."""
         if self.plan.non_causal:
             raise ModelError(f"{self.config.arch} is an encoder (embeddings only): it has no logits and cannot "
                              f"generate text; use embed() / embed_batch() / create_embedding")
-        if self.n_past + n > self.n_ctx:
-            raise ContextOverflowError(f"{self.n_past} cached + {n} new tokens exceed n_ctx={self.n_ctx}")
-        out = np.empty((n, self.n_vocab), dtype=np.float32) if all_logits else None
         active = self._active_loras()
-        loras = None
-        if active:
-            loras = bound(self, active)
-        self._kv_lora_key = self._lora_key()
-        for start in range(0, n, self.n_batch):
-            chunk = tokens[start:start + self.n_batch]
-            m = len(chunk)
-            buf = self._tok_buf[:m]
-            buf[:] = chunk
-            last = start + m == n
-            if all_logits:
-                self._ctx.run(buf, self.n_past, out[start:start + m].reshape(-1), True, None, loras)
-            elif last:
-                self._ctx.run(buf, self.n_past, self._logits, False, None, loras)
-            else:
-                self._ctx.run(buf, self.n_past, None, False, None, loras)
-            self._hist[len(self._tokens):len(self._tokens) + m] = chunk
-            self._tokens.extend(int(t) for t in chunk)
-            self.kv.n_past = len(self._tokens)
-            self.n_tokens_run += m
-        if all_logits and n:
-            self._logits[:] = out[-1]
-        self._has_logits = n > 0 or self._has_logits
+        out = self.session.run(tokens, all_logits, bound(self, active) if active else None, self._lora_key())
+        self.n_tokens_run += len(tokens)
         return out
 
     def forward(self, tokens, *, all_logits: bool = False) -> np.ndarray:
@@ -493,11 +423,12 @@ class InferenceEngine:
         arr = self.check_tokens(tokens)
         if arr.size == 0:
             raise InvalidArgumentError("forward needs at least one token")
-        if self._pending is not None:   # a sampled token not yet run: it comes first
-            arr = np.concatenate([np.array([self._pending], dtype=np.int32), arr])
-            self._pending = None
+        s = self.session
+        if s.pending is not None:   # a sampled token not yet run: it comes first
+            arr = np.concatenate([np.array([s.pending], dtype=np.int32), arr])
+            s.pending = None
         out = self._run(arr, all_logits)
-        return out.copy() if all_logits else self._logits.copy()
+        return out.copy() if all_logits else s.logits.copy()
 
     # ---- generation ----
 
@@ -534,21 +465,22 @@ class InferenceEngine:
         if req.decoding != "sample":
             return self._generate_decoding(req)
         t_call = time.perf_counter()
+        s = self.session
         continuing = req.prompt is None
         if continuing:
             if not self.tokens:
                 raise InvalidArgumentError("generate(None) continues a session, but there is none: give a prompt")
             sampler_changed = req.seed is not None or req.processors is not None or bool(req.sampler_keys)
-            if self._sampler is None or sampler_changed:
-                self._sampler = req.new_sampler(self)
+            if s.sampler is None or sampler_changed:
+                s.sampler = req.new_sampler(self)
             n_context = len(self.tokens)
             if req.grammar is not None:
-                self._matcher = self.new_matcher(req.grammar)
-            elif self._matcher is not None and self._matcher.is_finished:
+                s.matcher = self.new_matcher(req.grammar)
+            elif s.matcher is not None and s.matcher.is_finished:
                 # the last call completed its grammar: what follows is free text (as a new call
                 # without grammar= would be in llama-cpp-python or transformers); a grammar left
                 # unfinished by max_tokens or a stop string keeps constraining
-                self._matcher = None
+                s.matcher = None
             max_tokens = req.token_limit(n_context, self.n_ctx)
         else:
             ids = self.encode_prompt(req.prompt)
@@ -558,10 +490,9 @@ class InferenceEngine:
             n_context = len(ids)
             max_tokens = req.token_limit(n_context, self.n_ctx)
             prepared = req.prepare(self)
-            self._sampler, self._matcher = prepared.sampler, prepared.matcher
+            s.sampler, s.matcher = prepared.sampler, prepared.matcher
             self._prefill(ids)
-        decoder = Decoder(req, Prepared(self._sampler, self._matcher, StopStrings(req.stop)), self.tokenizer,
-                          max_tokens)
+        decoder = Decoder(req, Prepared(s.sampler, s.matcher, StopStrings(req.stop)), self.tokenizer, max_tokens)
         self.last_completion = None
         prompt_n = 0 if continuing else len(ids) - self.last_prefix_reused
         prompt_ms = 0.0 if continuing else (time.perf_counter() - t_call) * 1e3
@@ -614,6 +545,7 @@ class InferenceEngine:
         stops iterating), last_completion holds the text emitted, the tokens, the finish reason, usage and
         timings."""
         t_call, n_context, prompt_n, prompt_ms = start
+        s = self.session
         self._streamed = decoder
         t_first = None
         busy = 0.0                              # time spent here, not in a streaming caller
@@ -621,12 +553,10 @@ class InferenceEngine:
         try:
             finished = decoder.max_tokens <= 0
             while not finished:
-                if self._pending is not None:     # run the last sampled token to get the next logits
-                    self._one[0] = self._pending
-                    self._pending = None
-                    self._run(self._one)
-                token, text, finished = decoder.advance(self._logits, self._hist[:len(self._tokens)])
-                self._pending = token
+                if s.pending is not None:     # run the last sampled token to get the next logits
+                    self._run(s.take_pending())
+                token, text, finished = decoder.advance(s.logits, s.history())
+                s.pending = token
                 if t_first is None:
                     t_first = time.perf_counter()
                 if text:
@@ -745,17 +675,6 @@ class InferenceEngine:
         for _ in recorded():
             pass
         return self.last_completion
-
-
-def _checkpoint_capacity(pool) -> int:
-    """Recurrent-state checkpoints a session keeps: up to 8, within CHECKPOINT_BUDGET bytes (a large model's
-    state is tens of MB), at least 1."""
-    if pool is None:
-        return 0
-    return max(1, min(8, CHECKPOINT_BUDGET // pool.slot_bytes))
-
-
-CHECKPOINT_BUDGET = 256 << 20
 
 
 def _common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:

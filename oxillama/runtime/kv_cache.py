@@ -22,8 +22,9 @@ import mmap
 
 import numpy as np
 
-from oxillama import _core
+from oxillama import _core, _system
 from oxillama.errors import ContextOverflowError, InsufficientMemoryError, InvalidArgumentError
+from oxillama.quant import dequantize, quantize
 
 # the dtype of the rows read() returns and write() takes; a q8_0 cache stores Q8_0 blocks and speaks float32
 KV_DTYPES = {"f16": np.float16, "f32": np.float32, "q8_0": np.float32}
@@ -52,8 +53,7 @@ def kv_memory_bytes(n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16")
 def check_kv_memory(n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16") -> None:
     """Raise InsufficientMemoryError, saying how much is needed and what n_ctx would fit, when a
     KV cache of n_ctx positions cannot fit in the memory available (oxillama._system.available_memory)."""
-    from oxillama._system import available_memory
-    avail = available_memory()
+    avail = _system.available_memory()
     if avail is not None and kv_memory_bytes(n_layer, n_ctx, kv_dim, kv_type) > avail:
         raise _too_big(n_layer, n_ctx, kv_dim, kv_type, avail)
 
@@ -232,7 +232,6 @@ class ContiguousKVCache(KVCache):
         """(n_layer, stop - start, kv_dim) copy of positions [start, stop) of a head-major array"""
         rows = np.ascontiguousarray(a[:, :, start:stop].transpose(0, 2, 1, 3))
         if self.kv_type == "q8_0":
-            from oxillama.quant import dequantize
             return dequantize(rows.reshape(-1), "Q8_0", self.n_layer * (stop - start) * self.kv_dim).reshape(
                 self.n_layer, stop - start, self.kv_dim)
         return rows.reshape(self.n_layer, stop - start, self.kv_dim)
@@ -240,7 +239,6 @@ class ContiguousKVCache(KVCache):
     def _stored(self, rows: np.ndarray, n: int) -> np.ndarray:
         """(n_layer, n_head_kv, n, width) storage of rows (n_layer, n, kv_dim)"""
         if self.kv_type == "q8_0":
-            from oxillama.quant import quantize
             rows = quantize(np.ascontiguousarray(rows), "Q8_0", reference=False)
         return rows.reshape(self.n_layer, n, self.n_head_kv, -1).transpose(0, 2, 1, 3)
 

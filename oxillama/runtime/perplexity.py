@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from oxillama.errors import InvalidArgumentError, OxillamaError
+from oxillama.runtime.batch import SequencePool
 
 log = logging.getLogger("oxillama")
 
@@ -49,7 +50,6 @@ def _tokens_for(engine, text: str) -> list[int]:
 
 def _chunk_logits(engine, chunks: list[np.ndarray], first: int, n_seq: int):
     """Yield (chunk index, logits of positions first..n_ctx-1) for every chunk, n_seq chunks per step pair."""
-    from oxillama.runtime.batch import SequencePool
     n_ctx = len(chunks[0])
     pool = SequencePool(engine, n_seq_max=n_seq, n_ctx=n_ctx, n_batch=max(engine.n_batch, n_seq))
     bos = engine.tokenizer.bos_id

@@ -41,8 +41,10 @@ from dataclasses import dataclass, field
 import msgpack
 import numpy as np
 
-from oxillama.errors import SamplerError, SnapshotError, SnapshotWriteError
+from oxillama.errors import GrammarError, SamplerError, SnapshotError, SnapshotWriteError
+from oxillama.grammar import Grammar, GrammarMatcher
 from oxillama.runtime.kv_cache import KV_DTYPES
+from oxillama.sampling import Sampler, SamplerConfig
 
 MAGIC = b"OXLSNAP\x00"
 FORMAT_VERSION = 2       # 2: the recurrent state (version 1 snapshots, of attention-only models, still load)
@@ -396,8 +398,6 @@ def grammar_record(matcher) -> dict:
 
 def build_matcher(record: dict, tokenizer):
     """A GrammarMatcher from grammar_record() over tokenizer's vocabulary; SnapshotError if invalid."""
-    from oxillama.errors import GrammarError
-    from oxillama.grammar import Grammar, GrammarMatcher
     try:
         matcher = GrammarMatcher.from_tokenizer(Grammar(record["source"], record["root"]), tokenizer)
         matcher.set_state(record["state"])
@@ -412,7 +412,6 @@ def sampler_record(sampler) -> dict:
 
 def build_sampler(record: dict):
     """A Sampler from sampler_record(); SnapshotError when the record is not a valid one."""
-    from oxillama.sampling import Sampler, SamplerConfig
     try:
         config = SamplerConfig.from_dict(record["config"])
         rng = record["state"].get("rng")

@@ -159,7 +159,7 @@ class NGramDrafter:
 def _sync_cache(engine, seq: np.ndarray) -> np.ndarray:
     """Truncate engine's cache to its longest prefix shared with seq, keeping at least the last
     token of seq to run; returns the tokens of seq still to run."""
-    cached = engine._tokens
+    cached = engine.session.cached
     n = min(len(cached), len(seq) - 1)
     if n and cached[:n] != seq[:n].tolist():
         a = np.asarray(cached[:n])
@@ -289,8 +289,8 @@ class SpeculativeEngine:
                 t._run(t.check_tokens(seq[:-1]))
         if len(seq) + max_tokens > t.n_ctx + 1:
             raise ContextOverflowError(f"{len(seq)} tokens + max_tokens={max_tokens} exceed n_ctx={t.n_ctx}")
-        t._sampler = sampler
-        t._matcher = None
+        t.session.sampler = sampler
+        t.session.matcher = None
         eog = t.tokenizer.eog_ids
         seq = list(seq)
         seq_arr = np.asarray(seq, dtype=np.int32)
@@ -349,9 +349,10 @@ class SpeculativeEngine:
     def _finish(self, seq: list[int]) -> None:
         """Leave the target's session as plain generation does: seq[:-1] cached, the last token pending."""
         t = self.target
-        if len(t._tokens) >= len(seq) - 1 and t._tokens[:len(seq) - 1] == seq[:-1]:
+        cached = t.session.cached
+        if len(cached) >= len(seq) - 1 and cached[:len(seq) - 1] == seq[:-1]:
             t.truncate(len(seq) - 1)
-            t._pending = seq[-1]
+            t.session.pending = seq[-1]
         else:   # interrupted inside a forward: drop the session rather than leave it inconsistent
             t.reset()
 

@@ -51,13 +51,15 @@ class OxillamaReplica:
 
 
 class MultiplexedAdapters:
-    """Marks the adapter a request's `serve_multiplexed_model_id` header names as used on this replica."""
+    """Marks the adapter a request's `serve_multiplexed_model_id` header names as used on this replica.
+    Only a POST (a request that can generate with it) marks it: a GET carrying the header is routed
+    like the adapter's requests but changes nothing, so a client can see where they would go."""
 
     def __init__(self, app, replica: OxillamaReplica):
         self.app, self.replica = app, replica
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
+        if scope["type"] == "http" and scope["method"] == "POST":
             name = serve.get_multiplexed_model_id()
             if name and self.replica.state is not None and name in self.replica.state.loras:
                 await self.replica.adapter(name)

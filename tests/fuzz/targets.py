@@ -301,7 +301,7 @@ def snapshot_setup():
     from oxillama import InferenceEngine
     engine = InferenceEngine.from_gguf(TINY, n_ctx=32, n_threads=1)
     # a session built without a forward pass (the parent of bench/fuzz.py runs no OpenMP region)
-    engine._sampler = engine.new_sampler(*_default_sampler_args())
+    engine.session.sampler = engine.new_sampler(*_default_sampler_args())
     return engine
 
 
@@ -314,7 +314,7 @@ def snapshot_check(engine, edits):
     from oxillama.runtime import snapshot as snap
     engine.reset()
     engine.forward([1, 2, 3])
-    engine._sampler = engine.new_sampler(*_default_sampler_args())
+    engine.session.sampler = engine.new_sampler(*_default_sampler_args())
     blob = engine.snapshot()
     d = msgpack.unpackb(blob[snap._HEADER.size:], raw=False)
     n_vocab = d["n_vocab"]

@@ -116,3 +116,25 @@ def test_attention_of_a_gqa_group_over_shared_rows(tier, G, n, hd, stride):
     want = 0.125 * (q.astype(np.float64) @ K[:, :hd].astype(np.float64).T)
     np.testing.assert_allclose(scores, want, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(out, scores.astype(np.float64) @ V[:, :hd].astype(np.float64), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("d_state,n", [(1, 1), (16, 16), (128, 64), (7, 45), (3, 8)])
+def test_ssm_scan_states(tier, d_state, n):
+    """Mamba-2's scan over the states of one head (h[s] = h[s] dA + B[s] xdt; y += h[s] C[s], s in order)
+    against NumPy in float64, and every tier against the scalar tier."""
+    rng = np.random.default_rng(d_state * 100 + n)
+    h0 = rng.standard_normal((d_state, n)).astype(np.float32)
+    B, C, xdt, y0 = (rng.standard_normal(k).astype(np.float32) for k in (d_state, d_state, n, n))
+    dA = 0.83
+    want_h = h0.astype(np.float64) * dA + B[:, None].astype(np.float64) * xdt
+    want_y = y0 + (want_h * C[:, None]).sum(0)
+    got = {}
+    for t in (tier, "scalar"):
+        h, y = h0.copy(), y0.copy()
+        _core.op_ssm_scan_states(h, B, C, xdt, dA, y, t)
+        got[t] = (h, y)
+    h, y = got[tier]
+    np.testing.assert_allclose(h, want_h, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-4 * d_state ** 0.5)
+    np.testing.assert_allclose(y, got["scalar"][1], rtol=1e-5, atol=1e-4 * d_state ** 0.5)

@@ -67,14 +67,14 @@ def test_snapshot_round_trip_in_process_keeps_mirostat_mu_and_rng(smollm2, smoll
     e.reset()
     e.generate(PROMPT, max_tokens=6, seed=7, mirostat=2, mirostat_tau=4.0)
     blob = e.snapshot()
-    mu = e._sampler.mirostat_mu
+    mu = e.session.sampler.mirostat_mu
     assert mu is not None and mu != 8.0        # moved away from 2 * tau
     with InferenceEngine.resume(blob, smollm2_path, n_threads=e.n_threads) as r:
         assert r.tokens == e.tokens and r.n_past == e.n_past
         for a, b in zip(r.kv.read(), e.kv.read()):
             np.testing.assert_array_equal(a, b)
-        assert r._sampler.mirostat_mu == mu
-        assert r._sampler.get_state() == e._sampler.get_state()
+        assert r.session.sampler.mirostat_mu == mu
+        assert r.session.sampler.get_state() == e.session.sampler.get_state()
         assert r.n_ctx == e.n_ctx and r.seed == e.seed
         assert r.generate(None, max_tokens=6) == e.generate(None, max_tokens=6)
         assert r.tokens == e.tokens
@@ -121,7 +121,7 @@ def test_kv_snapshot_restore_with_logits_and_no_pending_token(smollm2):
     assert e.generate(None, max_tokens=5, temperature=0) == greedy
     # and through a blob: the logits travel with it
     e.kv_restore(state)
-    e._sampler = None
+    e.session.sampler = None
     blob = e.snapshot()
     assert snap.decode(blob).kv.logits is not None
     e.reset()

@@ -28,7 +28,8 @@ def test_queue_full_is_429(smollm2_path, server_factory):
             first = c.stream("POST", "/v1/completions", json=body)
             streams.append(first.__enter__())
             deadline = time.monotonic() + 30
-            while _running(server) < 1 and time.monotonic() < deadline:
+            while _running(server) < 1:
+                assert time.monotonic() < deadline, "the first request never started"
                 time.sleep(0.05)
             second = c.stream("POST", "/v1/completions", json=body)     # waits in the queue
             streams.append(second.__enter__())

@@ -69,12 +69,28 @@ def test_concurrent_chats_use_both_replicas_and_equal_one_process(ray_server, sm
         assert r.choices[0].message.content == alone.choices[0].message.content
 
 
+def wait_until_routed_to(server, replica: str, headers: dict, streak: int = 16, timeout: float = 120.0):
+    """Until Ray's router sends requests with these headers to `replica`: the replica reports its
+    adapters to Ray's controller, which tells the router, asynchronously. A GET carrying the header
+    is routed as the adapter's requests are but marks nothing (ray_serve.MultiplexedAdapters), so
+    probing cannot spread the adapter. Before the router knows, a probe lands on either replica
+    (1/2 each); `streak` probes in a row on `replica` happen by chance with odds 2**-streak."""
+    deadline = time.monotonic() + timeout
+    run, seen = 0, []
+    with server.client() as http:
+        while run < streak:
+            assert time.monotonic() < deadline, f"Ray never routed {headers} to {replica}: {seen[-40:]}"
+            where = http.get("/v1/models", headers=headers).headers["x-oxillama-replica"]
+            seen.append(where)
+            run = run + 1 if where == replica else 0
+
+
 def test_adapter_requests_stay_on_the_replica_that_has_the_adapter(ray_server, smollm2_server):
     """Ray's model multiplexing: with the header serve_multiplexed_model_id, requests for an adapter
     go to the replica already using it; the text is the adapter's."""
     headers = {"serve_multiplexed_model_id": "style"}
     first, r = chat(ray_server, PROMPTS[0], model="smol:style", default_headers=headers)
-    time.sleep(3)       # the replica reports the adapter to Ray's router
+    wait_until_routed_to(ray_server, first, headers)
     later = [chat(ray_server, p, model="smol:style", default_headers=headers) for p in PROMPTS[1:5]]
     assert {replica for replica, _ in later} == {first}
     base = chat(ray_server, PROMPTS[0])[1]

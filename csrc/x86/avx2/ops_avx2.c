@@ -77,6 +77,57 @@ static double exp_shift_sum_d_avx2(float *x, int n, float m) {
 
 static float exp_shift_sum_avx2(float *x, int n, float m) { return (float)exp_shift_sum_d_avx2(x, n, m); }
 
+/* The scan over the states with y held in registers: 32 dims at a time, then 8, then the scalar tail (fmaf, the
+ * same fused operations lane by lane). */
+static void ssm_scan_states_avx2(float *h, const float *B, const float *C, const float *xdt, float dA, float *y,
+                                 int d_state, int n) {
+    const __m256 vdA = _mm256_set1_ps(dA);
+    int i0 = 0;
+    for (; i0 + 32 <= n; i0 += 32) {
+        __m256 y0 = _mm256_loadu_ps(y + i0), y1 = _mm256_loadu_ps(y + i0 + 8);
+        __m256 y2 = _mm256_loadu_ps(y + i0 + 16), y3 = _mm256_loadu_ps(y + i0 + 24);
+        const __m256 x0 = _mm256_loadu_ps(xdt + i0), x1 = _mm256_loadu_ps(xdt + i0 + 8);
+        const __m256 x2 = _mm256_loadu_ps(xdt + i0 + 16), x3 = _mm256_loadu_ps(xdt + i0 + 24);
+        for (int s = 0; s < d_state; s++) {
+            float *hs = h + (int64_t)s * n + i0;
+            const __m256 b = _mm256_set1_ps(B[s]), c = _mm256_set1_ps(C[s]);
+            const __m256 h0 = _mm256_fmadd_ps(_mm256_loadu_ps(hs), vdA, _mm256_mul_ps(b, x0));
+            const __m256 h1 = _mm256_fmadd_ps(_mm256_loadu_ps(hs + 8), vdA, _mm256_mul_ps(b, x1));
+            const __m256 h2 = _mm256_fmadd_ps(_mm256_loadu_ps(hs + 16), vdA, _mm256_mul_ps(b, x2));
+            const __m256 h3 = _mm256_fmadd_ps(_mm256_loadu_ps(hs + 24), vdA, _mm256_mul_ps(b, x3));
+            _mm256_storeu_ps(hs, h0);
+            _mm256_storeu_ps(hs + 8, h1);
+            _mm256_storeu_ps(hs + 16, h2);
+            _mm256_storeu_ps(hs + 24, h3);
+            y0 = _mm256_fmadd_ps(h0, c, y0);
+            y1 = _mm256_fmadd_ps(h1, c, y1);
+            y2 = _mm256_fmadd_ps(h2, c, y2);
+            y3 = _mm256_fmadd_ps(h3, c, y3);
+        }
+        _mm256_storeu_ps(y + i0, y0);
+        _mm256_storeu_ps(y + i0 + 8, y1);
+        _mm256_storeu_ps(y + i0 + 16, y2);
+        _mm256_storeu_ps(y + i0 + 24, y3);
+    }
+    for (; i0 + 8 <= n; i0 += 8) {
+        __m256 y0 = _mm256_loadu_ps(y + i0);
+        const __m256 x0 = _mm256_loadu_ps(xdt + i0);
+        for (int s = 0; s < d_state; s++) {
+            float *hs = h + (int64_t)s * n + i0;
+            const __m256 h0 = _mm256_fmadd_ps(_mm256_loadu_ps(hs), vdA, _mm256_mul_ps(_mm256_set1_ps(B[s]), x0));
+            _mm256_storeu_ps(hs, h0);
+            y0 = _mm256_fmadd_ps(h0, _mm256_set1_ps(C[s]), y0);
+        }
+        _mm256_storeu_ps(y + i0, y0);
+    }
+    for (int i = i0; i < n; i++)
+        for (int s = 0; s < d_state; s++) {
+            float *hs = h + (int64_t)s * n + i;
+            *hs = fmaf(*hs, dA, B[s] * xdt[i]);
+            y[i] = fmaf(*hs, C[s], y[i]);
+        }
+}
+
 static void softmax_avx2(float *x, int n) {
     __m256 vmax = _mm256_set1_ps(-INFINITY);
     int i = 0;
@@ -544,6 +595,7 @@ void oxl_register_avx2_ops(oxl_kernel_table *t) {
     t->ops.attn_scores_f16 = attn_scores_f16_avx2;
     t->ops.attn_values_f16 = attn_values_f16_avx2;
     t->ops.exp_shift_sum = exp_shift_sum_avx2;
+    t->ops.ssm_scan_states = ssm_scan_states_avx2;
     t->ops.attn_scores_f16_group = attn_scores_f16_group_avx2;
     t->ops.attn_values_f16_group = attn_values_f16_group_avx2;
     t->ops.attn_scores_q8_0_group = attn_scores_q8_0_group_avx2;

@@ -6,6 +6,7 @@ void oxl_register_avx2_k(oxl_kernel_table *t);       /* quants_k_avx2.c */
 void oxl_register_avx2_ops(oxl_kernel_table *t);     /* ops_avx2.c */
 void oxl_register_avx2_lowbit(oxl_kernel_table *t);  /* quants_lowbit_avx2.c */
 void oxl_register_avx2_iq(oxl_kernel_table *t);      /* quants_iq_avx2.c */
+void oxl_register_avx2_fp4(oxl_kernel_table *t);     /* quants_fp4_avx2.c (NVFP4; MXFP4 is a 32-value type) */
 
 void oxl_register_avx2(oxl_kernel_table *t) {
     oxl_register_avx2_legacy(t);
@@ -13,4 +14,5 @@ void oxl_register_avx2(oxl_kernel_table *t) {
     oxl_register_avx2_ops(t);
     oxl_register_avx2_lowbit(t);
     oxl_register_avx2_iq(t);
+    oxl_register_avx2_fp4(t);
 }
