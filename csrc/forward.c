@@ -4,6 +4,7 @@
 
 #include "forward.h"
 #include "layers/shortconv.h"
+#include "layers/encoder.h"
 #include "layers/ssm.h"
 #include "matmul.h"
 
@@ -777,11 +778,15 @@ static void phase_embed(const fwd_state *F, fwd_thread *T) {
         F->kt->type[m->tok_embd_type].to_float((const char *)m->tok_embd + F->row_tok[i] * row, xi, n_embd);
         if (m->embd_scale != 1.0f)
             for (int j = 0; j < n_embd; j++) xi[j] *= m->embd_scale;
-        if (m->pos_embd) {   /* + the learned embedding of the row's position, via xn (free until the first norm) */
-            float *pi = F->xn + i * n_embd;
-            const int64_t prow = oxl_row_size(m->pos_embd_type, n_embd);
-            F->kt->type[m->pos_embd_type].to_float((const char *)m->pos_embd + F->row_pos[i] * prow, pi, n_embd);
-            F->kt->ops.add(xi, pi, n_embd);
+        if (m->type_embd || m->pos_embd) {   /* + the token-type-0 row (encoders) then the learned position's
+                                                embedding (gpt2, bert), via xn (free until the first norm) */
+            float *pi = NULL;
+            if (m->pos_embd) {
+                pi = F->xn + i * n_embd;
+                const int64_t prow = oxl_row_size(m->pos_embd_type, n_embd);
+                F->kt->type[m->pos_embd_type].to_float((const char *)m->pos_embd + F->row_pos[i] * prow, pi, n_embd);
+            }
+            oxl_encoder_embd_add(xi, m->type_embd, pi, n_embd);
         }
         if (m->embd_norm) norm_row(F->kt, m, xi, m->embd_norm, m->embd_norm_b, xi, n_embd);
     }
@@ -892,13 +897,20 @@ static void phase_rope_store(const fwd_state *F, fwd_thread *T, const oxl_layer 
     sync_threads(F, T);
 }
 
+/* the last position row r attends to: its own (causal), or its sequence's last of the call (encoders) */
+static inline int attn_hi(const fwd_state *F, int r) {
+    if (!F->m->non_causal) return F->row_pos[r];
+    const oxl_batch_seq *sq = &F->seqs[F->row_seq[r]];
+    return sq->pos0 + sq->n_tokens - 1;
+}
+
 /* attention over the cache: attn (n, q_dim) */
 static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
     const oxl_kernel_table *kt = F->kt;
     const int n = F->n, ith = T->ith, nth = T->nth;
     const int hd = L->head_dim, q_dim = L->n_head * hd;
     const int q_compact = L->wk.data == NULL || L->attn_gate;   /* q already in attn (phase_rope_store) */
-    const int *row_pos = F->row_pos, *row_seq = F->row_seq;
+    const int *row_seq = F->row_seq;
     const int64_t istride = F->istride;
     float *parts = F->parts;
     const float *qsrc = q_compact ? F->attn : T->q;
@@ -911,7 +923,7 @@ static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *
     if (split) {
         item0[0] = 0;
         for (int r = 0; r < n; r++)
-            item0[r + 1] = item0[r] + nkv * attn_chunks(attn_lo(L, row_pos[r]), row_pos[r]);
+            item0[r + 1] = item0[r] + nkv * attn_chunks(attn_lo(L, attn_hi(F, r)), attn_hi(F, r));
         split = (int64_t)item0[n] * istride <= F->S->part_floats;
     }
     if (split) {
@@ -921,7 +933,7 @@ static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *
         int r = 0;
         for (int it = (int)ib; it < (int)ie; it++) {
             while (it >= item0[r + 1]) r++;
-            const int p = row_pos[r], lo = attn_lo(L, p), nc = attn_chunks(lo, p);
+            const int p = attn_hi(F, r), lo = attn_lo(L, p), nc = attn_chunks(lo, p);
             const int g = (it - item0[r]) / nc, c = (it - item0[r]) % nc;
             int tb, te;
             chunk_span(lo, p, c, &tb, &te);
@@ -943,7 +955,7 @@ static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *
          * so contiguous shares would leave the first thread idle */
         for (int64_t it = ith; it < (int64_t)n * nkv; it += nth) {
             const int r = (int)(it / nkv), g = (int)(it % nkv);
-            attn_item(kt, L, F->kv, L->kv_layer, F->seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim, g, row_pos[r],
+            attn_item(kt, L, F->kv, L->kv_layer, F->seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim, g, attn_hi(F, r),
                       out + (int64_t)r * q_dim, &T->w);
         }
     }
@@ -1029,7 +1041,9 @@ static void phase_ffn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L
             kt->ops.add(xi, ti, n_embd);
         } else {
             kt->ops.add(xi, ti, n_embd);
-            norm_row(kt, m, xi, L->ffn_norm, L->ffn_norm_b, F->xn + i * n_embd, n_embd);
+            if (L->attn_out_norm) norm_row(kt, m, xi, L->attn_out_norm, L->attn_out_norm_b, xi, n_embd);
+            if (L->ffn_norm) norm_row(kt, m, xi, L->ffn_norm, L->ffn_norm_b, F->xn + i * n_embd, n_embd);
+            else memcpy(F->xn + i * n_embd, xi, (size_t)n_embd * 4);   /* post-norm: the FFN reads x */
         }
     }
     act_set_fill(&T->acts, kt, F->xn, n_embd, (int)T->t0, (int)T->t1);
@@ -1329,6 +1343,8 @@ static void phase_ffn_residual(const fwd_state *F, fwd_thread *T, const oxl_laye
         if (L->post_ffn_norm) norm_row(F->kt, F->m, ti, L->post_ffn_norm, NULL, ti, n_embd);
         scale_residual(L, ti, n_embd);
         F->kt->ops.add(F->x + i * n_embd, ti, n_embd);
+        if (L->layer_out_norm)
+            norm_row(F->kt, F->m, F->x + i * n_embd, L->layer_out_norm, L->layer_out_norm_b, F->x + i * n_embd, n_embd);
     }
     /* the next layer starts with this thread's own rows again (norm, quantize), so only the
      * final norm, which splits rows differently, needs everyone's residual first */
@@ -1592,8 +1608,10 @@ static void phase_logits(const fwd_state *F, fwd_thread *T) {
     const oxl_weight *out_ws[1] = {&m->output};
     act_set_init(&T->acts, kt, F->base, F->S, out_ws, 1);
     if (hidden) {
-        for (int64_t i = T->t0; i < T->t1; i++)
-            norm_row(kt, m, F->x + i * n_embd, m->out_norm, m->out_norm_b, hidden + i * n_embd, n_embd);
+        for (int64_t i = T->t0; i < T->t1; i++) {
+            if (m->out_norm) norm_row(kt, m, F->x + i * n_embd, m->out_norm, m->out_norm_b, hidden + i * n_embd, n_embd);
+            else memcpy(hidden + i * n_embd, F->x + i * n_embd, (size_t)n_embd * 4);   /* encoders: no final norm */
+        }
         sync_threads(F, T);
     }
     if (!logits) return;
@@ -1602,7 +1620,8 @@ static void phase_logits(const fwd_state *F, fwd_thread *T) {
     for (int64_t o = ob; o < oe; o++) {
         const int64_t r = F->out_rows[o];
         if (hidden) memcpy(xn + o * n_embd, hidden + r * n_embd, (size_t)n_embd * 4);
-        else norm_row(kt, m, F->x + r * n_embd, m->out_norm, m->out_norm_b, xn + o * n_embd, n_embd);
+        else if (m->out_norm) norm_row(kt, m, F->x + r * n_embd, m->out_norm, m->out_norm_b, xn + o * n_embd, n_embd);
+        else memcpy(xn + o * n_embd, F->x + r * n_embd, (size_t)n_embd * 4);
     }
     act_set_fill(&T->acts, kt, xn, n_embd, (int)ob, (int)oe);
     sync_threads(F, T);

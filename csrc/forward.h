@@ -130,6 +130,10 @@ typedef struct {
                                                 attention layers in order; recurrent layers have none) */
     float residual_scale;                    /* 0 (none) or multiplies the mixer's and the FFN's outputs before
                                                 each residual add (granite's residual_multiplier) */
+    /* post-norm blocks (bert, nomic-bert; layers/encoder.h): attn_norm / ffn_norm NULL (the branch reads x
+     * itself), then x = norm(x + attn) with attn_out_norm and x = norm(x + ffn) with layer_out_norm */
+    const float *attn_out_norm, *attn_out_norm_b;
+    const float *layer_out_norm, *layer_out_norm_b;
     const float *router_b;                   /* (n_expert) added to the router logits, or NULL */
     const float *exp_gate_b, *exp_up_b;      /* (n_expert * n_ff_exp) per-expert biases, or NULL (gpt-oss) */
     const float *exp_down_b;                 /* (n_expert * n_embd), or NULL */
@@ -172,6 +176,10 @@ typedef struct {
     int n_expert_max, n_expert_used_max, n_ff_exp_max;   /* over the layers; 0 without experts */
     int ssm_d_in_proj_max, ssm_conv_dim_max, ssm_d_inner_max; /* over the Mamba-2 layers; 0 without */
     int64_t state_floats;   /* floats of one sequence's recurrent state (every recurrent layer's); 0: none */
+    /* encoders (layers/encoder.h): learned absolute positions, the token-type-0 row and a norm after the
+     * embeddings; non_causal: every token attends to all of its sequence's tokens of the call and before */
+    const float *type_embd; /* (n_embd), or NULL */
+    int non_causal;
 } oxl_model;
 
 /* Recurrent state shared by every sequence of a batch, beside the KV pages: n_slots slots of slot_floats

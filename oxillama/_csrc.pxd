@@ -175,6 +175,10 @@ cdef extern from "forward.h" nogil:
         int64_t state_off
         int kv_layer
         float residual_scale
+        const float *attn_out_norm
+        const float *attn_out_norm_b
+        const float *layer_out_norm
+        const float *layer_out_norm_b
         const float *router_b
         const float *exp_gate_b
         const float *exp_up_b
@@ -209,6 +213,8 @@ cdef extern from "forward.h" nogil:
         int n_expert_max, n_expert_used_max, n_ff_exp_max
         int ssm_d_in_proj_max, ssm_conv_dim_max, ssm_d_inner_max
         int64_t state_floats
+        const float *type_embd
+        int non_causal
 
     ctypedef struct oxl_state_pool:
         float *data

@@ -42,6 +42,7 @@ cdef class ForwardPlan:
                                           # attention-free model keeps one unused KV layer)
     cdef readonly int64_t repacked_bytes
     cdef readonly dict repacked_layouts
+    cdef readonly bint non_causal          # an encoder: each call's tokens see each other (one call per input)
     cdef readonly int64_t state_floats    # floats of one sequence's recurrent state; 0: no recurrent layer
     cdef readonly list state_layout       # [(layer, name, shape, offset)]: where each layer's state lives in a slot
     cdef readonly tuple kinds             # each layer's kind
@@ -95,6 +96,10 @@ cdef class ForwardPlan:
         m.embd_norm_b = self._vec(spec.get("embd_norm_b"), self.n_embd, "token_embd_norm.bias")
         m.out_norm = self._vec(spec.get("out_norm"), self.n_embd, "output_norm")
         m.out_norm_b = self._vec(spec.get("out_norm_b"), self.n_embd, "output_norm.bias")
+        # encoders: the token-type-0 row and no causal mask (learned positions and the embeddings' norm above)
+        m.type_embd = self._vec(spec.get("type_embd"), self.n_embd, "token_types")
+        m.non_causal = bool(spec.get("non_causal", False))
+        self.non_causal = m.non_causal
         m.output_b = self._vec(spec.get("output_b"), self.n_vocab, "output.bias")
         cdef int n_ff_max = 0, q_dim_max = 0, kv_dim = -1, n_kv_layer = 0
         cdef oxl_layer *L
@@ -144,6 +149,10 @@ cdef class ForwardPlan:
             L.post_ffn_norm = self._vec(ls.get("post_ffn_norm"), self.n_embd, p + "post_ffw_norm")
             L.act = _ACTS[ls.get("act", "silu")]
             L.residual_scale = ls.get("residual_scale", 1.0)
+            L.attn_out_norm = self._vec(ls.get("attn_out_norm"), self.n_embd, p + "attn_output_norm")
+            L.attn_out_norm_b = self._vec(ls.get("attn_out_norm_b"), self.n_embd, p + "attn_output_norm.bias")
+            L.layer_out_norm = self._vec(ls.get("layer_out_norm"), self.n_embd, p + "layer_output_norm")
+            L.layer_out_norm_b = self._vec(ls.get("layer_out_norm_b"), self.n_embd, p + "layer_output_norm.bias")
             L.act_alpha = ls.get("act_alpha", 0.0)
             L.act_limit = ls.get("act_limit", 0.0)
             if L.act == 3 and not (L.act_alpha > 0.0 and L.act_limit > 0.0):

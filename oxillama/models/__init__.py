@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from oxillama.errors import UnsupportedArchitectureError
 from oxillama.models.base import Architecture, ModelConfig
+from oxillama.models.bert import Bert, NomicBert
 from oxillama.models.bloom import Bloom
 from oxillama.models.command_r import CommandR
 from oxillama.models.exaone import Exaone
@@ -30,7 +31,7 @@ FAMILIES: tuple[type[Architecture], ...] = (Llama, Qwen2, Qwen3, Gemma, Gemma2, 
                                             Qwen3Moe, Qwen2Moe, OLMoE, PhiMoe, GptOss, Mamba2,
                                             GraniteHybrid,
                                             StableLM, GPTNeoX, Bloom, Falcon, GPT2, OLMo2, Granite, SmolLM3, Exaone,
-                                            InternLM2, Lfm2, Qwen3Next)
+                                            InternLM2, Lfm2, Qwen3Next, Bert, NomicBert)
 ARCHITECTURES: dict[str, type[Architecture]] = {name: cls for cls in FAMILIES for name in cls.arch_names}
 
 __all__ = ["ARCHITECTURES", "Architecture", "ModelConfig", "architecture_for"]

@@ -121,6 +121,7 @@ class Architecture:
     embd_norm_name = "token_embd_norm"   # a norm of the embeddings where the file has one (bloom), or None (lfm2,
                                          # whose token_embd_norm is its final norm)
     attn_q_rows_per_head = 1        # attn_q's rows per head, in head_dim (qwen3next: 2, [q | gate])
+    is_encoder = False          # bidirectional, embeddings only (bert): no logits, no generation
     ffn_norm_tensor = "ffn_norm"   # the FFN's input norm (gpt-oss names it post_attention_norm)
     router_eps = 0.0            # the sparsemixer router's jitter epsilon (phimoe)
     yarn_truncate = True        # YaRN's blend range widened to whole pairs (see yarn_corr_dims)

@@ -99,6 +99,8 @@ _UNSUPPORTED = ("experts", "moe", "ssm", "recurrent")
 def _forward(spec: dict, tokens: np.ndarray, mm: _Recorder) -> np.ndarray:
     """The forward of reference shape (no KV cache) for the activations it records; returns the
     logits (n, n_vocab), which tests compare with the C forward's."""
+    if spec.get("non_causal"):
+        raise ModelError("imatrix collection does not handle encoders (bert, nomic-bert) yet")
     n = len(tokens)
     pos = np.arange(n, dtype=np.float64)
     kind, eps = spec.get("norm_type", "rms"), spec["norm_eps"]

@@ -9,6 +9,8 @@ model adds one) of H (n, n_embd):
   max:  H.max(0)  (elementwise)
   cls:  H[0]      (the first token; for a causal model with BOS this is the same for every text)
 normalize=True divides by the L2 norm, so a dot product is the cosine similarity.
+pooling=None: the model's own: an encoder's (bert) `<arch>.pooling_type`, the one a decoder's file declares,
+else last. An encoder (models/bert.py) attends both ways, so each input runs whole in one call.
 """
 from __future__ import annotations
 
@@ -19,9 +21,30 @@ from oxillama.errors import ContextOverflowError, InvalidArgumentError
 from oxillama.runtime.kv_cache import ContiguousKVCache
 from oxillama.runtime.recurrent_state import RecurrentStatePool
 
-__all__ = ["POOLING_MODES", "hidden_states", "pool", "embed", "embed_batch"]
+__all__ = ["POOLING_MODES", "default_pooling", "hidden_states", "pool", "embed", "embed_batch"]
 
 POOLING_MODES = ("last", "mean", "max", "cls")
+_DECLARED = {1: "mean", 2: "cls", 3: "last"}   # llama.cpp's llama_pooling_type values that pool
+
+
+def default_pooling(engine) -> str:
+    """The pooling the model's file declares (`<arch>.pooling_type`), else last."""
+    declared = engine.metadata.get(f"{engine.config.arch}.pooling_type")
+    if declared is None:
+        return "mean" if getattr(engine.arch, "is_encoder", False) else "last"
+    name = _DECLARED.get(int(declared))
+    if name is None:
+        raise InvalidArgumentError(f"this model declares pooling_type {int(declared)} (none or rank), which gives "
+                                   f"no single vector per text; pass pooling= one of {', '.join(POOLING_MODES)}")
+    return name
+
+
+def _pooling(engine, pooling) -> str:
+    if pooling is None:
+        return default_pooling(engine)
+    if pooling not in POOLING_MODES:
+        raise InvalidArgumentError(f"pooling must be one of {', '.join(POOLING_MODES)}, got {pooling!r}")
+    return pooling
 
 
 def hidden_states(engine, ids) -> np.ndarray:
@@ -34,7 +57,8 @@ def hidden_states(engine, ids) -> np.ndarray:
         raise ContextOverflowError(f"input of {n} tokens exceeds n_ctx={engine.n_ctx}")
     kv0 = engine.kv
     cache = ContiguousKVCache.like(kv0, n_ctx=n)
-    n_batch = min(n, engine.n_batch)
+    # an encoder's tokens see each other: the whole input in one call
+    n_batch = n if engine.plan.non_causal else min(n, engine.n_batch)
     # a recurrent model: a one-slot state pool of its own (the session's state is left as it is)
     state = RecurrentStatePool(engine.plan, 1).buffers if engine.plan.state_floats else None
     ctx = _core.ForwardContext(engine.plan, cache.buffers, n_batch, engine.n_threads, None, state)
@@ -79,20 +103,18 @@ def _ids(engine, text) -> list[int]:
     return ids
 
 
-def embed(engine, text, pooling: str = "last", normalize: bool = True) -> np.ndarray:
+def embed(engine, text, pooling: str | None = None, normalize: bool = True) -> np.ndarray:
     """One (n_embd,) float32 embedding of a text (or a list of token ids)."""
-    if pooling not in POOLING_MODES:
-        raise InvalidArgumentError(f"pooling must be one of {', '.join(POOLING_MODES)}, got {pooling!r}")
+    pooling = _pooling(engine, pooling)
     return pool(hidden_states(engine, _ids(engine, text)), pooling, normalize)
 
 
-def embed_batch(engine, texts, pooling: str = "last", normalize: bool = True) -> np.ndarray:
+def embed_batch(engine, texts, pooling: str | None = None, normalize: bool = True) -> np.ndarray:
     """(len(texts), n_embd) float32: each text embedded independently (its own fresh cache)."""
     if isinstance(texts, str):
         raise InvalidArgumentError("embed_batch takes a list of texts; use embed for one")
     texts = list(texts)
-    if pooling not in POOLING_MODES:
-        raise InvalidArgumentError(f"pooling must be one of {', '.join(POOLING_MODES)}, got {pooling!r}")
+    pooling = _pooling(engine, pooling)
     all_ids = [_ids(engine, t) for t in texts]   # validate every input before running any
     out = np.empty((len(texts), engine.plan.n_embd), dtype=np.float32)
     for i, ids in enumerate(all_ids):

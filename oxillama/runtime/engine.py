@@ -18,7 +18,7 @@ import numpy as np
 
 from oxillama import hub
 from oxillama._system import release_free_heap, resolve_threads
-from oxillama.errors import ContextOverflowError, InvalidArgumentError, SnapshotError
+from oxillama.errors import ContextOverflowError, InvalidArgumentError, ModelError, SnapshotError
 from oxillama.gguf import GGUFFile
 from oxillama.grammar import GrammarMatcher
 from oxillama.lora import LoraAdapter, bound, check_loras, check_scale
@@ -418,6 +418,9 @@ class InferenceEngine:
     def _run(self, tokens: np.ndarray, all_logits: bool = False) -> np.ndarray | None:
         """Append tokens to the session's cache with the active adapters; logits of the last (or every)
         position."""
+        if self.plan.non_causal:
+            raise ModelError(f"{self.config.arch} is an encoder (embeddings only): it has no logits and cannot "
+                             f"generate text; use embed() / embed_batch() / create_embedding")
         active = self._active_loras()
         out = self.session.run(tokens, all_logits, bound(self, active) if active else None, self._lora_key())
         self.n_tokens_run += len(tokens)
@@ -611,11 +614,12 @@ class InferenceEngine:
             raise InvalidArgumentError("give a BeamSearchConfig or keywords, not both")
         return beam_search(self, prompt, config)
 
-    def embed(self, text: str | list[int], *, pooling: str = "last", normalize: bool = True) -> np.ndarray:
-        """(n_embd,) float32 embedding of text (oxillama.runtime.embeddings); the session is untouched."""
+    def embed(self, text: str | list[int], *, pooling: str | None = None, normalize: bool = True) -> np.ndarray:
+        """(n_embd,) float32 embedding of text (oxillama.runtime.embeddings); the session is untouched.
+        pooling None: the model's own (an encoder's declared pooling_type, else last)."""
         return embed(self, text, pooling, normalize)
 
-    def embed_batch(self, texts, *, pooling: str = "last", normalize: bool = True) -> np.ndarray:
+    def embed_batch(self, texts, *, pooling: str | None = None, normalize: bool = True) -> np.ndarray:
         """(len(texts), n_embd) float32 embeddings, each text independent of the others."""
         return embed_batch(self, texts, pooling, normalize)
 

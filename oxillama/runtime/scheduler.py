@@ -318,6 +318,9 @@ class Scheduler:
         """Queue a generation of prompt (text or token ids) with engine.generate()'s keywords, plus
         ignore_eos=True (generate past end-of-generation tokens). Bad arguments raise here."""
         self._check_running()
+        if self.engine.plan.non_causal:
+            raise InvalidArgumentError(f"{self.engine.config.arch} is an encoder (embeddings only): it cannot "
+                                       f"generate text; use the embeddings endpoint")
         req = self._prepare(prompt, kwargs)
         with self._lock:
             self._check_running()

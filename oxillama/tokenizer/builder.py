@@ -63,6 +63,9 @@ _DEFAULTS = {
     "gpt2": dict(bos=11, eos=11, unk=None, pad=None, add_bos=False, add_eos=False, add_space_prefix=False),
     "llama": dict(bos=1, eos=2, unk=0, pad=None, add_bos=True, add_eos=False, add_space_prefix=True),
     "t5": dict(bos=None, eos=1, unk=2, pad=0, add_bos=False, add_eos=True, add_space_prefix=False),
+    # WordPiece (bert encoders): llama.cpp always adds [CLS] ... [SEP] with add_special
+    "bert": dict(bos=101, eos=None, unk=100, sep=102, pad=0, mask=103, add_bos=True, add_eos=False,
+                 add_space_prefix=False),
 }
 
 _SPECIAL_KEYS = {
@@ -78,7 +81,7 @@ _DEPRECATED_FIM_KEYS = {"fim_pre": "prefix_token_id", "fim_suf": "suffix_token_i
 class Vocab:
     """The tokenizer described by a GGUF file's `tokenizer.*` metadata, checked and with llama.cpp's defaults."""
 
-    model: str                      # "gpt2", "llama" or "t5"
+    model: str                      # "gpt2", "llama", "t5" or "bert" (WordPiece)
     pre: str                        # tokenizer.ggml.pre as written ("" when absent)
     tokens: list[str]               # n_vocab token texts (empty texts replaced as llama.cpp does)
     token_type: np.ndarray          # (n_vocab,) int32, TOKEN_* values (after llama.cpp's overrides)
@@ -88,6 +91,9 @@ class Vocab:
     add_bos: bool = False
     add_eos: bool = False
     add_space_prefix: bool = False
+    add_sep: bool = False           # SEP appended after the text with add_special (WordPiece)
+    lowercase: bool = False         # WordPiece normalisation (tokenizer.ggml.normalizer.*)
+    strip_accents: bool = False
     remove_extra_whitespaces: bool = False
     precompiled_charsmap: bytes | None = None
     eog_ids: frozenset[int] = frozenset()
@@ -170,7 +176,7 @@ def read_vocab(md: dict) -> Vocab:
     if model is None:
         raise TokenizerError("GGUF metadata has no 'tokenizer.ggml.model': the file carries no tokenizer")
     if model not in _DEFAULTS:
-        raise TokenizerError(f"unsupported tokenizer.ggml.model {model!r} (supported: gpt2, llama, t5)")
+        raise TokenizerError(f"unsupported tokenizer.ggml.model {model!r} (supported: gpt2, llama, t5, bert)")
     tokens = _str_list(md, "tokenizer.ggml.tokens")
     if not tokens:
         raise TokenizerError("GGUF metadata has no 'tokenizer.ggml.tokens' (or it is empty)")
@@ -214,8 +220,16 @@ def read_vocab(md: dict) -> Vocab:
     if charsmap is not None:
         charsmap = np.asarray(charsmap).astype(np.uint8).tobytes() if not isinstance(charsmap, bytes) else charsmap
 
+    add_sep = False
+    lowercase = _get(md, "tokenizer.ggml.normalizer.lowercase", bool, False)
+    strip_accents = _get(md, "tokenizer.ggml.normalizer.strip_accents", bool, lowercase)
+    if model == "bert":     # llama.cpp's WPM adds [CLS] and [SEP] whatever the add_* keys say
+        add_bos, add_eos, add_sep = True, False, True
+        if special["sep"] is None or special["sep"] >= n:
+            raise TokenizerError("a bert (WordPiece) vocabulary needs a separator token ([SEP])")
     vocab = Vocab(model=model, pre=pre, tokens=tokens, token_type=token_type, scores=scores, merges=merges,
                   special=special, add_bos=add_bos, add_eos=add_eos, add_space_prefix=add_space_prefix,
+                  add_sep=add_sep, lowercase=lowercase, strip_accents=strip_accents,
                   remove_extra_whitespaces=remove_ws, precompiled_charsmap=charsmap or None)
     _detect_turn_tokens(vocab)
 
@@ -289,7 +303,7 @@ def _detect_turn_tokens(vocab: Vocab) -> None:
 
 def build_hf_tokenizer(vocab: Vocab):
     """A `tokenizers.Tokenizer` that encodes raw text fragments (no special-token parsing) like llama.cpp."""
-    build = {"gpt2": _build_gpt2, "llama": _build_spm, "t5": _build_unigram}.get(vocab.model)
+    build = {"gpt2": _build_gpt2, "llama": _build_spm, "t5": _build_unigram, "bert": _build_wpm}.get(vocab.model)
     if build is None:
         raise TokenizerError(f"unsupported tokenizer model {vocab.model!r}")
     try:
@@ -298,6 +312,12 @@ def build_hf_tokenizer(vocab: Vocab):
         raise
     except Exception as exc:  # the tokenizers library rejects vocabularies with its own exception types
         raise TokenizerError(f"cannot build the {vocab.model} tokenizer from this vocabulary: {exc}") from exc
+
+
+def _build_wpm(vocab: Vocab):
+    """llama.cpp's WordPiece (tokenizer/wpm.py); not a Hugging Face tokenizer: Tokenizer calls its encode."""
+    from oxillama.tokenizer.wpm import WpmModel
+    return WpmModel(vocab.tokens, vocab.special.get("unk"), vocab.lowercase, vocab.strip_accents)
 
 
 def _build_gpt2(vocab: Vocab):

@@ -378,6 +378,8 @@ class Tokenizer:
                 self._encode_fragments(fragments, out)
         if add_special and v.add_eos:
             out.append(v.special["eos"])
+        if add_special and v.add_sep:
+            out.append(v.special["sep"])
         return out
 
     def _matcher(self, parse_special: bool) -> _SpecialMatcher:
@@ -430,6 +432,8 @@ class Tokenizer:
         if self._spm is not None:
             encode = self._spm.encode
             return [encode(t.encode("utf-8", "surrogatepass")) for t in texts]
+        if self._vocab.model == "bert":
+            return [self._hf.encode(t) for t in texts]
         if len(texts) == 1:
             return [self._hf.encode(texts[0], add_special_tokens=False).ids] if texts[0] else [[]]
         return [e.ids for e in self._hf.encode_batch_fast(texts, add_special_tokens=False)]

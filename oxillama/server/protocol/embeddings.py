@@ -14,7 +14,8 @@ class EmbeddingRequest(OpenAIBaseModel):
     input: Union[str, list[str], list[StrictInt], list[list[StrictInt]]]
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: StrictInt | None = Field(None, ge=1)
-    pooling: Literal["last", "mean", "max", "cls"] = "last"     # extra: how hidden states are pooled
+    # extra: how hidden states are pooled; None: the model's own (an encoder's declared pooling_type, else last)
+    pooling: Literal["last", "mean", "max", "cls"] | None = None
     normalize: bool = True                                      # extra: L2-normalised vectors
 
 
