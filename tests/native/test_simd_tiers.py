@@ -76,7 +76,8 @@ def _compile_all(cc: list[str], jobs: list[tuple[Path, list[str]]], out: Path) -
 
 def _base_sources() -> list[Path]:
     """The kernel library as setup.py builds it for oxillama._core, without its SIMD tiers, + the driver"""
-    srcs = sorted(Path(p) for p in glob.glob(str(CSRC / "*.c")) + glob.glob(str(CSRC / "scalar" / "*.c")))
+    srcs = sorted(Path(p) for p in glob.glob(str(CSRC / "*.c")) + glob.glob(str(CSRC / "scalar" / "*.c"))
+                  + glob.glob(str(CSRC / "layers" / "*.c")))   # the layer kinds forward.c calls (ssm.c)
     return srcs + [HERE / "tier_check.c"]
 
 
