@@ -148,7 +148,7 @@ def test_a_served_name_with_a_colon_still_picks_adapters():
     from oxillama.server.protocol.completions import CompletionRequest
     from oxillama.server.state import ServerConfig, ServerState
     state = ServerState(ServerConfig(model="base.gguf", alias="org:model"))
-    state.loras = {"style": "the adapter"}
+    state.default.loras = {"style": "the adapter"}     # the default model's adapters
     def chosen(model):
         return convert.request_loras(CompletionRequest(model=model, prompt="x"), state)
     assert chosen("org:model:style") == [("the adapter", 1.0)]
