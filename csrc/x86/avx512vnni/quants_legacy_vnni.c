@@ -214,12 +214,12 @@ OXL_INLINE void row_group(int vk, const int R, const int C, int nb, const char *
 
 /* R and C as run-time values: GCC makes one copy per type from this, with loops over R and C (Q4_0 ran 20%
  * faster so than with both constant, Xeon 2026-11-25) */
-static inline void row_group_any(int vk, int R, int C, int nb, const char *w, size_t w_row, const packed *P, int j0,
+OXL_INLINE void row_group_any(int vk, int R, int C, int nb, const char *w, size_t w_row, const packed *P, int j0,
                                  float *S, int64_t lds) {
     row_group(vk, R, C, nb, w, w_row, P, j0, S, lds);
 }
 
-static inline void row_group_c(int vk, int R, int C, int nb, const char *w, size_t w_row, const packed *P, int j0,
+OXL_INLINE void row_group_c(int vk, int R, int C, int nb, const char *w, size_t w_row, const packed *P, int j0,
                                float *S, int64_t lds) {
     if (vk != VNNI_Q8_0 && vk != VNNI_Q8_0_X2 && vk != VNNI_Q4_0_X2) {
         row_group_any(vk, R, C, nb, w, w_row, P, j0, S, lds);
@@ -281,7 +281,7 @@ void *oxl_vnni_panel_memory(size_t bytes);   /* also quants_lowbit_vnni.c's */
 void *oxl_vnni_panel_memory(size_t bytes) { return panel_memory(bytes); }
 
 /* 0, or -1 for a repacked product that found no memory for its panel (the caller then reads the file rows) */
-static inline int gemm_vnni(int vk, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr,
+OXL_INLINE int gemm_vnni(int vk, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr,
                             const void *vy, size_t y_row, int nc) {
     const int nb = n / 32, np = (nb + 1) / 2;
     const size_t row_pack = pack_bytes(vk, np, 1);
