@@ -25,7 +25,8 @@ class Browser:
 
     def __init__(self, executable: str):
         from websockets.sync.client import connect
-        self._profile = tempfile.TemporaryDirectory(prefix="oxillama-chromium-")
+        # Chromium's helper processes can still write the profile just after the browser exits
+        self._profile = tempfile.TemporaryDirectory(prefix="oxillama-chromium-", ignore_cleanup_errors=True)
         self.proc = subprocess.Popen(
             [executable, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
              "--no-first-run", "--no-default-browser-check", "--remote-debugging-port=0",
@@ -123,4 +124,12 @@ class Browser:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        for _ in range(20):     # give the helpers' last writes a moment, then remove what is left
+            try:
+                shutil.rmtree(self._profile.name)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.1)
         self._profile.cleanup()
