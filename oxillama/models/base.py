@@ -8,6 +8,7 @@ spec: a dict of hyper-parameters, weights as (bytes, type id, rows, cols) and fl
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 import math
 from dataclasses import dataclass, field
 
@@ -100,6 +101,32 @@ def yarn_corr_dims(n_rot: int, n_ctx_orig: int, base: float, beta_fast: float, b
     return float(max(0, lo)), float(min(n_rot - 1, hi))
 
 
+class _ReadTensors(Mapping):
+    """The file's tensors, remembering which ones the architecture read (get / []), so that a file with tensors
+    the forward never runs is reported instead of silently giving other numbers than llama.cpp would."""
+
+    def __init__(self, tensors: Mapping):
+        self._tensors = tensors
+        self.read: set[str] = set()
+
+    def __getitem__(self, name):
+        t = self._tensors[name]
+        self.read.add(name)
+        return t
+
+    def __iter__(self):
+        return iter(self._tensors)
+
+    def __len__(self):
+        return len(self._tensors)
+
+    def __contains__(self, name):
+        return name in self._tensors
+
+    def unread(self) -> list[str]:
+        return sorted(n for n in self._tensors if n not in self.read)
+
+
 class Architecture:
     """The llama-style decoder block; families override the class attributes and hooks below."""
 
@@ -129,7 +156,7 @@ class Architecture:
     def __init__(self, gguf: GGUFFile):
         self.gguf = gguf
         self.arch = gguf.architecture
-        self.tensors = gguf.tensors
+        self.tensors = _ReadTensors(gguf.tensors)
         self.config = self.read_config()
         self.n_ctx = 0   # the context the model will run with (Model sets it before build()); 0: not known
 
@@ -368,7 +395,9 @@ class Architecture:
                 if name not in self.tensors:
                     raise ModelError(f"{name!r} is missing: LongRoPE files carry both rope_factors_long and "
                                      f"rope_factors_short")
-            spec["freq_factors"] = self.vector("rope_factors_long.weight" if long else "rope_factors_short.weight")
+            # both read: both checked, neither reported unused
+            factors = {k: self.vector(f"rope_factors_{k}.weight") for k in ("long", "short")}
+            spec["freq_factors"] = factors["long" if long else "short"]
             spec["attn_factor"] = self.hp_float("rope.scaling.attn_factor", 1.0, lo=0.0, lo_open=True)
         if sc.kind == "linear":
             spec["freq_scale"] = 1.0 / sc.factor

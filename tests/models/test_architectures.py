@@ -144,3 +144,23 @@ def test_decode_after_a_long_prompt_matches_the_prefill_path(name, kv_type):
         e.forward(tokens[:-4])
         stepped = np.stack([e.forward(tokens[i:i + 1]) for i in range(len(tokens) - 4, len(tokens))])
     assert np.array_equal(stepped, whole), f"max |decode - prefill| / std {rel_err(stepped, whole):.3g}"
+
+
+def test_a_tensor_the_forward_does_not_run_is_reported(tmp_path, caplog):
+    """A file carrying a tensor its architecture never reads (llama.cpp refuses such a file) loads with a warning
+    naming it, and Model.unused_tensors lists it: a forward that ignores weights must not be silent."""
+    src = os.path.join(DATA, "llama.gguf")
+    path = tmp_path / "extra.gguf"
+    with GGUFFile(src) as g:
+        w = GGUFWriter(path)
+        w.add_metadata_from(g)
+        for t in g.tensors.values():
+            w.add_tensor_from(t)
+        w.add_tensor("blk.1.attn_mystery.weight", np.ones((4, 64), np.float32))
+        w.write()
+    with caplog.at_level("WARNING", logger="oxillama"):
+        with InferenceEngine.from_gguf(path, n_ctx=64) as e:
+            assert e.model.unused_tensors == ["blk.1.attn_mystery.weight"]
+    assert "blk.1.attn_mystery.weight" in caplog.text and "not used" in caplog.text
+    with InferenceEngine.from_gguf(src, n_ctx=64) as e:
+        assert e.model.unused_tensors == []
