@@ -8,129 +8,27 @@
  * int16 saturation), vpmaddwd by the runs' scales (16 int16 lanes per half-run), int32 sums. A super-block's
  * dot is one exact integer, so every output is the scalar tier's float:
  *     sum += (float)bsum * (d_x * d_y);  result = IQ_FACTOR * sum
- * and the multi-row kernel (each block decoded once for up to IQ5_GROUP activation rows) gives vec_dot's. */
+ * and the multi-row kernel (csrc/x86/quants_iq_x86.h's driver: each block decoded once for up to IQ_GROUP
+ * activation rows) gives vec_dot's. The run decoder is that header's, shared with the AVX2 tier. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-#include <immintrin.h>
-
-#include "../../iq_decode.h"
-#include "../avx2_util.h"
-
-#define IQ5_GROUP 4
-
-static inline uint32_t ksigns4_512(uint32_t aux) {
-    return (uint32_t)ksigns_iq2xs[aux & 127] | (uint32_t)ksigns_iq2xs[(aux >> 7) & 127] << 8 |
-           (uint32_t)ksigns_iq2xs[(aux >> 14) & 127] << 16 | (uint32_t)ksigns_iq2xs[(aux >> 21) & 127] << 24;
-}
-
-static inline int64_t iq1_delta8(int neg) { return neg ? -1 : 0x0101010101010101; }
-
-/* 8 * g + delta (IQ1: the signed weights) */
-static inline __m256i iq1_w(__m256i g, __m256i delta) {
-    const __m256i g2 = _mm256_add_epi8(g, g), g4 = _mm256_add_epi8(g2, g2);
-    return _mm256_add_epi8(_mm256_add_epi8(g4, g4), delta);
-}
+#include "../quants_iq_x86.h"
 
 /* run ib of a block: magnitudes (returned), sign bits (*signs: bit j set where weight j is negative) and the
  * two scales (ls[0]: values 0..15, ls[1]: 16..31) */
 OXL_INLINE __m256i iq_run_avx512(int type, const void *blk, int ib, uint32_t *signs, int16_t ls[2]) {
-    __m256i g;
-    int l0, l1;
-    switch (type) {
-    case OXL_TYPE_IQ2_XXS: {
-        const block_iq2_xxs *b = (const block_iq2_xxs *)blk;
-        uint32_t aux[2];
-        memcpy(aux, b->qs + 4 * ib, 8);
-        const uint8_t *i8 = (const uint8_t *)&aux[0];
-        g = _mm256_set_epi64x((int64_t)iq2xxs_grid[i8[3]], (int64_t)iq2xxs_grid[i8[2]], (int64_t)iq2xxs_grid[i8[1]],
-                              (int64_t)iq2xxs_grid[i8[0]]);
-        *signs = ksigns4_512(aux[1]);
-        l0 = l1 = 2 * (int)(aux[1] >> 28) + 1;
-        break;
+    int l[2];
+    __m256i g = iq_run_x86(type, blk, ib, signs, l);
+    if (iq_is_iq1(type)) {   /* signed weights: their signs, then magnitudes */
+        *signs = (uint32_t)_mm256_movepi8_mask(g);
+        g = _mm256_abs_epi8(g);
     }
-    case OXL_TYPE_IQ2_XS: {
-        const block_iq2_xs *b = (const block_iq2_xs *)blk;
-        const uint16_t *q = b->qs + 4 * ib;
-        *signs = (uint32_t)ksigns_iq2xs[q[0] >> 9] | (uint32_t)ksigns_iq2xs[q[1] >> 9] << 8 |
-                 (uint32_t)ksigns_iq2xs[q[2] >> 9] << 16 | (uint32_t)ksigns_iq2xs[q[3] >> 9] << 24;
-        g = _mm256_set_epi64x((int64_t)iq2xs_grid[q[3] & 511], (int64_t)iq2xs_grid[q[2] & 511],
-                              (int64_t)iq2xs_grid[q[1] & 511], (int64_t)iq2xs_grid[q[0] & 511]);
-        l0 = 2 * (b->scales[ib] & 0xF) + 1;
-        l1 = 2 * (b->scales[ib] >> 4) + 1;
-        break;
-    }
-    case OXL_TYPE_IQ2_S: {
-        const block_iq2_s *b = (const block_iq2_s *)blk;
-        const uint8_t *qs = b->qs + 4 * ib;
-        const int qh = b->qh[ib];
-        memcpy(signs, b->qs + QK_K / 8 + 4 * ib, 4);
-        g = _mm256_set_epi64x((int64_t)iq2s_grid[qs[3] | ((qh << 2) & 0x300)], (int64_t)iq2s_grid[qs[2] | ((qh << 4) & 0x300)],
-                              (int64_t)iq2s_grid[qs[1] | ((qh << 6) & 0x300)], (int64_t)iq2s_grid[qs[0] | ((qh << 8) & 0x300)]);
-        l0 = 2 * (b->scales[ib] & 0xF) + 1;
-        l1 = 2 * (b->scales[ib] >> 4) + 1;
-        break;
-    }
-    case OXL_TYPE_IQ3_XXS: {
-        const block_iq3_xxs *b = (const block_iq3_xxs *)blk;
-        const uint8_t *q = b->qs + 8 * ib;
-        uint32_t aux;
-        memcpy(&aux, b->qs + QK_K / 4 + 4 * ib, 4);
-        g = _mm256_set_epi32((int)iq3xxs_grid[q[7]], (int)iq3xxs_grid[q[6]], (int)iq3xxs_grid[q[5]], (int)iq3xxs_grid[q[4]],
-                             (int)iq3xxs_grid[q[3]], (int)iq3xxs_grid[q[2]], (int)iq3xxs_grid[q[1]], (int)iq3xxs_grid[q[0]]);
-        *signs = ksigns4_512(aux);
-        l0 = l1 = 2 * (int)(aux >> 28) + 1;
-        break;
-    }
-    case OXL_TYPE_IQ3_S: {
-        const block_iq3_s *b = (const block_iq3_s *)blk;
-        const uint8_t *q = b->qs + 8 * ib;
-        const int qh = b->qh[ib];
-        memcpy(signs, b->signs + 4 * ib, 4);
-        int gi[8];
-        for (int k = 0; k < 8; k++) gi[k] = (int)iq3s_grid[q[k] | ((qh << (8 - k)) & 256)];
-        g = _mm256_set_epi32(gi[7], gi[6], gi[5], gi[4], gi[3], gi[2], gi[1], gi[0]);
-        l0 = l1 = 1 + 2 * ((b->scales[ib / 2] >> 4 * (ib % 2)) & 0xF);
-        break;
-    }
-    case OXL_TYPE_IQ1_S: {
-        const block_iq1_s *b = (const block_iq1_s *)blk;
-        const uint8_t *q = b->qs + 4 * ib;
-        const int qh = b->qh[ib];
-        const __m256i w = iq1_w(_mm256_set_epi64x((int64_t)iq1s_grid[q[3] | (((qh >> 9) & 7) << 8)],
-                                                  (int64_t)iq1s_grid[q[2] | (((qh >> 6) & 7) << 8)],
-                                                  (int64_t)iq1s_grid[q[1] | (((qh >> 3) & 7) << 8)],
-                                                  (int64_t)iq1s_grid[q[0] | ((qh & 7) << 8)]),
-                                _mm256_set1_epi64x(iq1_delta8(qh & 0x8000)));
-        *signs = (uint32_t)_mm256_movepi8_mask(w);
-        g = _mm256_abs_epi8(w);
-        l0 = l1 = 2 * ((qh >> 12) & 7) + 1;
-        break;
-    }
-    default: { /* OXL_TYPE_IQ1_M */
-        const block_iq1_m *b = (const block_iq1_m *)blk;
-        const uint8_t *q = b->qs + 4 * ib;
-        const int h0 = b->qh[2 * ib], h1 = b->qh[2 * ib + 1];
-        uint16_t sc[4];
-        memcpy(sc, b->scales, 8);
-        const __m256i w = iq1_w(_mm256_set_epi64x((int64_t)iq1s_grid[q[3] | (((h1 >> 4) & 7) << 8)],
-                                                  (int64_t)iq1s_grid[q[2] | ((h1 & 7) << 8)],
-                                                  (int64_t)iq1s_grid[q[1] | (((h0 >> 4) & 7) << 8)],
-                                                  (int64_t)iq1s_grid[q[0] | ((h0 & 7) << 8)]),
-                                _mm256_set_epi64x(iq1_delta8(h1 & 0x80), iq1_delta8(h1 & 8), iq1_delta8(h0 & 0x80),
-                                                  iq1_delta8(h0 & 8)));
-        *signs = (uint32_t)_mm256_movepi8_mask(w);
-        g = _mm256_abs_epi8(w);
-        l0 = 2 * ((sc[ib / 2] >> (6 * (ib % 2))) & 7) + 1;
-        l1 = 2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 7) + 1;
-        break;
-    }
-    }
-    ls[0] = (int16_t)l0;
-    ls[1] = (int16_t)l1;
+    ls[0] = (int16_t)l[0];
+    ls[1] = (int16_t)l[1];
     return g;
 }
 
@@ -264,7 +162,7 @@ OXL_INLINE void iq_rows_avx512(int type, const int C, const char *x, int nb, con
     const size_t bx = iq_block_bytes(type);
     const __m512i sel0 = _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16,
                                                             15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3);
-    float sum[IQ5_GROUP] = {0};
+    float sum[IQ_GROUP] = {0};
     for (int i = 0; i < nb; i++) {
         const void *blk = x + i * bx;
         __m512i mag[4], lsv[4];
@@ -289,50 +187,6 @@ OXL_INLINE void iq_rows_avx512(int type, const int C, const char *x, int nb, con
     for (int j = 0; j < C; j++) out[j * lds] = iq_factor(type) * sum[j];
 }
 
-OXL_INLINE void iq_gemm_avx512(int type, int n, float *S, int64_t lds, const void *w, size_t w_row, int nr, const void *y,
-                               size_t y_row, int nc) {
-    const char *wc = (const char *)w, *yc = (const char *)y;
-    for (int r = 0; r < nr; r++) {
-        oxl_stream_row(wc + r * w_row, w_row, wc + (size_t)nr * w_row);
-        for (int j = 0; j < nc; j += IQ5_GROUP) {
-            const char *x = wc + r * w_row, *yj = yc + j * y_row;
-            float *out = S + j * lds + r;
-            switch (OXL_MIN(IQ5_GROUP, nc - j)) {
-            case 4: iq_rows_avx512(type, 4, x, n / QK_K, yj, y_row, out, lds); break;
-            case 3: iq_rows_avx512(type, 3, x, n / QK_K, yj, y_row, out, lds); break;
-            case 2: iq_rows_avx512(type, 2, x, n / QK_K, yj, y_row, out, lds); break;
-            default: iq_rows_avx512(type, 1, x, n / QK_K, yj, y_row, out, lds); break;
-            }
-        }
-    }
-}
-
-#define IQ_AVX512(t, T) \
-    static void vec_dot_##t##_q8_K_avx512(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, \
-                                          const void *OXL_RESTRICT y) { \
-        iq_rows_avx512(T, 1, (const char *)x, n / QK_K, (const char *)y, 0, s, 0); \
-    } \
-    static void gemm_##t##_avx512(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, \
-                                  int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) { \
-        iq_gemm_avx512(T, n, S, lds, w, w_row, nr, y, y_row, nc); \
-    }
-
-IQ_AVX512(iq2_xxs, OXL_TYPE_IQ2_XXS)
-IQ_AVX512(iq2_xs, OXL_TYPE_IQ2_XS)
-IQ_AVX512(iq2_s, OXL_TYPE_IQ2_S)
-IQ_AVX512(iq3_xxs, OXL_TYPE_IQ3_XXS)
-IQ_AVX512(iq3_s, OXL_TYPE_IQ3_S)
-IQ_AVX512(iq1_s, OXL_TYPE_IQ1_S)
-IQ_AVX512(iq1_m, OXL_TYPE_IQ1_M)
-
-void oxl_register_avx512_iq(oxl_kernel_table *t) {
-#define SET_IQ(T, t_) do { t->type[T].vec_dot = vec_dot_##t_##_q8_K_avx512; t->type[T].gemm = gemm_##t_##_avx512; } while (0)
-    SET_IQ(OXL_TYPE_IQ2_XXS, iq2_xxs);
-    SET_IQ(OXL_TYPE_IQ2_XS, iq2_xs);
-    SET_IQ(OXL_TYPE_IQ2_S, iq2_s);
-    SET_IQ(OXL_TYPE_IQ3_XXS, iq3_xxs);
-    SET_IQ(OXL_TYPE_IQ3_S, iq3_s);
-    SET_IQ(OXL_TYPE_IQ1_S, iq1_s);
-    SET_IQ(OXL_TYPE_IQ1_M, iq1_m);
-#undef SET_IQ
-}
+#define IQ_TIER avx512
+#define IQ_ROWS iq_rows_avx512
+#include "../quants_iq_x86.h"
