@@ -40,18 +40,28 @@ static inline void signs_from7(__m256i v7, __mmask64 neg[4]) {
     const __m256i m15 = _mm256_set1_epi8(15);
     const __m256i par = _mm256_xor_si256(_mm256_shuffle_epi8(ptab, _mm256_and_si256(v7, m15)),
                                          _mm256_shuffle_epi8(ptab, _mm256_and_si256(_mm256_srli_epi16(v7, 4), m15)));
-    uint64_t u[4];
-    _mm256_storeu_si256((__m256i *)u, _mm256_or_si256(v7, par));
-    for (int p = 0; p < 4; p++) neg[p] = (__mmask64)u[p];
+    const __m256i v = _mm256_or_si256(v7, par);
+    const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+    neg[0] = (__mmask64)_mm_cvtsi128_si64(lo);
+    neg[1] = (__mmask64)_mm_extract_epi64(lo, 1);
+    neg[2] = (__mmask64)_mm_cvtsi128_si64(hi);
+    neg[3] = (__mmask64)_mm_extract_epi64(hi, 1);
 }
 
-/* the four 7-bit fields of aux (bits 0..27) as bytes */
-static inline uint32_t fields7(uint32_t aux) {
-#if defined(__BMI2__)
-    return _pdep_u32(aux, 0x7F7F7F7Fu);
-#else
-    return (aux & 127) | ((aux >> 7) & 127) << 8 | ((aux >> 14) & 127) << 16 | ((aux >> 21) & 127) << 24;
-#endif
+/* fields7 of 8 dwords at once */
+static inline __m256i fields7_x8(__m256i a) {
+    const __m256i m7 = _mm256_set1_epi32(127);
+    const __m256i f0 = _mm256_and_si256(a, m7);
+    const __m256i f1 = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a, 7), m7), 8);
+    const __m256i f2 = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a, 14), m7), 16);
+    const __m256i f3 = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a, 21), m7), 24);
+    return _mm256_or_si256(_mm256_or_si256(f0, f1), _mm256_or_si256(f2, f3));
+}
+
+/* 2 (a >> 28) + 1 of 8 dwords (one scale per run) as the 16 half-run int16 lanes */
+static inline __m256i run_scales(__m256i a) {
+    const __m256i ls = _mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(a, 28), 1), _mm256_set1_epi32(1));
+    return _mm256_or_si256(ls, _mm256_slli_epi32(ls, 16));
 }
 
 static inline void neg_from_bytes(const uint8_t *signs, __mmask64 neg[4]) {
@@ -76,17 +86,16 @@ OXL_INLINE void iq_block_avx512(int type, const void *blk, __m512i mag[4], __mma
     switch (type) {
     case OXL_TYPE_IQ2_XXS: {
         const block_iq2_xxs *b = (const block_iq2_xxs *)blk;
-        uint32_t aux[16], f[8];
-        memcpy(aux, b->qs, 64);   /* run ib: grid indices aux[2 ib] (bytes), signs and scale aux[2 ib + 1] */
-        for (int ib = 0; ib < 8; ib++) {
-            f[ib] = fields7(aux[2 * ib + 1]);
-            ls[2 * ib] = ls[2 * ib + 1] = (int16_t)(2 * (aux[2 * ib + 1] >> 28) + 1);
-        }
-        signs_from7(_mm256_loadu_si256((const __m256i *)f), neg);
-        for (int p = 0; p < 4; p++) {
-            const __m128i idx8 = _mm_set_epi32(0, 0, (int)aux[4 * p + 2], (int)aux[4 * p]);
-            mag[p] = _mm512_i32gather_epi64(_mm256_cvtepu8_epi32(idx8), (const void *)iq2xxs_grid, 8);
-        }
+        /* run ib: grid indices in dword 2 ib (bytes), signs and scale in dword 2 ib + 1 */
+        const __m512i q = _mm512_loadu_si512((const void *)b->qs);
+        const __m256i aux = _mm512_cvtepi64_epi32(_mm512_srli_epi64(q, 32));
+        signs_from7(fields7_x8(aux), neg);
+        *lsv = run_scales(aux);
+        const __m256i idx = _mm512_cvtepi64_epi32(q);   /* run ib's four index bytes in dword ib */
+        const __m128i lo = _mm256_castsi256_si128(idx), hi = _mm256_extracti128_si256(idx, 1);
+        const __m128i i8[4] = {lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)};
+        for (int p = 0; p < 4; p++)
+            mag[p] = _mm512_i32gather_epi64(_mm256_cvtepu8_epi32(i8[p]), (const void *)iq2xxs_grid, 8);
         break;
     }
     case OXL_TYPE_IQ2_XS: {
@@ -118,13 +127,9 @@ OXL_INLINE void iq_block_avx512(int type, const void *blk, __m512i mag[4], __mma
     }
     case OXL_TYPE_IQ3_XXS: {
         const block_iq3_xxs *b = (const block_iq3_xxs *)blk;
-        uint32_t aux[8], f[8];
-        memcpy(aux, b->qs + QK_K / 4, 32);
-        for (int ib = 0; ib < 8; ib++) {
-            f[ib] = fields7(aux[ib]);
-            ls[2 * ib] = ls[2 * ib + 1] = (int16_t)(2 * (aux[ib] >> 28) + 1);
-        }
-        signs_from7(_mm256_loadu_si256((const __m256i *)f), neg);
+        const __m256i aux = _mm256_loadu_si256((const __m256i *)(b->qs + QK_K / 4));   /* run ib: dword ib */
+        signs_from7(fields7_x8(aux), neg);
+        *lsv = run_scales(aux);
         for (int p = 0; p < 4; p++)
             mag[p] = _mm512_i32gather_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b->qs + 16 * p))),
                                             (const void *)iq3xxs_grid, 4);
@@ -141,7 +146,12 @@ OXL_INLINE void iq_block_avx512(int type, const void *blk, __m512i mag[4], __mma
             const __m512i hi = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(qh, k), _mm512_set1_epi32(1)), 8);
             mag[p] = _mm512_i32gather_epi32(_mm512_or_si512(lo, hi), (const void *)iq3s_grid, 4);
         }
-        for (int ib = 0; ib < 8; ib++) ls[2 * ib] = ls[2 * ib + 1] = (int16_t)(1 + 2 * ((b->scales[ib / 2] >> 4 * (ib % 2)) & 0xF));
+        uint32_t u;
+        memcpy(&u, b->scales, 4);
+        const __m128i sc = _mm_cvtsi32_si128((int)u), m15 = _mm_set1_epi8(15);
+        const __m128i nib = _mm_unpacklo_epi8(_mm_and_si128(sc, m15), _mm_and_si128(_mm_srli_epi16(sc, 4), m15));
+        const __m128i ls2 = _mm_unpacklo_epi8(nib, nib);   /* run ib's scale nibble at bytes 2 ib, 2 ib + 1 */
+        *lsv = _mm256_cvtepu8_epi16(_mm_add_epi8(_mm_add_epi8(ls2, ls2), _mm_set1_epi8(1)));
         break;
     }
     default:   /* IQ1_S, IQ1_M: run by run */
@@ -154,7 +164,7 @@ OXL_INLINE void iq_block_avx512(int type, const void *blk, __m512i mag[4], __mma
         }
         break;
     }
-    if (type != OXL_TYPE_IQ2_XS && type != OXL_TYPE_IQ2_S) *lsv = _mm256_loadu_si256((const __m256i *)ls);
+    if (iq_is_iq1(type)) *lsv = _mm256_loadu_si256((const __m256i *)ls);
 }
 
 OXL_INLINE void iq_rows_avx512(int type, const int C, const char *x, int nb, const char *y, size_t y_row, float *out,
