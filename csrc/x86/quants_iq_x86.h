@@ -3,8 +3,8 @@
  *
  * - iq_run_x86: one 32-value run of a block (csrc/iq_decode.h's integers) as 256 bits: for the grid types the
  *   grid bytes (magnitudes) and 32 sign bits, for IQ1_S/IQ1_M the signed weights 8 g +- 1; and its two
- *   integer scales. The AVX2 tier puts the signs on the weights by a byte compare, the AVX-512 tier on the
- *   activations by a masked subtract.
+ *   integer scales: the AVX2 tier's decoder (it puts the signs on the weights by a byte compare; the AVX-512
+ *   tier decodes whole blocks and puts them on the activations by a masked subtract).
  * - The driver (below, once per tier): a tier defines IQ_TIER (its name suffix) and IQ_ROWS, its block
  *   kernel
  *       IQ_ROWS(type, C, x, nb, y, y_row, out, lds)

@@ -9,7 +9,8 @@
  * dot is one exact integer, so every output is the scalar tier's float:
  *     sum += (float)bsum * (d_x * d_y);  result = IQ_FACTOR * sum
  * and the multi-row kernel (csrc/x86/quants_iq_x86.h's driver: each block decoded once for up to IQ_GROUP
- * activation rows) gives vec_dot's. The run decoder is that header's, shared with the AVX2 tier. */
+ * activation rows) gives vec_dot's. Blocks are decoded whole here (the AVX2 tier decodes run by run with
+ * that header's run decoder); nothing a block needs goes through memory but its own bytes and the grids. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
@@ -17,20 +18,6 @@
 #endif
 
 #include "../quants_iq_x86.h"
-
-/* run ib of a block: magnitudes (returned), sign bits (*signs: bit j set where weight j is negative) and the
- * two scales (ls[0]: values 0..15, ls[1]: 16..31) */
-OXL_INLINE __m256i iq_run_avx512(int type, const void *blk, int ib, uint32_t *signs, int16_t ls[2]) {
-    int l[2];
-    __m256i g = iq_run_x86(type, blk, ib, signs, l);
-    if (iq_is_iq1(type)) {   /* signed weights: their signs, then magnitudes */
-        *signs = (uint32_t)_mm256_movepi8_mask(g);
-        g = _mm256_abs_epi8(g);
-    }
-    ls[0] = (int16_t)l[0];
-    ls[1] = (int16_t)l[1];
-    return g;
-}
 
 /* 32 seven-bit sign fields (bytes, one per 8 weights, in order) completed to ggml's even-parity sign bytes
  * (bit 7 = the parity of the other 7: ksigns_iq2xs), as 4 masks of 64 weights */
@@ -79,10 +66,19 @@ static inline __m256i nibble_scales(const uint8_t *scales) {
     return _mm256_cvtepu8_epi16(_mm_add_epi8(_mm_add_epi8(s, s), _mm_set1_epi8(1)));
 }
 
+/* IQ1: 64 weights 8 g + delta (g the grid bytes -1/0/1; delta -1 in the qwords set in dneg, else +1) as
+ * magnitudes and sign mask */
+static inline void iq1_split(__m512i g, __mmask8 dneg, __m512i *mag, __mmask64 *neg) {
+    const __m512i d = _mm512_or_si512(_mm512_movm_epi64(dneg), _mm512_set1_epi8(1));
+    const __m512i g2 = _mm512_add_epi8(g, g), g4 = _mm512_add_epi8(g2, g2);
+    const __m512i w = _mm512_add_epi8(_mm512_add_epi8(g4, g4), d);
+    *neg = _mm512_movepi8_mask(w);
+    *mag = _mm512_abs_epi8(w);
+}
+
 /* a super-block as 4 registers of two runs each: magnitudes, sign masks, and the 16 half-run scales (int16,
  * half-run h of run ib at lane 2 ib + h) */
 OXL_INLINE void iq_block_avx512(int type, const void *blk, __m512i mag[4], __mmask64 neg[4], __m256i *lsv) {
-    int16_t ls[16];
     switch (type) {
     case OXL_TYPE_IQ2_XXS: {
         const block_iq2_xxs *b = (const block_iq2_xxs *)blk;
@@ -154,17 +150,50 @@ OXL_INLINE void iq_block_avx512(int type, const void *blk, __m512i mag[4], __mma
         *lsv = _mm256_cvtepu8_epi16(_mm_add_epi8(_mm_add_epi8(ls2, ls2), _mm_set1_epi8(1)));
         break;
     }
-    default:   /* IQ1_S, IQ1_M: run by run */
+    case OXL_TYPE_IQ1_S: {
+        const block_iq1_s *b = (const block_iq1_s *)blk;
+        /* entry l of run ib: qs[4 ib + l] | ((qh[ib] >> 3 l) & 7) << 8; the run's shift +-1 by qh[ib] bit 15 */
+        const __m256i sh = _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9);
         for (int p = 0; p < 4; p++) {
-            uint32_t s0, s1;
-            const __m256i g0 = iq_run_avx512(type, blk, 2 * p, &s0, ls + 4 * p);
-            const __m256i g1 = iq_run_avx512(type, blk, 2 * p + 1, &s1, ls + 4 * p + 2);
-            mag[p] = _mm512_inserti64x4(_mm512_castsi256_si512(g0), g1, 1);
-            neg[p] = (__mmask64)s0 | (__mmask64)s1 << 32;
+            const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * p)));
+            const __m256i qh = _mm256_set_m128i(_mm_set1_epi32(b->qh[2 * p + 1]), _mm_set1_epi32(b->qh[2 * p]));
+            const __m256i hi = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(qh, sh), _mm256_set1_epi32(7)), 8);
+            const __m512i g = _mm512_i32gather_epi64(_mm256_or_si256(lo, hi), (const void *)iq1s_grid, 8);
+            const __mmask8 dneg = (__mmask8)((b->qh[2 * p] >> 15 ? 0x0F : 0) | (b->qh[2 * p + 1] >> 15 ? 0xF0 : 0));
+            iq1_split(g, dneg, &mag[p], &neg[p]);
         }
+        const __m128i v = _mm_loadu_si128((const __m128i *)b->qh);
+        const __m128i ls = _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(v, 12), _mm_set1_epi16(7)), 1),
+                                         _mm_set1_epi16(1));
+        *lsv = _mm256_set_m128i(_mm_unpackhi_epi16(ls, ls), _mm_unpacklo_epi16(ls, ls));
         break;
     }
-    if (iq_is_iq1(type)) *lsv = _mm256_loadu_si256((const __m256i *)ls);
+    default: { /* OXL_TYPE_IQ1_M */
+        const block_iq1_m *b = (const block_iq1_m *)blk;
+        /* entry l of run ib: qs[4 ib + l] | (h & 7) << 8 with h = qh[2 ib + l / 2] >> 4 (l % 2), and its 8
+         * values' shift +-1 by h bit 3: lane k of register p reads qh byte 4 p + k / 2 */
+        const __m256i sh = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
+        for (int p = 0; p < 4; p++) {
+            const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * p)));
+            uint32_t q4;
+            memcpy(&q4, b->qh + 4 * p, 4);
+            const __m128i qb = _mm_cvtsi32_si128((int)q4);
+            const __m256i h = _mm256_srlv_epi32(_mm256_cvtepu8_epi32(_mm_unpacklo_epi8(qb, qb)), sh);
+            const __m256i hi = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(7)), 8);
+            const __m512i g = _mm512_i32gather_epi64(_mm256_or_si256(lo, hi), (const void *)iq1s_grid, 8);
+            iq1_split(g, _mm256_test_epi32_mask(h, _mm256_set1_epi32(8)), &mag[p], &neg[p]);
+        }
+        /* half-run lane k: 3-bit field k % 4 of scale word k / 4 */
+        uint64_t u;
+        memcpy(&u, b->scales, 8);
+        const __m256i words = _mm256_permutexvar_epi16(_mm256_setr_epi16(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                                       _mm256_castsi128_si256(_mm_cvtsi64_si128((long long)u)));
+        const __m256i f = _mm256_and_si256(_mm256_srlv_epi16(words, _mm256_setr_epi16(0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9)),
+                                           _mm256_set1_epi16(7));
+        *lsv = _mm256_add_epi16(_mm256_add_epi16(f, f), _mm256_set1_epi16(1));
+        break;
+    }
+    }
 }
 
 OXL_INLINE void iq_rows_avx512(int type, const int C, const char *x, int nb, const char *y, size_t y_row, float *out,
