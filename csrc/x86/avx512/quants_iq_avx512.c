@@ -110,13 +110,13 @@ OXL_INLINE void iq_block_avx512(int type, const void *blk, __m512i mag[4], __mma
     case OXL_TYPE_IQ2_S: {
         const block_iq2_s *b = (const block_iq2_s *)blk;
         neg_from_bytes(b->qs + QK_K / 8, neg);
+        /* entry l of run ib: qs[4 ib + l] | ((qh[ib] >> 2 l) & 3) << 8 */
+        const __m256i sh = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
         for (int p = 0; p < 4; p++) {
-            const uint8_t *qs = b->qs + 8 * p;
-            const int h0 = b->qh[2 * p], h1 = b->qh[2 * p + 1];
-            mag[p] = _mm512_set_epi64((int64_t)iq2s_grid[qs[7] | ((h1 << 2) & 0x300)], (int64_t)iq2s_grid[qs[6] | ((h1 << 4) & 0x300)],
-                                      (int64_t)iq2s_grid[qs[5] | ((h1 << 6) & 0x300)], (int64_t)iq2s_grid[qs[4] | ((h1 << 8) & 0x300)],
-                                      (int64_t)iq2s_grid[qs[3] | ((h0 << 2) & 0x300)], (int64_t)iq2s_grid[qs[2] | ((h0 << 4) & 0x300)],
-                                      (int64_t)iq2s_grid[qs[1] | ((h0 << 6) & 0x300)], (int64_t)iq2s_grid[qs[0] | ((h0 << 8) & 0x300)]);
+            const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * p)));
+            const __m256i qh = _mm256_set_m128i(_mm_set1_epi32(b->qh[2 * p + 1]), _mm_set1_epi32(b->qh[2 * p]));
+            const __m256i hi = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(qh, sh), _mm256_set1_epi32(3)), 8);
+            mag[p] = _mm512_i32gather_epi64(_mm256_or_si256(lo, hi), (const void *)iq2s_grid, 8);
         }
         *lsv = nibble_scales(b->scales);
         break;
