@@ -624,7 +624,7 @@ static int check_deltanet(const oxl_model *m, const oxl_layer *L) {
 /* A Mamba-2 layer's sizes against each other, its weights and the model's maxima (which sized the scratch). */
 static int check_mamba2(const oxl_model *m, const oxl_layer *L) {
     const int64_t di = L->ssm_d_inner, ds = L->ssm_d_state, ng = L->ssm_n_group, nh = L->ssm_n_head;
-    if (di <= 0 || ds <= 0 || ng <= 0 || nh <= 0 || L->ssm_d_conv < 1 || L->ssm_d_conv > 64) return OXL_ERR_SHAPE;
+    if (di <= 0 || ds <= 0 || ng <= 0 || nh <= 0 || L->ssm_d_conv < 1 || L->ssm_d_conv > OXL_CONV_MAX_L) return OXL_ERR_SHAPE;
     if (di % nh || nh % ng || di % ng) return OXL_ERR_SHAPE;
     const int64_t conv_dim = di + 2 * ng * ds, d_in_proj = di + conv_dim + nh;
     if (di > m->ssm_d_inner_max || conv_dim > m->ssm_conv_dim_max || d_in_proj > m->ssm_d_in_proj_max) return OXL_ERR_SHAPE;
@@ -1005,10 +1005,10 @@ static void phase_shortconv(const fwd_state *F, fwd_thread *T, const oxl_layer *
     if (c0 < c1)
         for (int s = 0; s < F->n_seqs; s++) {
             const int r0 = F->seq_row0[s];
-            float *state = seq_state(F, s) + L->state_off;   /* (n_embd, L - 1) */
+            float *state = seq_state(F, s) + L->state_off;   /* (L - 1, n_embd) */
             if (F->seqs[s].pos0 == 0)   /* a new sequence: the zero state */
-                memset(state + c0 * (c->L - 1), 0, (size_t)((c1 - c0) * (c->L - 1)) * 4);
-            oxl_shortconv_rows(bcx + (int64_t)r0 * 3 * n_embd, 3 * n_embd, F->seqs[s].n_tokens, n_embd,
+                for (int k = 0; k < c->L - 1; k++) memset(state + k * n_embd + c0, 0, (size_t)(c1 - c0) * 4);
+            oxl_shortconv_rows(kt, bcx + (int64_t)r0 * 3 * n_embd, 3 * n_embd, F->seqs[s].n_tokens, n_embd,
                                c->kernel, c->L, state, y + (int64_t)r0 * n_embd, n_embd, (int)c0, (int)c1);
         }
     const oxl_weight *out_ws[1] = {&c->out_proj};
@@ -1393,8 +1393,8 @@ static void phase_ssm_conv(const fwd_state *F, fwd_thread *T, const oxl_layer *L
         if (F->seqs[s].pos0 == 0)
             for (int k = 0; k < dc - 1; k++) memset(cst + (int64_t)k * conv_dim + c0, 0, (size_t)(c1 - c0) * 4);
         const int64_t r0 = F->seq_row0[s];
-        oxl_ssm_conv(zx + r0 * ld_in + di, ld_in, xbc + r0 * conv_dim, conv_dim, F->seqs[s].n_tokens, cst, conv_dim,
-                     dc, L->ssm_conv1d, L->ssm_conv1d_b, c0, c1);
+        F->kt->ops.causal_conv(zx + r0 * ld_in + di, ld_in, xbc + r0 * conv_dim, conv_dim, F->seqs[s].n_tokens, cst,
+                               conv_dim, L->ssm_conv1d, L->ssm_conv1d_b, dc, c0, c1, 1);
     }
     sync_threads(F, T);
     (void)il;
@@ -1432,7 +1432,7 @@ static void phase_ssm_out(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
     const oxl_weight *ws[1] = {&L->ssm_out};
     act_set_init(&T->acts, kt, F->base, F->S, ws, 1);
     for (int64_t i = T->t0; i < T->t1; i++)
-        oxl_ssm_gated_norm(y + i * di, zx + i * ld_in, L->ssm_norm, di, L->ssm_n_group, F->m->norm_eps);
+        oxl_ssm_gated_norm(kt, y + i * di, zx + i * ld_in, L->ssm_norm, di, L->ssm_n_group, F->m->norm_eps);
     act_set_fill(&T->acts, kt, y, di, (int)T->t0, (int)T->t1);
     sync_threads(F, T);
     matmul_share(kt, &L->ssm_out, act_for(&T->acts, kt, &L->ssm_out, y), F->n, F->tmp, n_embd, next_counter(F, T),
@@ -1479,14 +1479,12 @@ static void phase_deltanet_conv(const fwd_state *F, fwd_thread *T, const oxl_lay
     for (int64_t it = T->ith; it < (int64_t)F->n_seqs * n_blocks; it += T->nth) {
         const int s = (int)(it / n_blocks), c0 = (int)(it % n_blocks) * DN_CONV_CHANNELS;
         const int c1 = OXL_MIN(cd, c0 + DN_CONV_CHANNELS);
-        float *cst = seq_state(F, s) + L->state_off;   /* (conv_dim, L - 1) */
-        if (F->seqs[s].pos0 == 0) memset(cst + (int64_t)c0 * (d->L - 1), 0, (size_t)(c1 - c0) * (d->L - 1) * 4);
+        float *cst = seq_state(F, s) + L->state_off;   /* (L - 1, conv_dim) */
+        if (F->seqs[s].pos0 == 0)
+            for (int k = 0; k < d->L - 1; k++) memset(cst + (int64_t)k * cd + c0, 0, (size_t)(c1 - c0) * 4);
         const int64_t r0 = F->seq_row0[s];
-        oxl_causal_conv1d_rows(qkv + r0 * cd, cd, F->seqs[s].n_tokens, d->conv, d->L, cst, cv + r0 * cd, cd, c0, c1);
-        for (int t = 0; t < F->seqs[s].n_tokens; t++) {
-            float *row = cv + (r0 + t) * cd;
-            for (int c = c0; c < c1; c++) row[c] = row[c] / (1.0f + expf(-row[c]));
-        }
+        F->kt->ops.causal_conv(qkv + r0 * cd, cd, cv + r0 * cd, cd, F->seqs[s].n_tokens, cst, cd, d->conv, NULL, d->L,
+                               c0, c1, 1);
     }
     sync_threads(F, T);
     const float *ba = (const float *)(F->base + S->dn_ba);
@@ -1547,7 +1545,7 @@ static void phase_deltanet_out(const fwd_state *F, fwd_thread *T, const oxl_laye
             float *o = out + i * vd + (int64_t)h * dv;
             const float *zh = z + i * vd + (int64_t)h * dv;
             kt->ops.rms_norm(o, d->norm, o, dv, F->m->norm_eps);
-            for (int j = 0; j < dv; j++) o[j] *= zh[j] / (1.0f + expf(-zh[j]));
+            kt->ops.silu_mul(zh, o, o, dv);   /* o = silu(z) o */
         }
     act_set_fill(&T->acts, kt, out, vd, (int)T->t0, (int)T->t1);
     sync_threads(F, T);

@@ -40,7 +40,7 @@ typedef struct {
     float corr_low, corr_high; /* YaRN correction dims */
 } oxl_rope;
 
-/* LFM2's conv block: y = out_proj(C * conv(B * x)), [B; C; x] = in_proj(xn); state (n_embd, L - 1) floats */
+/* LFM2's conv block: y = out_proj(C * conv(B * x)), [B; C; x] = in_proj(xn); state (L - 1, n_embd) floats */
 typedef struct {
     oxl_weight in_proj;     /* (3 n_embd, n_embd): rows [B; C; x] */
     oxl_weight out_proj;    /* (n_embd, n_embd) */
@@ -53,7 +53,7 @@ typedef struct {
  * (n_v_heads d_v), w_ba(xn) per key head [b (r) | a (r)], r = n_v_heads / n_k_heads. Then the causal conv
  * (width L) + SiLU over [q | k | v], q and k L2-normalised (q / sqrt(d_k)), beta = sigmoid(b),
  * g = a_neg * softplus(a + dt_bias), the delta rule per value head, o = rms_norm(o) * norm * silu(z) per value
- * head, out = w_out(o). State: the conv state (conv_dim, L - 1), then S (n_v_heads, d_v, d_k). */
+ * head, out = w_out(o). State: the conv state (L - 1, conv_dim), then S (n_v_heads, d_v, d_k). */
 typedef struct {
     oxl_weight wqkv;        /* (conv_dim, n_embd) */
     oxl_weight wgate;       /* (n_v_heads d_v, n_embd) */
@@ -143,7 +143,7 @@ typedef struct {
 
 /* What a layer's mixer is (the norms, residuals and FFN around it are the same for every kind). A recurrent
  * kind keeps a fixed-size state per sequence in the state pool (oxl_state_pool) instead of KV: MAMBA2 its conv
- * and SSM states (layers/ssm.h), SHORTCONV its conv state (n_embd, L - 1) (layers/shortconv.h), DELTANET its
+ * and SSM states (layers/ssm.h), SHORTCONV its conv state (L - 1, n_embd) (layers/shortconv.h), DELTANET its
  * conv state and delta-rule state (layers/deltanet.h). */
 enum { OXL_LAYER_ATTENTION = 0, OXL_LAYER_MAMBA2 = 1, OXL_LAYER_SHORTCONV = 2, OXL_LAYER_DELTANET = 3 };
 

@@ -46,6 +46,8 @@ cdef extern from "kernels.h" nogil:
         float (*exp_shift_sum)(float *x, int n, float m)
         void (*ssm_scan_states)(float *h, const float *B, const float *C, const float *xdt, float dA, float *y,
                                 int d_state, int n)
+        void (*causal_conv)(const float *x, int64_t ldx, float *y, int64_t ldy, int n, float *state,
+                            int64_t ld_state, const float *w, const float *b, int L, int c0, int c1, int silu)
 
     ctypedef struct oxl_kernel_table:
         const char *name

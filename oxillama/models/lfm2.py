@@ -15,7 +15,7 @@ import numpy as np
 from oxillama.errors import ModelError
 from oxillama.models.base import Architecture
 
-MAX_CONV_L = 64   # csrc/layers/shortconv.h OXL_CONV_MAX_L
+MAX_CONV_L = 64   # csrc/kernels.h OXL_CONV_MAX_L
 
 
 class Lfm2(Architecture):

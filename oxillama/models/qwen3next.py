@@ -21,7 +21,7 @@ import numpy as np
 from oxillama.errors import ModelError
 from oxillama.models.base import MAX_LAYERS, Architecture
 
-MAX_CONV_L = 64      # csrc/layers/shortconv.h OXL_CONV_MAX_L
+MAX_CONV_L = 64      # csrc/kernels.h OXL_CONV_MAX_L
 MAX_D_K = 1024       # csrc/layers/deltanet.h OXL_DELTANET_MAX_DK
 
 
