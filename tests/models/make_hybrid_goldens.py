@@ -29,7 +29,9 @@ def sha256(path) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def lfm2_transformers(tokens: np.ndarray) -> np.ndarray:
+def lfm2_transformers(tokens: np.ndarray, window: int = 0) -> np.ndarray:
+    """window > 0: every attention layer attends to the last `window` positions (transformers' Lfm2 has no such
+    option; its attention takes the mask it is given, here the sliding-window causal mask)."""
     import torch
     from transformers import Lfm2Config, Lfm2ForCausalLM
     config = Lfm2Config(**tiny_hybrid.lfm2_hf_config())
@@ -40,8 +42,14 @@ def lfm2_transformers(tokens: np.ndarray) -> np.ndarray:
     state["lm_head.weight"] = state["model.embed_tokens.weight"]
     missing, unexpected = model.load_state_dict(state, strict=False)
     assert not unexpected and all(k == "lm_head.weight" for k in missing), (missing, unexpected)
+    kwargs = {}
+    if window:
+        i, j = np.arange(len(tokens))[:, None], np.arange(len(tokens))[None, :]
+        seen = (j <= i) & (j > i - window)
+        mask = torch.from_numpy(np.where(seen, 0.0, np.finfo(np.float32).min).astype(np.float32))[None, None]
+        kwargs["attention_mask"] = {"full_attention": mask, "conv": None}
     with torch.no_grad():
-        out = model(torch.from_numpy(tokens.astype(np.int64))[None], use_cache=False)
+        out = model(torch.from_numpy(tokens.astype(np.int64))[None], use_cache=False, **kwargs)
     return out.logits[0].numpy().astype(np.float32)
 
 
@@ -81,6 +89,16 @@ def main() -> None:
         if ref is not None:
             out["lfm2/llama_cpp"] = ref
             print("lfm2 llama.cpp vs transformers: max |diff|", float(np.abs(ref - out["lfm2/transformers"]).max()))
+        path = tiny_hybrid.write_tiny_lfm2(os.path.join(d, "lfm2_swa.gguf"),
+                                           overrides={"lfm2.attention.sliding_window": tiny_hybrid.LFM2_SWA})
+        out["lfm2_swa/transformers"] = lfm2_transformers(tokens, window=tiny_hybrid.LFM2_SWA)
+        ref = llama_cpp_logits(path, tokens)
+        if ref is not None:
+            out["lfm2_swa/llama_cpp"] = ref
+            print("lfm2 (sliding window) llama.cpp vs transformers: max |diff|",
+                  float(np.abs(ref - out["lfm2_swa/transformers"]).max()))
+        print("lfm2: the window moves the logits by", float(np.abs(out["lfm2_swa/transformers"]
+                                                                  - out["lfm2/transformers"]).max()))
         path = tiny_hybrid.write_tiny_qwen3next(os.path.join(d, "qwen3next.gguf"))
         out["qwen3next/transformers"] = qwen3next_transformers(tokens)
         out["qwen3next/sha256"] = np.array(sha256(path))

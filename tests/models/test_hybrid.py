@@ -91,6 +91,31 @@ def test_lfm2_matches_llama_cpp(lfm2_path, goldens):
     assert np.abs(got - goldens["lfm2/llama_cpp"]).max() < TOL_F32
 
 
+@pytest.fixture(scope="module")
+def lfm2_swa_path(tmp_path_factory):
+    return tiny_hybrid.write_tiny_lfm2(tmp_path_factory.mktemp("lfm2swa") / "lfm2_swa.gguf",
+                                       overrides={"lfm2.attention.sliding_window": tiny_hybrid.LFM2_SWA})
+
+
+def test_lfm2_sliding_window_matches_transformers_and_llama_cpp(lfm2_swa_path, goldens):
+    """lfm2.attention.sliding_window (24 here, the prompt 150): every attention layer sees the last 24 positions,
+    as transformers does under the sliding-window mask and llama.cpp on the same file. Fed in chunks of 64 and
+    then token by token, so the window slides over cached positions. The window matters: without it the logits
+    are far off."""
+    rig = Rig(lfm2_swa_path)
+    attention = [il for il, kind in enumerate(tiny_hybrid.LFM2_KINDS) if kind == "attention"]
+    assert [rig.model.arch.layer(il)["sliding_window"] for il in attention] == [tiny_hybrid.LFM2_SWA] * 2
+    toks = goldens["tokens"]
+    got = rig.logits(toks[:100], chunk=PREFILL_CHUNK)
+    got = np.concatenate([got] + [rig.logits(toks[i:i + 1], pos0=i) for i in range(100, len(toks))])
+    ref = goldens["lfm2_swa/transformers"]
+    assert np.abs(got - ref).max() < TOL_F32
+    assert (got.argmax(-1) == ref.argmax(-1)).all()
+    if "lfm2_swa/llama_cpp" in goldens:
+        assert np.abs(got - goldens["lfm2_swa/llama_cpp"]).max() < TOL_F32
+    assert np.abs(got - goldens["lfm2/transformers"]).max() > 100 * TOL_F32
+
+
 def test_lfm2_the_conv_state_matters(lfm2_path, goldens):
     """A forward that lost the state between chunks (a fresh sequence at every chunk) is visibly wrong: the
     parity above can fail."""
@@ -138,6 +163,8 @@ BAD_FILES = [
     # a conv layer without its conv
     ({}, ("blk.1.shortconv.conv.weight",), {}, HCKV),
     ({}, ("token_embd_norm.weight",), {}, "token_embd_norm"),
+    # bidirectional (embedding) files
+    ({"lfm2.attention.causal": False}, (), {}, "lfm2.attention.causal"),
 ]
 
 

@@ -20,6 +20,7 @@ CONV_L = 3
 # conv, conv, attention, conv, attention, conv (LFM2's real files interleave them like this)
 LFM2_KINDS = ("shortconv", "shortconv", "attention", "shortconv", "attention", "shortconv")
 ROPE_BASE = 1_000_000.0
+LFM2_SWA = 24   # the sliding window of the lfm2_swa goldens: far shorter than their 150-token prompt
 NORM_EPS = 1e-5
 
 

@@ -27,10 +27,17 @@ def assert_same(a, b, what):
                     f"max |diff| {np.abs(a - b).max():.3g}")
 
 
-WRITERS = {"lfm2": tiny_hybrid.write_tiny_lfm2, "qwen3next": tiny_hybrid.write_tiny_qwen3next}
+def write_lfm2_swa(path, qtype):
+    """LFM2 whose attention layers see a sliding window of 24 positions: chunks of 37 cross its edge."""
+    return tiny_hybrid.write_tiny_lfm2(path, qtype=qtype,
+                                       overrides={"lfm2.attention.sliding_window": tiny_hybrid.LFM2_SWA})
 
 
-@pytest.fixture(scope="module", params=["lfm2:F32", "lfm2:Q8_0", "qwen3next:F32", "qwen3next:Q8_0"])
+WRITERS = {"lfm2": tiny_hybrid.write_tiny_lfm2, "qwen3next": tiny_hybrid.write_tiny_qwen3next,
+           "lfm2swa": write_lfm2_swa}
+
+
+@pytest.fixture(scope="module", params=["lfm2:F32", "lfm2:Q8_0", "lfm2swa:Q8_0", "qwen3next:F32", "qwen3next:Q8_0"])
 def path(request, tmp_path_factory):
     family, qtype = request.param.split(":")
     return WRITERS[family](tmp_path_factory.mktemp(family) / f"{family}.gguf", qtype=qtype)
