@@ -3,6 +3,7 @@ torch and transformers):
 
     python tests/models/make_ssm_models.py            # every model
     python tests/models/make_ssm_models.py mamba2
+    python tests/models/make_ssm_models.py llamacpp   # llama.cpp's logits on the files (llama-cpp-python)
 
 For each: a transformers model with small dims and the features that matter (several heads per group, more
 than one group, a conv kernel of 4, the gated grouped RMS norm), weights drawn with a fixed seed, written as
@@ -201,7 +202,29 @@ def make_granitehybrid() -> None:
     print(f"granitehybrid: logits {logits.shape}, |logit| max {np.abs(logits).max():.2f}, std {logits.std():.3f}")
 
 
-MODELS = {"mamba2": make_mamba2, "granitehybrid": make_granitehybrid}
+def make_llama_cpp_goldens() -> None:
+    """llama.cpp's logits on the committed files (llama-cpp-python, F32 KV cache, one prefill of the tokens), with
+    each file's sha256: data/ssm_llamacpp.npz, read by test_ssm.py so the suite needs no llama.cpp."""
+    import hashlib
+
+    import llama_cpp
+    out = {}
+    for name in ("mamba2", "granitehybrid"):
+        path = os.path.join(DATA, f"{name}.gguf")
+        g = np.load(os.path.join(DATA, f"{name}.npz"))
+        model = llama_cpp.Llama(path, n_ctx=128, n_batch=128, logits_all=True, verbose=False, n_threads=1,
+                                type_k=0, type_v=0)
+        model.eval(g["tokens"].tolist())
+        logits = np.array(model.scores[:len(g["tokens"])], dtype=np.float32)
+        with open(path, "rb") as f:
+            out[f"{name}/sha256"] = np.array(hashlib.sha256(f.read()).hexdigest())
+        out[f"{name}/logits"] = logits
+        print(f"{name}: max |llama.cpp - transformers| / std {np.abs(logits - g['logits']).max() / g['logits'].std():.2e}")
+    out["llama_cpp_version"] = np.array(llama_cpp.__version__)
+    np.savez_compressed(os.path.join(DATA, "ssm_llamacpp.npz"), **out)
+
+
+MODELS = {"mamba2": make_mamba2, "granitehybrid": make_granitehybrid, "llamacpp": make_llama_cpp_goldens}
 
 if __name__ == "__main__":
     for n in sys.argv[1:] or list(MODELS):
