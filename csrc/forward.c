@@ -1165,12 +1165,13 @@ static void route_row(const oxl_layer *L, float *logits, int32_t *sel, float *w)
         const float inv = 1.0f / sum;
         for (int e = 0; e < ne; e++) p[e] *= inv;
     }
+    const float *bias = L->sel_bias;   /* the choice by p + bias, the weights p */
     for (int j = 0; j < k; j++) {
         int best = -1;
         for (int e = 0; e < ne; e++) {
             int taken = 0;
             for (int i = 0; i < j; i++) taken |= sel[i] == e;
-            if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            if (!taken && (best < 0 || (bias ? p[e] + bias[e] > p[best] + bias[best] : p[e] > p[best]))) best = e;
         }
         sel[j] = best;
         w[j] = p[best];

@@ -139,6 +139,9 @@ typedef struct {
     const float *exp_down_b;                 /* (n_expert * n_embd), or NULL */
     float act_alpha, act_limit;              /* OXL_ACT_SWIGLU_OAI's parameters */
     float router_eps;                        /* OXL_GATING_SPARSEMIXER's jitter epsilon */
+    const float *sel_bias;                   /* (n_expert) added to the gated probabilities for the choice only,
+                                                the weights stay unbiased (lfm2moe's expert_bias, llama.cpp's
+                                                exp_probs_b), or NULL */
 } oxl_layer;
 
 /* What a layer's mixer is (the norms, residuals and FFN around it are the same for every kind). A recurrent

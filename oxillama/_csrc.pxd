@@ -185,6 +185,7 @@ cdef extern from "forward.h" nogil:
         const float *exp_down_b
         float act_alpha, act_limit
         float router_eps
+        const float *sel_bias
 
     enum: OXL_LAYER_ATTENTION
     enum: OXL_LAYER_MAMBA2

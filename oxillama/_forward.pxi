@@ -358,6 +358,7 @@ cdef class ForwardPlan:
         L.exp_down = self._weight(ls["exp_down"], p + "ffn_down_exps", ne * self.n_embd, ff, False)
         L.shexp_gate = self._vec(ls.get("shexp_gate"), self.n_embd, p + "ffn_gate_inp_shexp")
         L.router_b = self._vec(ls.get("router_b"), ne, p + "ffn_gate_inp.bias")
+        L.sel_bias = self._vec(ls.get("sel_bias"), ne, p + "exp_probs_b.bias")
         L.exp_gate_b = self._vec(ls.get("exp_gate_b"), ne * ff, p + "ffn_gate_exps.bias")
         L.exp_up_b = self._vec(ls.get("exp_up_b"), ne * ff, p + "ffn_up_exps.bias")
         L.exp_down_b = self._vec(ls.get("exp_down_b"), ne * self.n_embd, p + "ffn_down_exps.bias")

@@ -15,6 +15,7 @@ from oxillama.models.gptneox import GPTNeoX
 from oxillama.models.granite import Granite, GraniteHybrid
 from oxillama.models.internlm2 import InternLM2
 from oxillama.models.lfm2 import Lfm2
+from oxillama.models.lfm2moe import Lfm2Moe
 from oxillama.models.llama import Llama
 from oxillama.models.mamba2 import Mamba2
 from oxillama.models.moe import OLMoE, PhiMoe, Qwen2Moe, Qwen3Moe
@@ -31,7 +32,7 @@ FAMILIES: tuple[type[Architecture], ...] = (Llama, Qwen2, Qwen3, Gemma, Gemma2, 
                                             Qwen3Moe, Qwen2Moe, OLMoE, PhiMoe, GptOss, Mamba2,
                                             GraniteHybrid,
                                             StableLM, GPTNeoX, Bloom, Falcon, GPT2, OLMo2, Granite, SmolLM3, Exaone,
-                                            InternLM2, Lfm2, Qwen3Next, Bert, NomicBert)
+                                            InternLM2, Lfm2, Lfm2Moe, Qwen3Next, Bert, NomicBert)
 ARCHITECTURES: dict[str, type[Architecture]] = {name: cls for cls in FAMILIES for name in cls.arch_names}
 
 __all__ = ["ARCHITECTURES", "Architecture", "ModelConfig", "architecture_for"]

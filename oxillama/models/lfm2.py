@@ -100,12 +100,16 @@ class Lfm2(Architecture):
             raise ModelError(f"{p}shortconv.conv.weight has shape {kernel.shape}; {self.arch}.shortconv.l_cache "
                              f"{width} and n_embd {c.n_embd} give ({c.n_embd}, {width})")
         return {
-            "kind": "shortconv", "n_ff": c.n_ff, "act": self.act,
+            "kind": "shortconv", "act": self.act,
             "attn_norm": self.vector(p + "attn_norm.weight", optional=False),
             "conv_in": self.weight(p + "shortconv.in_proj.weight"),
             "conv_out": self.weight(p + "shortconv.out_proj.weight"),
             "conv_kernel": self.vector(p + "shortconv.conv.weight", optional=False), "conv_L": width,
-            "ffn_norm": self.vector(p + "ffn_norm.weight", optional=False),
-            "w_gate": self.weight(p + "ffn_gate.weight"), "w_up": self.weight(p + "ffn_up.weight"),
-            "w_down": self.weight(p + "ffn_down.weight"),
+            "ffn_norm": self.vector(p + "ffn_norm.weight", optional=False), **self.ffn(il),
         }
+
+    def ffn(self, il: int) -> dict:
+        """A conv block's FFN (an attention block's is Architecture.layer's): the dense SwiGLU."""
+        p = f"blk.{il}."
+        return {"n_ff": self.config.n_ff, "w_gate": self.weight(p + "ffn_gate.weight"),
+                "w_up": self.weight(p + "ffn_up.weight"), "w_down": self.weight(p + "ffn_down.weight")}

@@ -67,6 +67,22 @@ def qwen3next_transformers(tokens: np.ndarray) -> np.ndarray:
     return out.logits[0].numpy().astype(np.float32)
 
 
+def lfm2moe_transformers(tokens: np.ndarray) -> np.ndarray:
+    import torch
+    from transformers import Lfm2MoeConfig, Lfm2MoeForCausalLM
+    config = Lfm2MoeConfig(**tiny_hybrid.lfm2moe_hf_config())
+    config._attn_implementation = "eager"
+    model = Lfm2MoeForCausalLM(config).float().eval()
+    state = {k: torch.from_numpy(np.ascontiguousarray(v))
+             for k, v in tiny_hybrid.lfm2moe_hf_tensors(tiny_hybrid.lfm2moe_tensors()).items()}
+    state["lm_head.weight"] = state["model.embed_tokens.weight"]
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected and all(k == "lm_head.weight" for k in missing), (missing, unexpected)
+    with torch.no_grad():
+        out = model(torch.from_numpy(tokens.astype(np.int64))[None], use_cache=False)
+    return out.logits[0].numpy().astype(np.float32)
+
+
 def llama_cpp_logits(path: str, tokens: np.ndarray):
     try:
         import llama_cpp
@@ -99,6 +115,14 @@ def main() -> None:
                   float(np.abs(ref - out["lfm2_swa/transformers"]).max()))
         print("lfm2: the window moves the logits by", float(np.abs(out["lfm2_swa/transformers"]
                                                                   - out["lfm2/transformers"]).max()))
+        path = tiny_hybrid.write_tiny_lfm2moe(os.path.join(d, "lfm2moe.gguf"))
+        out["lfm2moe/transformers"] = lfm2moe_transformers(tokens)
+        out["lfm2moe/sha256"] = np.array(sha256(path))
+        ref = llama_cpp_logits(path, tokens)
+        if ref is not None:
+            out["lfm2moe/llama_cpp"] = ref
+            print("lfm2moe llama.cpp vs transformers: max |diff|",
+                  float(np.abs(ref - out["lfm2moe/transformers"]).max()))
         path = tiny_hybrid.write_tiny_qwen3next(os.path.join(d, "qwen3next.gguf"))
         out["qwen3next/transformers"] = qwen3next_transformers(tokens)
         out["qwen3next/sha256"] = np.array(sha256(path))

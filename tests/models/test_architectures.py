@@ -86,8 +86,13 @@ def test_quantized_weights_stay_close(name, variant, tol, min_top1):
     assert np.mean(out.argmax(1) == ref.argmax(1)) >= min_top1
 
 
+# the recurrent and hybrid families (test_ssm.py, test_hybrid.py check them against transformers and llama.cpp)
+RECURRENT_ARCHS = ["mamba2", "granitehybrid", "lfm2", "lfm2moe", "qwen3next"]
+
+
 def test_every_listed_architecture_is_supported():
     assert set(ARCHS) <= set(ARCHITECTURES)
+    assert set(RECURRENT_ARCHS) <= set(ARCHITECTURES)
 
 
 def test_unsupported_architecture_names_the_supported_ones(tmp_path):
@@ -104,7 +109,7 @@ def test_unsupported_architecture_names_the_supported_ones(tmp_path):
         InferenceEngine.from_gguf(path)
     msg = str(exc.value)
     assert "'mamba'" in msg
-    for arch in ARCHS:
+    for arch in ARCHS + RECURRENT_ARCHS:
         assert arch in msg
 
 

@@ -414,3 +414,74 @@ def test_lfm2_prompt_reuse_gives_the_fresh_text(lfm2, lfm2_path, goldens):
         reused.append(lfm2.last_prefix_reused)
     assert got == want
     assert reused[1] > 0 and reused[3] > 0
+
+
+# ---- LFM2-MoE: LFM2's blocks, a dense first block, then sigmoid-routed experts whose choice an expert bias moves ----
+
+@pytest.fixture(scope="module")
+def l2m_path(tmp_path_factory):
+    return tiny_hybrid.write_tiny_lfm2moe(tmp_path_factory.mktemp("lfm2moe") / "lfm2moe.gguf")
+
+
+def test_lfm2moe_reads_its_blocks(l2m_path):
+    rig = Rig(l2m_path)
+    assert rig.plan.kinds == tiny_hybrid.LFM2_KINDS
+    arch = rig.model.arch
+    assert arch.config.experts.gating == "sigmoid" and arch.config.experts.norm_topk
+    ffn = [arch.layer(il) for il in range(len(tiny_hybrid.LFM2_KINDS))]
+    assert [d["n_expert"] for d in ffn] == [0] + [tiny_hybrid.L2M["n_expert"]] * (len(ffn) - 1)
+    assert ffn[0]["w_up"] is not None and all(d["w_up"] is None and d["sel_bias"] is not None for d in ffn[1:])
+
+
+def test_lfm2moe_matches_transformers_and_llama_cpp(l2m_path, goldens):
+    got = Rig(l2m_path).logits(goldens["tokens"], chunk=PREFILL_CHUNK)
+    ref = goldens["lfm2moe/transformers"]
+    assert np.abs(got - ref).max() < TOL_F32
+    assert (got.argmax(-1) == ref.argmax(-1)).all()
+    if "lfm2moe/llama_cpp" in goldens:
+        assert np.abs(got - goldens["lfm2moe/llama_cpp"]).max() < TOL_F32
+
+
+def test_lfm2moe_the_expert_bias_moves_the_choice(tmp_path, l2m_path, goldens):
+    """Without its expert bias (zeros) the same file routes some rows elsewhere: far from the goldens, so the
+    parity above needs the bias in the choice (and only there: weighting by it would be off as well)."""
+    t = tiny_hybrid.lfm2moe_tensors()
+    zero = {k: np.zeros_like(v) for k, v in t.items() if k.endswith("exp_probs_b.bias")}
+    path = tiny_hybrid.write_tiny_lfm2moe(tmp_path / "nobias.gguf", reshape=zero)
+    got = Rig(path).logits(goldens["tokens"][:64])
+    assert np.abs(got - goldens["lfm2moe/transformers"][:64]).max() > 100 * TOL_F32
+
+
+def test_lfm2moe_through_the_engine(l2m_path, goldens):
+    from oxillama import InferenceEngine, Scheduler
+    with InferenceEngine.from_gguf(l2m_path, n_ctx=256, n_threads=2, kv_type="f32") as e:
+        toks = goldens["tokens"]
+        got = np.concatenate([e.forward(toks[i:i + 50], all_logits=True) for i in range(0, len(toks), 50)])
+        assert np.abs(got - goldens["lfm2moe/transformers"]).max() < TOL_F32
+        prompts = [toks[:n].tolist() for n in (5, 40, 17)]
+        with Scheduler(e, n_seq_max=2) as sched:
+            outs = [h.result(120) for h in [sched.submit(p, max_tokens=6, temperature=0) for p in prompts]]
+        for p, out in zip(prompts, outs):
+            e.reset()
+            assert out.tokens == e.generate(p, max_tokens=6, temperature=0).tokens
+
+
+L2 = "lfm2moe."
+L2M_BAD = [
+    ({L2 + "leading_dense_block_count": 2}, (), {}, L2 + "leading_dense_block_count"),
+    ({L2 + "leading_dense_block_count": 0}, (), {}, L2 + "leading_dense_block_count"),
+    ({L2 + "leading_dense_block_count": 6}, (), {}, L2 + "leading_dense_block_count"),
+    ({L2 + "expert_count": None}, (), {}, L2 + "expert_count"),
+    ({L2 + "expert_count": 6}, (), {}, L2 + "expert_count"),
+    ({L2 + "expert_feed_forward_length": 16}, (), {}, L2 + "expert_feed_forward_length"),
+    ({L2 + "expert_gating_func": 7}, (), {}, L2 + "expert_gating_func"),
+    ({}, ("blk.3.exp_probs_b.bias",), {}, "blk.3.exp_probs_b.bias"),
+    ({}, (), {"blk.2.exp_probs_b.bias": np.zeros(5, np.float32)}, "exp_probs_b"),
+]
+
+
+@pytest.mark.parametrize("overrides, drop, reshape, key", L2M_BAD)
+def test_bad_lfm2moe_metadata_is_a_model_error_naming_the_key(tmp_path, overrides, drop, reshape, key):
+    path = tiny_hybrid.write_tiny_lfm2moe(tmp_path / "bad.gguf", overrides=overrides, drop=drop, reshape=reshape)
+    with pytest.raises(ModelError, match=key.replace(".", r"\.")):
+        Model(GGUFFile(path))

@@ -308,3 +308,92 @@ def qwen3next_hf_config() -> dict:
             "shared_expert_intermediate_size": c["n_ff_shared"], "decoder_sparse_step": 1, "norm_topk_prob": True,
             "mlp_only_layers": [],
             "layer_types": ["linear_attention" if k == "deltanet" else "full_attention" for k in Q3N_KINDS]}
+
+
+# ---- lfm2moe (LFM2-8B-A1B): LFM2's blocks, the first dense, the rest a sigmoid-routed mixture with an expert bias ----
+
+L2M = dict(n_dense=1, n_expert=8, n_used=2, n_ff_exp=32)
+
+
+def lfm2moe_tensors(seed: int = 17) -> dict[str, np.ndarray]:
+    """The tiny LFM2-MoE's weights by GGUF name: lfm2_tensors' blocks, the FFN of every block after the first
+    n_dense a mixture (router, stacked experts, exp_probs_b: the expert bias that shifts the choice only)."""
+    c = L2M
+    t = lfm2_tensors(seed)
+    rng = np.random.default_rng(seed + 1)
+    E, ne, ff = N_EMBD, c["n_expert"], c["n_ff_exp"]
+    for il in range(c["n_dense"], len(LFM2_KINDS)):
+        p = f"blk.{il}."
+        for name in ("ffn_gate", "ffn_up", "ffn_down"):
+            del t[p + name + ".weight"]
+        t[p + "ffn_gate_inp.weight"] = (3.0 * rng.standard_normal((ne, E)) / np.sqrt(E)).astype(np.float32)
+        t[p + "ffn_gate_exps.weight"] = (rng.standard_normal((ne, ff, E)) / np.sqrt(E)).astype(np.float32)
+        t[p + "ffn_up_exps.weight"] = (rng.standard_normal((ne, ff, E)) / np.sqrt(E)).astype(np.float32)
+        t[p + "ffn_down_exps.weight"] = (rng.standard_normal((ne, E, ff)) / np.sqrt(ff)).astype(np.float32)
+        # a bias of the sigmoid's scale: it overturns some choices, so a router that ignored it (or weighted by
+        # it) would be visibly wrong
+        t[p + "exp_probs_b.bias"] = (0.3 * rng.standard_normal(ne)).astype(np.float32)
+    return t
+
+
+def lfm2moe_metadata() -> dict:
+    a, c = "lfm2moe", L2M
+    md = {k.replace("lfm2.", "lfm2moe."): v for k, v in lfm2_metadata().items()}
+    md.update({"general.architecture": a, "general.name": "tiny-lfm2moe", f"{a}.expert_count": c["n_expert"],
+               f"{a}.expert_used_count": c["n_used"], f"{a}.expert_feed_forward_length": c["n_ff_exp"],
+               f"{a}.leading_dense_block_count": c["n_dense"], f"{a}.expert_gating_func": 2})   # 2: sigmoid
+    return md
+
+
+def write_tiny_lfm2moe(path, *, seed: int = 17, qtype: str = "F32", overrides: dict | None = None,
+                       drop: tuple[str, ...] = (), reshape: dict | None = None) -> str:
+    """Write the tiny LFM2-MoE to path (overrides / drop / reshape as write_tiny_lfm2)."""
+    md = lfm2moe_metadata()
+    for k, v in (overrides or {}).items():
+        if v is None:
+            md.pop(k, None)
+        else:
+            md[k] = v
+    t = lfm2moe_tensors(seed)
+    t.update(reshape or {})
+    w = GGUFWriter(path)
+    for k, v in md.items():
+        is_int = isinstance(v, int) and not isinstance(v, bool)
+        w.add_metadata(k, v, type="UINT32" if is_int else None)
+    for k, v in _minimal_vocab(N_VOCAB).items():
+        w.add_metadata(k, v)
+    for k, v in t.items():
+        if k in drop:
+            continue
+        keep = (v.ndim < 2 or k.endswith(("shortconv.conv.weight", "ffn_gate_inp.weight"))
+                or k == "token_embd.weight")
+        w.add_tensor(k, v, qtype="F32" if keep else qtype)
+    w.write()
+    return str(path)
+
+
+def lfm2moe_hf_tensors(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The same weights under transformers' Lfm2MoeForCausalLM names (tied output)."""
+    dense = {k: v for k, v in t.items() if "_exps" not in k and "ffn_gate_inp" not in k and "exp_probs_b" not in k}
+    hf = lfm2_hf_tensors({**lfm2_tensors(), **dense})   # the shared names; the MoE blocks' dense FFN dropped below
+    for il in range(L2M["n_dense"], len(LFM2_KINDS)):
+        p, q = f"blk.{il}.", f"model.layers.{il}.feed_forward."
+        for w in ("w1", "w2", "w3"):
+            del hf[q + w + ".weight"]
+        hf[q + "gate.weight"] = t[p + "ffn_gate_inp.weight"]
+        hf[q + "experts.gate_up_proj"] = np.concatenate([t[p + "ffn_gate_exps.weight"], t[p + "ffn_up_exps.weight"]],
+                                                        axis=1)
+        hf[q + "experts.down_proj"] = t[p + "ffn_down_exps.weight"]
+        hf[q + "expert_bias"] = t[p + "exp_probs_b.bias"]
+    return hf
+
+
+def lfm2moe_hf_config() -> dict:
+    c = L2M
+    cfg = lfm2_hf_config()
+    for k in ("block_auto_adjust_ff_dim",):
+        cfg.pop(k)
+    cfg.update({"moe_intermediate_size": c["n_ff_exp"], "num_dense_layers": c["n_dense"],
+                "num_experts": c["n_expert"], "num_experts_per_tok": c["n_used"], "use_expert_bias": True,
+                "norm_topk_prob": True, "routed_scaling_factor": 1.0})
+    return cfg
