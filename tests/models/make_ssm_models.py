@@ -202,6 +202,74 @@ def make_granitehybrid() -> None:
     print(f"granitehybrid: logits {logits.shape}, |logit| max {np.abs(logits).max():.2f}, std {logits.std():.3f}")
 
 
+BAMBA = dict(vocab_size=N_VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+             num_key_value_heads=2, attn_layer_indices=[2], mamba_n_heads=8, mamba_d_head=16, mamba_n_groups=2,
+             mamba_d_state=16, mamba_d_conv=4, mamba_expand=2, mamba_chunk_size=32, rms_norm_eps=1e-5,
+             tie_word_embeddings=False, max_position_embeddings=256, bos_token_id=N_VOCAB - 2,
+             eos_token_id=N_VOCAB - 1, pad_token_id=0)
+
+
+def permute_for_norm_rope(w: np.ndarray, n_head: int) -> np.ndarray:
+    """convert_hf_to_gguf.py's LlamaModel.permute: each head's rows [first half | second half] interleaved, so that
+    llama.cpp's adjacent-pair (NORM) RoPE rotates what transformers' rotate_half rotates (over the whole head)."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def make_bamba() -> None:
+    """Bamba (BambaForCausalLM), which llama.cpp converts as granitehybrid (GraniteHybridModel): Mamba-2 blocks and
+    one attention block with RoPE (rope.scaling.finetuned true, Q and K rows permuted for NORM RoPE over the whole
+    head), a dense SwiGLU FFN after every block, no Granite multipliers. transformers' Bamba rotates only half of
+    each head (partial_rotary_factor 0.5, fixed); llama.cpp's converter writes that as rope.dimension_count where
+    the config has attn_rotary_emb (Bamba-9B's: 64 of 128)."""
+    import torch
+    import transformers
+    cfg = transformers.BambaConfig(**BAMBA)
+    torch.manual_seed(SEED)
+    model = transformers.BambaForCausalLM(cfg).float().eval()
+    randomize(model, torch, SEED + 3)
+    ids = tokens()
+    with torch.no_grad():
+        logits = model(torch.from_numpy(ids)[None], use_cache=False).logits[0].float().numpy()
+    d_inner = cfg.mamba_expand * cfg.hidden_size
+    head_dim = cfg.hidden_size // cfg.num_attention_heads
+    n_rot = int(head_dim * cfg.rope_parameters["partial_rotary_factor"])
+    kinds = ["attention" if il in cfg.attn_layer_indices else "mamba" for il in range(cfg.num_hidden_layers)]
+    meta = {"context_length": cfg.max_position_embeddings, "embedding_length": cfg.hidden_size,
+            "feed_forward_length": cfg.intermediate_size, "attention.head_count": cfg.num_attention_heads,
+            "attention.head_count_kv": np.array([cfg.num_key_value_heads if k == "attention" else 0 for k in kinds],
+                                                dtype=np.uint32),
+            "block_count": cfg.num_hidden_layers, "attention.layer_norm_rms_epsilon": float(cfg.rms_norm_eps),
+            "rope.freq_base": float(cfg.rope_parameters["rope_theta"]), "rope.dimension_count": n_rot,
+            "rope.scaling.finetuned": True,
+            "ssm.conv_kernel": cfg.mamba_d_conv, "ssm.inner_size": d_inner, "ssm.state_size": cfg.mamba_d_state,
+            "ssm.time_step_rank": cfg.mamba_n_heads, "ssm.group_count": cfg.mamba_n_groups}
+    m = model.model
+    tensors = {"token_embd.weight": _np(m.embed_tokens.weight), "output_norm.weight": _np(m.final_layernorm.weight),
+               "output.weight": _np(model.lm_head.weight)}
+    mcfg = type("C", (), {"expand": cfg.mamba_expand, "hidden_size": cfg.hidden_size, "n_groups": cfg.mamba_n_groups})
+    for il, layer in enumerate(m.layers):
+        p = f"blk.{il}."
+        tensors[p + "attn_norm.weight"] = _np(layer.input_layernorm.weight)
+        if kinds[il] == "mamba":
+            tensors.update(mamba2_mixer_tensors(p, layer.mamba, mcfg))
+        else:
+            at = layer.self_attn
+            tensors.update({p + "attn_q.weight": permute_for_norm_rope(_np(at.q_proj.weight), cfg.num_attention_heads),
+                            p + "attn_k.weight": permute_for_norm_rope(_np(at.k_proj.weight), cfg.num_key_value_heads),
+                            p + "attn_v.weight": _np(at.v_proj.weight),
+                            p + "attn_output.weight": _np(at.o_proj.weight)})
+        tensors[p + "ffn_norm.weight"] = _np(layer.pre_ff_layernorm.weight)
+        ff = layer.feed_forward
+        tensors.update({p + "ffn_gate.weight": _np(ff.gate_proj.weight), p + "ffn_up.weight": _np(ff.up_proj.weight),
+                        p + "ffn_down.weight": _np(ff.down_proj.weight)})
+    write_gguf(os.path.join(DATA, "bamba.gguf"), "granitehybrid", meta, tensors)
+    np.savez_compressed(os.path.join(DATA, "bamba.npz"), tokens=ids.astype(np.int32), logits=logits.astype(np.float32))
+    with open(os.path.join(DATA, "bamba.json"), "w", encoding="utf-8") as f:
+        json.dump({"config": "BambaConfig", "overrides": BAMBA, "transformers": transformers.__version__,
+                   "torch": torch.__version__}, f, indent=1, sort_keys=True)
+    print(f"bamba: logits {logits.shape}, |logit| max {np.abs(logits).max():.2f}, std {logits.std():.3f}")
+
+
 def make_llama_cpp_goldens() -> None:
     """llama.cpp's logits on the committed files (llama-cpp-python, F32 KV cache, one prefill of the tokens), with
     each file's sha256: data/ssm_llamacpp.npz, read by test_ssm.py so the suite needs no llama.cpp."""
@@ -224,7 +292,8 @@ def make_llama_cpp_goldens() -> None:
     np.savez_compressed(os.path.join(DATA, "ssm_llamacpp.npz"), **out)
 
 
-MODELS = {"mamba2": make_mamba2, "granitehybrid": make_granitehybrid, "llamacpp": make_llama_cpp_goldens}
+MODELS = {"mamba2": make_mamba2, "granitehybrid": make_granitehybrid, "bamba": make_bamba,
+          "llamacpp": make_llama_cpp_goldens}
 
 if __name__ == "__main__":
     for n in sys.argv[1:] or list(MODELS):
