@@ -1499,8 +1499,9 @@ static void phase_deltanet_conv(const fwd_state *F, fwd_thread *T, const oxl_lay
         for (int j = 0; j < nk * d->d_k; j++) row[j] *= q_scale;
         const float *bai = ba + i * 2 * nv;
         float *bgi = bg + i * 2 * nv;
-        for (int h = 0; h < nv; h++) {   /* value head h: key head h / r, its b and a at [g: b (r) | a (r)] */
-            const int g = h / r, j = h % r;
+        for (int h = 0; h < nv; h++) {   /* value head h: its key head g and rank j within g, its b and a at
+                                            [g: b (r) | a (r)] */
+            const int g = d->heads_tiled ? h % nk : h / r, j = d->heads_tiled ? h / nk : h % r;
             const float b = bai[g * 2 * r + j], a = bai[g * 2 * r + r + j] + d->dt_bias[h];
             const float softplus = a > 20.0f ? a : log1pf(expf(a));
             bgi[h] = 1.0f / (1.0f + expf(-b));
@@ -1520,7 +1521,7 @@ static void phase_deltanet_scan(const fwd_state *F, fwd_thread *T, const oxl_lay
     const float *cv = (const float *)(F->base + S->dn_conv), *bg = (const float *)(F->base + S->dn_bg);
     float *out = (float *)(F->base + S->dn_out);
     for (int64_t it = T->ith; it < (int64_t)F->n_seqs * nv; it += T->nth) {
-        const int s = (int)(it / nv), h = (int)(it % nv), g = h / r;
+        const int s = (int)(it / nv), h = (int)(it % nv), g = d->heads_tiled ? h % nk : h / r;
         float *st = seq_state(F, s) + L->state_off + (int64_t)cd * (d->L - 1) + (int64_t)h * dv * dk;
         if (F->seqs[s].pos0 == 0) memset(st, 0, (size_t)dv * dk * 4);
         const int64_t r0 = F->seq_row0[s];

@@ -64,6 +64,9 @@ typedef struct {
     const float *dt_bias;   /* (n_v_heads) */
     const float *norm;      /* (d_v) */
     int L, n_k_heads, n_v_heads, d_k, d_v;
+    int heads_tiled;        /* 0: value head h reads key head h / r (transformers' order, qwen3next); 1: key head
+                               h % n_k_heads (llama.cpp's qwen35 files, whose value heads are reordered so), and
+                               w_ba's rows per key head g are [b | a] of its value heads g, g + n_k_heads, ... */
 } oxl_deltanet;
 
 typedef struct {

@@ -122,6 +122,7 @@ cdef extern from "forward.h" nogil:
         const float *dt_bias
         const float *norm
         int L, n_k_heads, n_v_heads, d_k, d_v
+        int heads_tiled
 
     ctypedef struct oxl_layer:
         const float *attn_norm

@@ -249,6 +249,7 @@ cdef class ForwardPlan:
                              f"ssm.group_count (key heads) {nk}, and ssm.state_size {dk} at most {OXL_DELTANET_MAX_DK}")
         cd, vd = 2 * nk * dk + nv * dv, nv * dv
         L.dn.L, L.dn.n_k_heads, L.dn.n_v_heads, L.dn.d_k, L.dn.d_v = width, nk, nv, dk, dv
+        L.dn.heads_tiled = bool(ls.get("dn_heads_tiled", False))
         L.attn_norm = self._vec(ls.get("attn_norm"), self.n_embd, p + "attn_norm")
         if L.attn_norm == NULL:
             raise ModelError(f"layer {il}: {p}attn_norm is missing")

@@ -63,8 +63,9 @@ class GraniteHybrid(Mamba2):
         return "neox" if self.partial_rope() else "norm"
 
     def partial_rope(self) -> bool:
-        head_dim = self.hp_int("attention.key_length", 0) or (self.tensor("token_embd.weight").shape[1]
-                                                              // self.hp_int("attention.head_count", required=True, lo=1))
+        n_embd = self.tensor("token_embd.weight").shape[1]
+        head_dim = self.hp_int("attention.key_length", 0) or n_embd // self.hp_int("attention.head_count", required=True,
+                                                                                   lo=1)
         return self.hp_int("rope.dimension_count", head_dim, lo=0) < head_dim
 
     def unpermuted_qk(self, w, n_head: int, name: str):

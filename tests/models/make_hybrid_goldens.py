@@ -83,6 +83,23 @@ def lfm2moe_transformers(tokens: np.ndarray) -> np.ndarray:
     return out.logits[0].numpy().astype(np.float32)
 
 
+def qwen35_transformers(tokens: np.ndarray, moe: bool) -> np.ndarray:
+    import torch
+    if moe:
+        from transformers import Qwen3_5MoeForCausalLM as Model, Qwen3_5MoeTextConfig as Config
+    else:
+        from transformers import Qwen3_5ForCausalLM as Model, Qwen3_5TextConfig as Config
+    config = Config(**tiny_hybrid.qwen35_hf_config(moe))
+    config._attn_implementation = "eager"
+    model = Model(config).float().eval()
+    state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tiny_hybrid.qwen35_hf_tensors(moe).items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected and not missing, (missing, unexpected)
+    with torch.no_grad():
+        out = model(torch.from_numpy(tokens.astype(np.int64))[None], use_cache=False)
+    return out.logits[0].numpy().astype(np.float32)
+
+
 def llama_cpp_logits(path: str, tokens: np.ndarray):
     try:
         import llama_cpp
@@ -131,6 +148,15 @@ def main() -> None:
             out["qwen3next/llama_cpp"] = ref
             print("qwen3next llama.cpp vs transformers: max |diff|",
                   float(np.abs(ref - out["qwen3next/transformers"]).max()))
+        for name, moe in (("qwen35", False), ("qwen35moe", True)):
+            path = tiny_hybrid.write_tiny_qwen35(os.path.join(d, f"{name}.gguf"), moe=moe)
+            out[f"{name}/transformers"] = qwen35_transformers(tokens, moe)
+            out[f"{name}/sha256"] = np.array(sha256(path))
+            ref = llama_cpp_logits(path, tokens)
+            if ref is not None:
+                out[f"{name}/llama_cpp"] = ref
+                print(f"{name} llama.cpp vs transformers: max |diff|",
+                      float(np.abs(ref - out[f"{name}/transformers"]).max()))
     np.savez_compressed(os.path.join(HERE, "data", "hybrid_goldens.npz"), **out)
     print({k: v.shape for k, v in out.items()})
 

@@ -287,7 +287,8 @@ def make_llama_cpp_goldens() -> None:
         with open(path, "rb") as f:
             out[f"{name}/sha256"] = np.array(hashlib.sha256(f.read()).hexdigest())
         out[f"{name}/logits"] = logits
-        print(f"{name}: max |llama.cpp - transformers| / std {np.abs(logits - g['logits']).max() / g['logits'].std():.2e}")
+        err = np.abs(logits - g["logits"]).max() / g["logits"].std()
+        print(f"{name}: max |llama.cpp - transformers| / std {err:.2e}")
     out["llama_cpp_version"] = np.array(llama_cpp.__version__)
     np.savez_compressed(os.path.join(DATA, "ssm_llamacpp.npz"), **out)
 

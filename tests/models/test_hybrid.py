@@ -485,3 +485,80 @@ def test_bad_lfm2moe_metadata_is_a_model_error_naming_the_key(tmp_path, override
     path = tiny_hybrid.write_tiny_lfm2moe(tmp_path / "bad.gguf", overrides=overrides, drop=drop, reshape=reshape)
     with pytest.raises(ModelError, match=key.replace(".", r"\.")):
         Model(GGUFFile(path))
+
+
+# ---- Qwen3.5 (qwen35, qwen35moe): Qwen3-Next's blocks, b and a from ssm_beta / ssm_alpha, value heads tiled ----
+
+def test_qwen35_reads_its_layers(tmp_path):
+    from oxillama.models.qwen35 import Qwen35
+    path = tiny_hybrid.write_tiny_qwen35(tmp_path / "q35.gguf")
+    rig = Rig(path)
+    assert rig.plan.kinds == tiny_hybrid.Q3N_KINDS
+    arch = rig.model.arch
+    assert isinstance(arch, Qwen35) and arch.config.experts is None
+    d = arch.layer(0)
+    assert d["dn_heads_tiled"] and d["dn_w_ba"][2:] == (2 * tiny_hybrid.Q3N["n_v_heads"], tiny_hybrid.N_EMBD)
+
+
+@pytest.mark.parametrize("name", ["qwen35", "qwen35moe"])
+def test_qwen35_matches_transformers_and_llama_cpp(tmp_path, goldens, name):
+    path = tiny_hybrid.write_tiny_qwen35(tmp_path / f"{name}.gguf", moe=name == "qwen35moe")
+    got = Rig(path).logits(goldens["tokens"], chunk=PREFILL_CHUNK)
+    ref = goldens[f"{name}/transformers"]
+    assert np.abs(got - ref).max() < TOL_F32
+    assert (got.argmax(-1) == ref.argmax(-1)).all()
+    if f"{name}/llama_cpp" in goldens:
+        assert np.abs(got - goldens[f"{name}/llama_cpp"]).max() < TOL_F32
+
+
+def test_qwen35_the_tiled_value_heads_matter(tmp_path, goldens, monkeypatch):
+    """Read as Qwen3-Next reads its heads (value head h on key head h / r, b and a grouped so), the same file is far
+    off: the parity above needs the tiled order."""
+    from oxillama.models.qwen35 import Qwen35
+    path = tiny_hybrid.write_tiny_qwen35(tmp_path / "q35.gguf")
+    monkeypatch.setattr(Qwen35, "heads_tiled", False)
+    got = Rig(path).logits(goldens["tokens"][:64])
+    assert np.abs(got - goldens["qwen35/transformers"][:64]).max() > 100 * TOL_F32
+
+
+@pytest.mark.parametrize("qtypes", [{"ssm_beta.weight": "Q8_0", "ssm_alpha.weight": "Q8_0"},
+                                    {"ssm_beta.weight": "Q8_0"}])
+def test_qwen35_quantized_b_and_a(tmp_path, goldens, qtypes):
+    """b and a quantized alike (their rows gathered as they are) or differently (both read as float32)."""
+    path = tiny_hybrid.write_tiny_qwen35(tmp_path / "q35q.gguf", qtypes=qtypes)
+    got = Rig(path).logits(goldens["tokens"], chunk=PREFILL_CHUNK)
+    ref = goldens["qwen35/transformers"]
+    scale = np.abs(ref).max()
+    assert np.median(np.abs(got - ref).max(-1)) < TOL_Q8_MEDIAN * scale
+    assert (got.argmax(-1) == ref.argmax(-1)).mean() >= Q8_ARGMAX_AGREE
+
+
+def test_qwen35moe_through_the_engine(tmp_path, goldens):
+    from oxillama import InferenceEngine, Scheduler
+    path = tiny_hybrid.write_tiny_qwen35(tmp_path / "q35moe.gguf", moe=True)
+    with InferenceEngine.from_gguf(path, n_ctx=256, n_threads=2, kv_type="f32") as e:
+        toks = goldens["tokens"]
+        got = np.concatenate([e.forward(toks[i:i + 50], all_logits=True) for i in range(0, len(toks), 50)])
+        assert np.abs(got - goldens["qwen35moe/transformers"]).max() < TOL_F32
+        prompts = [toks[:n].tolist() for n in (5, 40, 17)]
+        with Scheduler(e, n_seq_max=2) as sched:
+            outs = [h.result(120) for h in [sched.submit(p, max_tokens=6, temperature=0) for p in prompts]]
+        for p, out in zip(prompts, outs):
+            e.reset()
+            assert out.tokens == e.generate(p, max_tokens=6, temperature=0).tokens
+
+
+Q5 = "qwen35."
+Q35_BAD = [
+    ({}, ("blk.1.ssm_beta.weight",), {}, "ssm_beta"),
+    ({}, (), {"blk.0.ssm_alpha.weight": np.zeros((2, tiny_hybrid.N_EMBD), np.float32)}, Q5 + "ssm.time_step_rank"),
+    ({Q5 + "ssm.time_step_rank": 2}, (), {}, Q5 + "ssm.time_step_rank"),
+    ({Q5 + "attention.recurrent_layers": [True, True, False, False]}, (), {}, Q5 + "attention.recurrent_layers"),
+]
+
+
+@pytest.mark.parametrize("overrides, drop, reshape, key", Q35_BAD)
+def test_bad_qwen35_metadata_is_a_model_error_naming_the_key(tmp_path, overrides, drop, reshape, key):
+    path = tiny_hybrid.write_tiny_qwen35(tmp_path / "bad.gguf", overrides=overrides, drop=drop, reshape=reshape)
+    with pytest.raises(ModelError, match=key.replace(".", r"\.")):
+        Model(GGUFFile(path))
