@@ -496,6 +496,12 @@ static void activate(const oxl_kernel_table *kt, const oxl_layer *L, const float
         }
         break;
     }
+    case OXL_ACT_RELU_SQR:
+        for (int i = 0; i < n; i++) {
+            const float r = g[i] > 0.0f ? g[i] : 0.0f;
+            y[i] = u ? r * r * u[i] : r * r;
+        }
+        break;
     case OXL_ACT_GELU_TANH: kt->ops.gelu_mul(g, u, y, n); break;
     case OXL_ACT_GELU_ERF: kt->ops.gelu_erf_mul(g, u, y, n); break;
     default:
@@ -660,6 +666,8 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_sta
         } else if (L->kind == OXL_LAYER_DELTANET) {
             const int rc = check_deltanet(m, L);
             if (rc) return rc;
+        } else if (L->kind == OXL_LAYER_FFN) {
+            if (!L->w_up.data || !L->w_down.data || !L->ffn_norm) return OXL_ERR_ARG;
         } else {
             return OXL_ERR_ARG;
         }
@@ -1046,6 +1054,34 @@ static void phase_ffn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L
             else memcpy(F->xn + i * n_embd, xi, (size_t)n_embd * 4);   /* post-norm: the FFN reads x */
         }
     }
+    act_set_fill(&T->acts, kt, F->xn, n_embd, (int)T->t0, (int)T->t1);
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* a mixer with no FFN after it (nemotron_h's attention blocks): x += its output, as phase_ffn_norm adds it */
+static void phase_mixer_residual(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const int n_embd = F->m->n_embd;
+    for (int64_t i = T->t0; i < T->t1; i++) {
+        float *ti = F->tmp + i * n_embd, *xi = F->x + i * n_embd;
+        add_bias(ti, L->bo, 1, n_embd, 0, 0, 1);
+        if (L->post_attn_norm) norm_row(kt, F->m, ti, L->post_attn_norm, NULL, ti, n_embd);
+        scale_residual(L, ti, n_embd);
+        kt->ops.add(xi, ti, n_embd);
+    }
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* a block with no mixer (OXL_LAYER_FFN): xn = ffn_norm(x), quantized for the FFN; nothing to add to x first */
+static void phase_block_ffn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const int n_embd = F->m->n_embd;
+    const oxl_weight *ffn_ws[2] = {&L->w_gate, &L->w_up};
+    act_set_init(&T->acts, kt, F->base, F->S, ffn_ws, 2);
+    for (int64_t i = T->t0; i < T->t1; i++)
+        norm_row(kt, F->m, F->x + i * n_embd, L->ffn_norm, L->ffn_norm_b, F->xn + i * n_embd, n_embd);
     act_set_fill(&T->acts, kt, F->xn, n_embd, (int)T->t0, (int)T->t1);
     sync_threads(F, T);
     (void)il;
@@ -1569,7 +1605,6 @@ static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
         ph[k++] = phase_ssm_conv;
         ph[k++] = phase_ssm_scan;
         ph[k++] = phase_ssm_out;
-        if (!L->w_up.data && L->n_expert == 0) return k;   /* no FFN after the mixer (mamba2) */
     } else if (L->kind == OXL_LAYER_SHORTCONV) {
         ph[k++] = phase_attn_norm;
         ph[k++] = phase_shortconv;
@@ -1579,12 +1614,22 @@ static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
         ph[k++] = phase_deltanet_conv;
         ph[k++] = phase_deltanet_scan;
         ph[k++] = phase_deltanet_out;
-    } else {
+    } else if (L->kind == OXL_LAYER_ATTENTION) {
         ph[k++] = phase_attn_norm;
         ph[k++] = phase_qkv;
         ph[k++] = phase_rope_store;
         ph[k++] = phase_attention;
         ph[k++] = phase_attn_out;
+    }
+    if (L->kind == OXL_LAYER_FFN) {   /* no mixer: the FFN reads x itself, normed */
+        ph[k++] = phase_block_ffn_norm;
+        ph[k++] = phase_ffn;
+        ph[k++] = phase_ffn_residual;
+        return k;
+    }
+    if (!L->w_up.data && L->n_expert == 0) {   /* no FFN after the mixer (mamba2, nemotron_h) */
+        if (L->kind == OXL_LAYER_ATTENTION) ph[k++] = phase_mixer_residual;   /* Mamba-2's ssm_out adds its own */
+        return k;
     }
     ph[k++] = phase_ffn_norm;
     if (L->n_expert > 0) {

@@ -192,6 +192,7 @@ cdef extern from "forward.h" nogil:
     enum: OXL_LAYER_MAMBA2
     enum: OXL_LAYER_SHORTCONV
     enum: OXL_LAYER_DELTANET
+    enum: OXL_LAYER_FFN
 
 
     ctypedef struct oxl_model:

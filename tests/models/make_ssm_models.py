@@ -270,6 +270,67 @@ def make_bamba() -> None:
     print(f"bamba: logits {logits.shape}, |logit| max {np.abs(logits).max():.2f}, std {logits.std():.3f}")
 
 
+NEMOTRON_H = dict(vocab_size=N_VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=5,
+                  layers_block_type=["linear_attention", "mlp", "full_attention", "linear_attention", "mlp"],
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=16, mamba_num_heads=8, mamba_head_dim=16,
+                  n_groups=2, ssm_state_size=16, conv_kernel=4, chunk_size=32, layer_norm_epsilon=1e-5,
+                  use_conv_bias=True, mlp_bias=True, tie_word_embeddings=False, max_position_embeddings=256,
+                  bos_token_id=N_VOCAB - 2, eos_token_id=N_VOCAB - 1, pad_token_id=0)
+
+
+def make_nemotron_h() -> None:
+    """Nemotron-H (NemotronHForCausalLM) in llama.cpp's nemotron_h layout (convert_hf_to_gguf.py's NemotronHModel):
+    Mamba-2, MLP (relu^2, with biases), attention (NoPE, GQA; Q and K rows permuted as the converter does), Mamba-2,
+    MLP blocks, each one mixer and a residual; the kinds from attention.head_count_kv and feed_forward_length, one
+    value per block."""
+    import torch
+    import transformers
+    cfg = transformers.NemotronHConfig(**NEMOTRON_H)
+    torch.manual_seed(SEED)
+    model = transformers.NemotronHForCausalLM(cfg).float().eval()
+    randomize(model, torch, SEED + 5)
+    ids = tokens()
+    with torch.no_grad():
+        logits = model(torch.from_numpy(ids)[None], use_cache=False).logits[0].float().numpy()
+    kinds = cfg.layers_block_type
+    d_inner = cfg.mamba_num_heads * cfg.mamba_head_dim
+    meta = {"context_length": cfg.max_position_embeddings, "embedding_length": cfg.hidden_size,
+            "feed_forward_length": np.array([cfg.intermediate_size if k == "mlp" else 0 for k in kinds], np.uint32),
+            "attention.head_count": cfg.num_attention_heads,
+            "attention.head_count_kv": np.array([cfg.num_key_value_heads if k == "full_attention" else 0
+                                                 for k in kinds], np.uint32),
+            "attention.key_length": cfg.head_dim, "attention.value_length": cfg.head_dim,
+            "block_count": cfg.num_hidden_layers, "attention.layer_norm_epsilon": float(cfg.layer_norm_epsilon),
+            "attention.layer_norm_rms_epsilon": float(cfg.layer_norm_epsilon),
+            "ssm.conv_kernel": cfg.conv_kernel, "ssm.inner_size": d_inner, "ssm.state_size": cfg.ssm_state_size,
+            "ssm.time_step_rank": cfg.mamba_num_heads, "ssm.group_count": cfg.n_groups}
+    m = model.model
+    tensors = {"token_embd.weight": _np(m.embeddings.weight), "output_norm.weight": _np(m.norm_f.weight),
+               "output.weight": _np(model.lm_head.weight)}
+    mcfg = type("C", (), {"expand": d_inner // cfg.hidden_size, "hidden_size": cfg.hidden_size,
+                          "n_groups": cfg.n_groups})
+    for il, layer in enumerate(m.layers):
+        p, mx = f"blk.{il}.", layer.mixer
+        tensors[p + "attn_norm.weight"] = _np(layer.norm.weight)
+        if kinds[il] == "linear_attention":
+            tensors.update(mamba2_mixer_tensors(p, mx, mcfg))
+        elif kinds[il] == "full_attention":
+            tensors.update({p + "attn_q.weight": permute_for_norm_rope(_np(mx.q_proj.weight), cfg.num_attention_heads),
+                            p + "attn_k.weight": permute_for_norm_rope(_np(mx.k_proj.weight), cfg.num_key_value_heads),
+                            p + "attn_v.weight": _np(mx.v_proj.weight), p + "attn_output.weight": _np(mx.o_proj.weight)})
+        else:
+            tensors.update({p + "ffn_up.weight": _np(mx.up_proj.weight), p + "ffn_up.bias": _np(mx.up_proj.bias),
+                            p + "ffn_down.weight": _np(mx.down_proj.weight),
+                            p + "ffn_down.bias": _np(mx.down_proj.bias)})
+    write_gguf(os.path.join(DATA, "nemotron_h.gguf"), "nemotron_h", meta, tensors)
+    np.savez_compressed(os.path.join(DATA, "nemotron_h.npz"), tokens=ids.astype(np.int32),
+                        logits=logits.astype(np.float32))
+    with open(os.path.join(DATA, "nemotron_h.json"), "w", encoding="utf-8") as f:
+        json.dump({"config": "NemotronHConfig", "overrides": NEMOTRON_H, "transformers": transformers.__version__,
+                   "torch": torch.__version__}, f, indent=1, sort_keys=True)
+    print(f"nemotron_h: logits {logits.shape}, |logit| max {np.abs(logits).max():.2f}, std {logits.std():.3f}")
+
+
 def make_llama_cpp_goldens() -> None:
     """llama.cpp's logits on the committed files (llama-cpp-python, F32 KV cache, one prefill of the tokens), with
     each file's sha256: data/ssm_llamacpp.npz, read by test_ssm.py so the suite needs no llama.cpp."""
@@ -277,7 +338,7 @@ def make_llama_cpp_goldens() -> None:
 
     import llama_cpp
     out = {}
-    for name in ("mamba2", "granitehybrid"):
+    for name in ("mamba2", "granitehybrid", "nemotron_h"):   # (not bamba: llama.cpp rotates its heads otherwise)
         path = os.path.join(DATA, f"{name}.gguf")
         g = np.load(os.path.join(DATA, f"{name}.npz"))
         model = llama_cpp.Llama(path, n_ctx=128, n_batch=128, logits_all=True, verbose=False, n_threads=1,
@@ -293,7 +354,7 @@ def make_llama_cpp_goldens() -> None:
     np.savez_compressed(os.path.join(DATA, "ssm_llamacpp.npz"), **out)
 
 
-MODELS = {"mamba2": make_mamba2, "granitehybrid": make_granitehybrid, "bamba": make_bamba,
+MODELS = {"mamba2": make_mamba2, "granitehybrid": make_granitehybrid, "bamba": make_bamba, "nemotron_h": make_nemotron_h,
           "llamacpp": make_llama_cpp_goldens}
 
 if __name__ == "__main__":

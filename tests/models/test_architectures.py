@@ -106,7 +106,7 @@ def test_longrope_runs_the_short_factors_within_the_original_context():
 
 
 # the recurrent and hybrid families (test_ssm.py, test_hybrid.py check them against transformers and llama.cpp)
-RECURRENT_ARCHS = ["mamba2", "granitehybrid", "lfm2", "lfm2moe", "qwen3next", "qwen35", "qwen35moe"]
+RECURRENT_ARCHS = ["mamba2", "granitehybrid", "lfm2", "lfm2moe", "qwen3next", "qwen35", "qwen35moe", "nemotron_h"]
 
 
 def test_every_listed_architecture_is_supported():

@@ -3,8 +3,10 @@
 Made by make_ssm_models.py in llama.cpp's GGUF layouts, with transformers' float32 logits for 80 tokens:
 mamba2.gguf (3 Mamba-2 layers, 8 heads in 2 groups, d_state 16, conv kernel 4) and granitehybrid.gguf (Granite
 4.0-H: Mamba-2, Mamba-2, attention (NoPE, GQA), Mamba-2 blocks, each with 4 experts (2 used) and a shared expert,
-every Granite multiplier away from 1). transformers runs the chunked SSD algorithm (chunks of 32), we run the
-recurrence token after token: the sums differ in order only. torch is not needed here."""
+every Granite multiplier away from 1), bamba.gguf (BambaForCausalLM as llama.cpp converts it: granitehybrid with
+RoPE over half of each head and a dense FFN) and nemotron_h.gguf (Nemotron-H: Mamba-2, MLP, attention blocks, one
+mixer each). transformers runs the chunked SSD algorithm (chunks of 32), we run the recurrence token after token:
+the sums differ in order only. torch is not needed here."""
 import os
 
 import numpy as np
@@ -29,10 +31,10 @@ def rel_err(out, ref):
     return float(np.abs(out - ref).max() / ref.std())
 
 
-ARCH = {"mamba2": "mamba2", "granitehybrid": "granitehybrid", "bamba": "granitehybrid"}
+ARCH = {"mamba2": "mamba2", "granitehybrid": "granitehybrid", "bamba": "granitehybrid", "nemotron_h": "nemotron_h"}
 
 
-@pytest.mark.parametrize("name", ["mamba2", "granitehybrid", "bamba"])
+@pytest.mark.parametrize("name", ["mamba2", "granitehybrid", "bamba", "nemotron_h"])
 def test_prefill_matches_transformers(name):
     tokens, ref = golden(name)
     with InferenceEngine.from_gguf(os.path.join(DATA, f"{name}.gguf"), n_ctx=128, n_threads=2, kv_type="f32") as e:
@@ -43,7 +45,7 @@ def test_prefill_matches_transformers(name):
     np.testing.assert_array_equal(out.argmax(1), ref.argmax(1))
 
 
-@pytest.mark.parametrize("name", ["mamba2", "granitehybrid"])
+@pytest.mark.parametrize("name", ["mamba2", "granitehybrid", "nemotron_h"])
 def test_logits_match_llama_cpp_on_the_same_file(name):
     """llama.cpp's logits on these very files (data/ssm_llamacpp.npz, made by make_ssm_models.py llamacpp with
     llama-cpp-python 0.3.36 and an F32 KV cache; it is within 3.8e-6 of transformers there): ours as close as
@@ -61,7 +63,7 @@ def test_logits_match_llama_cpp_on_the_same_file(name):
     np.testing.assert_array_equal(out.argmax(1), ref.argmax(1))
 
 
-@pytest.mark.parametrize("name", ["mamba2", "granitehybrid", "bamba"])
+@pytest.mark.parametrize("name", ["mamba2", "granitehybrid", "bamba", "nemotron_h"])
 def test_chunked_prefill_then_decode_matches_transformers(name):
     """Prefill chunks of 16 (the state carried across them), then one token at a time, the default KV cache."""
     tokens, ref = golden(name)
@@ -167,4 +169,31 @@ def test_granitehybrid_layer_kinds_disagreeing_with_the_tensors_are_refused(tmp_
 def test_granitehybrid_ssm_metadata_is_checked_against_a_mamba_block(tmp_path):
     path = rewrite(os.path.join(DATA, "granitehybrid.gguf"), tmp_path / "bad.gguf", {"ssm.conv_kernel": 5})
     with pytest.raises(ModelError, match=r"ssm\.conv_kernel"):
+        InferenceEngine.from_gguf(path, n_ctx=64)
+
+
+def test_nemotron_h_blocks_follow_the_two_lists():
+    """Mamba-2, MLP, attention, Mamba-2, MLP: one mixer per block, no FFN after Mamba-2 or attention; the MLP
+    blocks (relu^2, biases) have no mixer."""
+    with InferenceEngine.from_gguf(os.path.join(DATA, "nemotron_h.gguf"), n_ctx=64) as e:
+        assert e.plan.kinds == ("mamba2", "ffn", "attention", "mamba2", "ffn")
+        assert [il for il, name, _, _ in e.plan.state_layout if name == "ssm"] == [0, 3]
+        arch = e.model.arch
+        assert arch.layer(1)["act"] == "relu_sqr" and arch.layer(1)["b_up"] is not None
+        assert arch.layer(2)["rope"]["mode"] == "none" and arch.layer(2).get("w_up") is None
+
+
+@pytest.mark.parametrize("changes,key", [
+    ({"attention.head_count_kv": [0, 0, 0, 0, 0]}, "attention.head_count_kv"),     # block 2 has attention
+    ({"feed_forward_length": [0, 0, 0, 0, 96]}, "feed_forward_length"),             # block 1 is an MLP
+    ({"feed_forward_length": [0, 96, 96, 0, 96]}, "feed_forward_length"),           # both for block 2
+    ({"feed_forward_length": [0, 96, 0, 0]}, "feed_forward_length"),                # one short
+    ({"feed_forward_length": [0, 64, 0, 0, 64]}, "feed_forward_length"),            # ffn_up has 96 rows
+    ({"attention.key_length": 8}, "attention"),                                     # attn_q has 64 rows
+    ({"ssm.conv_kernel": 3}, "ssm.conv_kernel"),
+    ({"expert_count": 4}, "expert_count"),                                           # nemotron_h_moe: refused
+])
+def test_nemotron_h_metadata_disagreeing_with_the_tensors_is_refused(tmp_path, changes, key):
+    path = rewrite(os.path.join(DATA, "nemotron_h.gguf"), tmp_path / "bad.gguf", changes)
+    with pytest.raises(ModelError, match=key.replace(".", r"\.")):
         InferenceEngine.from_gguf(path, n_ctx=64)
