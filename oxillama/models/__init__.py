@@ -34,7 +34,8 @@ FAMILIES: tuple[type[Architecture], ...] = (Llama, Qwen2, Qwen3, Gemma, Gemma2, 
                                             Qwen3Moe, Qwen2Moe, OLMoE, PhiMoe, GptOss, Mamba2,
                                             GraniteHybrid,
                                             StableLM, GPTNeoX, Bloom, Falcon, GPT2, OLMo2, Granite, SmolLM3, Exaone,
-                                            InternLM2, Lfm2, Lfm2Moe, Qwen3Next, Qwen35, Qwen35Moe, NemotronH, Bert, NomicBert)
+                                            InternLM2, Lfm2, Lfm2Moe, Qwen3Next, Qwen35, Qwen35Moe, NemotronH,
+                                            Bert, NomicBert)
 ARCHITECTURES: dict[str, type[Architecture]] = {name: cls for cls in FAMILIES for name in cls.arch_names}
 
 __all__ = ["ARCHITECTURES", "Architecture", "ModelConfig", "architecture_for"]

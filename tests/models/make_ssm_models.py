@@ -317,7 +317,8 @@ def make_nemotron_h() -> None:
         elif kinds[il] == "full_attention":
             tensors.update({p + "attn_q.weight": permute_for_norm_rope(_np(mx.q_proj.weight), cfg.num_attention_heads),
                             p + "attn_k.weight": permute_for_norm_rope(_np(mx.k_proj.weight), cfg.num_key_value_heads),
-                            p + "attn_v.weight": _np(mx.v_proj.weight), p + "attn_output.weight": _np(mx.o_proj.weight)})
+                            p + "attn_v.weight": _np(mx.v_proj.weight),
+                            p + "attn_output.weight": _np(mx.o_proj.weight)})
         else:
             tensors.update({p + "ffn_up.weight": _np(mx.up_proj.weight), p + "ffn_up.bias": _np(mx.up_proj.bias),
                             p + "ffn_down.weight": _np(mx.down_proj.weight),
@@ -354,8 +355,8 @@ def make_llama_cpp_goldens() -> None:
     np.savez_compressed(os.path.join(DATA, "ssm_llamacpp.npz"), **out)
 
 
-MODELS = {"mamba2": make_mamba2, "granitehybrid": make_granitehybrid, "bamba": make_bamba, "nemotron_h": make_nemotron_h,
-          "llamacpp": make_llama_cpp_goldens}
+MODELS = {"mamba2": make_mamba2, "granitehybrid": make_granitehybrid, "bamba": make_bamba,
+          "nemotron_h": make_nemotron_h, "llamacpp": make_llama_cpp_goldens}
 
 if __name__ == "__main__":
     for n in sys.argv[1:] or list(MODELS):
