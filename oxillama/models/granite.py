@@ -51,6 +51,10 @@ class GraniteHybrid(Mamba2):
     expert_gating = "softmax"
     expert_norm_topk = True
 
+    def __init__(self, gguf):
+        self.row_orders: dict[str, np.ndarray] = {}   # tensor name -> the file's row of each plan row
+        super().__init__(gguf)
+
     @property
     def rope_mode(self) -> str:
         """NoPE unless rope.scaling.finetuned (Bamba). llama.cpp's converter permutes each head's Q and K rows for
@@ -80,6 +84,7 @@ class GraniteHybrid(Mamba2):
         order = np.concatenate([2 * np.arange(half), 2 * np.arange(half) + 1])
         order = (np.arange(n_head)[:, None] * head_dim + order[None, :]).reshape(-1)
         arr = np.asarray(data, dtype=np.uint8).reshape(rows, -1)
+        self.row_orders[name] = order   # a LoRA's B on this matrix is reordered alike (oxillama/lora)
         return (np.ascontiguousarray(arr[order]).reshape(-1), qtype, rows, cols)
 
     def read_config(self) -> ModelConfig:
