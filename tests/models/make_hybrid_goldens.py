@@ -2,11 +2,13 @@
 
     python tests/models/make_hybrid_goldens.py
 
-Builds transformers' Lfm2ForCausalLM and Qwen3NextForCausalLM from the very weights tiny_hybrid.write_tiny_lfm2 and
-write_tiny_qwen3next write (float32, eager attention; Qwen3-Next's prefill in its chunked delta-rule form), runs a 150-token prompt in one forward, and writes data/hybrid_goldens.npz: the tokens and, per
-model, transformers' logits at every position, plus llama.cpp's (llama-cpp-python, F32 KV cache) on the GGUF
-file where it is installed, and the sha256 of the file, so test_hybrid.py can tell a drifted file from a wrong
-forward. The suite itself needs neither torch nor llama.cpp.
+Builds transformers' Lfm2ForCausalLM (also under a sliding-window mask), Lfm2MoeForCausalLM, Qwen3NextForCausalLM,
+Qwen3_5ForCausalLM and Qwen3_5MoeForCausalLM from the very weights tiny_hybrid's writers write (float32, eager
+attention; the delta rule's prefill in its chunked form), runs a 150-token prompt in one forward, and writes
+data/hybrid_goldens.npz: the tokens and, per model, transformers' logits at every position, plus llama.cpp's
+(llama-cpp-python, F32 KV cache) on the GGUF file where it is installed (the later families' first 64 positions),
+llama.cpp's on Q8_0 files of four families (64 positions), and the sha256 of the files, so test_hybrid.py can tell
+a drifted file from a wrong forward. The suite itself needs neither torch nor llama.cpp.
 """
 import hashlib
 import os
@@ -22,6 +24,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 import tiny_hybrid  # noqa: E402
 
 N_TOKENS = 150
+N_QUANT = 64   # positions of the quantized files' llama.cpp logits, and of the later families' (the file stays small)
+QUANT_WRITERS = {"lfm2": tiny_hybrid.write_tiny_lfm2, "lfm2moe": tiny_hybrid.write_tiny_lfm2moe,
+                 "qwen3next": tiny_hybrid.write_tiny_qwen3next, "qwen35": tiny_hybrid.write_tiny_qwen35,
+                 "qwen35moe": tiny_hybrid.write_tiny_qwen35moe}
+QUANT_FAMILIES = ["lfm2", "lfm2moe", "qwen3next", "qwen35moe"]
 
 
 def sha256(path) -> str:
@@ -127,7 +134,7 @@ def main() -> None:
         out["lfm2_swa/transformers"] = lfm2_transformers(tokens, window=tiny_hybrid.LFM2_SWA)
         ref = llama_cpp_logits(path, tokens)
         if ref is not None:
-            out["lfm2_swa/llama_cpp"] = ref
+            out["lfm2_swa/llama_cpp"] = ref[:N_QUANT]
             print("lfm2 (sliding window) llama.cpp vs transformers: max |diff|",
                   float(np.abs(ref - out["lfm2_swa/transformers"]).max()))
         print("lfm2: the window moves the logits by", float(np.abs(out["lfm2_swa/transformers"]
@@ -137,7 +144,7 @@ def main() -> None:
         out["lfm2moe/sha256"] = np.array(sha256(path))
         ref = llama_cpp_logits(path, tokens)
         if ref is not None:
-            out["lfm2moe/llama_cpp"] = ref
+            out["lfm2moe/llama_cpp"] = ref[:N_QUANT]
             print("lfm2moe llama.cpp vs transformers: max |diff|",
                   float(np.abs(ref - out["lfm2moe/transformers"]).max()))
         path = tiny_hybrid.write_tiny_qwen3next(os.path.join(d, "qwen3next.gguf"))
@@ -154,10 +161,19 @@ def main() -> None:
             out[f"{name}/sha256"] = np.array(sha256(path))
             ref = llama_cpp_logits(path, tokens)
             if ref is not None:
-                out[f"{name}/llama_cpp"] = ref
+                out[f"{name}/llama_cpp"] = ref[:N_QUANT]
                 print(f"{name} llama.cpp vs transformers: max |diff|",
                       float(np.abs(ref - out[f"{name}/transformers"]).max()))
-    np.savez_compressed(os.path.join(HERE, "data", "hybrid_goldens.npz"), **out)
+        # llama.cpp on Q8_0 files (weights and activations quantized on both sides): the first N_QUANT positions
+        for name in QUANT_FAMILIES:
+            path = QUANT_WRITERS[name](os.path.join(d, f"{name}-q8.gguf"), qtype="Q8_0")
+            ref = llama_cpp_logits(path, tokens[:N_QUANT])
+            if ref is not None:
+                out[f"{name}/q8_0/llama_cpp"] = ref
+                out[f"{name}/q8_0/sha256"] = np.array(sha256(path))
+    final = os.path.join(HERE, "data", "hybrid_goldens.npz")
+    np.savez_compressed(final + ".tmp.npz", **out)
+    os.replace(final + ".tmp.npz", final)
     print({k: v.shape for k, v in out.items()})
 
 
