@@ -1,10 +1,11 @@
-"""LFM2 (short convolutions + attention) and Qwen3-Next (gated DeltaNet + gated attention + MoE) against
-transformers and llama.cpp, through the engine, and their bad files.
+"""LFM2 (short convolutions + attention, with a sliding window, with experts: lfm2moe), Qwen3-Next and Qwen3.5
+(gated DeltaNet + gated attention, with experts: qwen3next, qwen35moe) against transformers and llama.cpp, through
+the engine, and their bad files.
 
 The tiny models are written at test time (tiny_hybrid.py); the reference logits were computed once by
-make_hybrid_goldens.py from the same weights (transformers' Lfm2ForCausalLM / Qwen3NextForCausalLM in float32;
-llama.cpp 0.3.36 on the GGUF files). The forward runs here through the C plan directly (ForwardContext with a recurrent-state pool),
-over a prompt of 150 tokens fed in chunks of 64 (crossing chunks, KV pages and the conv state).
+make_hybrid_goldens.py from the same weights (transformers in float32; llama.cpp 0.3.36 on the GGUF files, F32 and
+Q8_0). The forward runs here through the C plan directly (ForwardContext with a recurrent-state pool), over a
+prompt of 150 tokens fed in chunks of 64 (crossing chunks, KV pages and the conv state).
 """
 import sys
 from pathlib import Path

@@ -1,9 +1,12 @@
 """Tiny random hybrid (recurrent + attention) GGUF files in llama.cpp's layout, written at test time (no torch).
 
 lfm2: LFM2's gated short-convolution layers and GQA attention layers (per-head Q/K RMS norms, NeoX RoPE), the
-layer kinds given by `lfm2.attention.head_count_kv` (0 = conv), the final norm as token_embd_norm.
-The same weights, mapped to Hugging Face names (`lfm2_hf_tensors`), make make_hybrid_goldens.py's transformers
-model, whose logits are committed in data/hybrid_goldens.npz.
+layer kinds given by `lfm2.attention.head_count_kv` (0 = conv), the final norm as token_embd_norm; lfm2moe: the same
+blocks, the first dense, the others a sigmoid-routed mixture with an expert bias. qwen3next: gated DeltaNet layers,
+gated full attention every 4th, experts with a gated shared expert; qwen35 / qwen35moe: Qwen3.5's split b / a
+projections and tiled value heads, a dense FFN or Qwen3-Next's experts.
+The same weights under Hugging Face names (`*_hf_tensors`) make make_hybrid_goldens.py's transformers models, whose
+logits are committed in data/hybrid_goldens.npz.
 """
 from __future__ import annotations
 
