@@ -9,7 +9,8 @@ The GGUF says which layer is which by `lfm2.attention.head_count_kv`, an array o
 layer (llama.cpp's lfm2: is_recurrent(il) = n_head_kv(il) == 0). The final norm is stored as token_embd_norm.
 Where the file sets `lfm2.attention.sliding_window` > 0, every attention layer attends to the last that many
 positions (itself included), as llama.cpp's lfm2 makes all its attention layers SWA then. Bidirectional files
-(`lfm2.attention.causal` false: LFM2.5's embedding models) are refused: their convolution is centred, not causal.
+(`lfm2.attention.causal` false: LFM2.5's embedding models) are refused: their convolution is centred, not causal;
+so are files with LFM2-ColBERT's dense_2_out projection, which an embedding would have to go through.
 """
 from __future__ import annotations
 
@@ -68,6 +69,9 @@ class Lfm2(Architecture):
         if not causal:
             raise ModelError(f"{self.arch}.attention.causal is false: bidirectional LFM2 models (embedding models, "
                              f"whose short convolutions are centred) are not supported")
+        if self.has("dense_2_out.weight"):   # LFM2-ColBERT: its embeddings go through this projection
+            raise ModelError("dense_2_out.weight: LFM2 embedding models with an output projection (LFM2-ColBERT) are "
+                             "not supported")
         kinds = ["shortconv" if v == 0 else "attention" for v in self._kv_heads_array()]
         extra = {"layer_kinds": tuple(kinds), "conv_L": 0}
         lkey = f"{self.arch}.shortconv.l_cache"
