@@ -105,8 +105,13 @@ def test_longrope_runs_the_short_factors_within_the_original_context():
             InferenceEngine(e.model, n_ctx=16)
 
 
+# the recurrent and hybrid families (test_ssm.py, test_hybrid.py check them against transformers and llama.cpp)
+RECURRENT_ARCHS = ["mamba2", "granitehybrid", "lfm2", "lfm2moe", "qwen3next", "qwen35", "qwen35moe", "nemotron_h"]
+
+
 def test_every_listed_architecture_is_supported():
     assert set(ARCHS) <= set(ARCHITECTURES)
+    assert set(RECURRENT_ARCHS) <= set(ARCHITECTURES)
 
 
 def test_unsupported_architecture_names_the_supported_ones(tmp_path):
@@ -123,7 +128,7 @@ def test_unsupported_architecture_names_the_supported_ones(tmp_path):
         InferenceEngine.from_gguf(path)
     msg = str(exc.value)
     assert "'mamba'" in msg
-    for arch in ARCHS:
+    for arch in ARCHS + RECURRENT_ARCHS:
         assert arch in msg
 
 
