@@ -22,7 +22,7 @@ weights_bytes = _helpers.weights_bytes
 
 DATA = Path(__file__).parent.parent / "models" / "data"
 # + Q4_K, Q6_K and IQ4_XS, whose prefill products (more than 8 tokens) the AVX-512 VNNI tier runs through its
-# 512-bit two-row kernels (csrc/x86/avx512vnni/repack_k_vnni.c; Q5_K shares Q4_K's) and decode through the
+# 512-bit two-row kernels (csrc/x86/avx512vnni/quants_k_vnni.c; Q5_K shares Q4_K's) and decode through the
 # inherited vec_dots
 TYPES = ["Q1_0", "TQ1_0", "MXFP4", "NVFP4", "IQ2_XXS", "IQ3_S", "IQ1_M", "Q4_K", "Q6_K", "IQ4_XS"]
 N_EMBD, N_FF, N_LAYER, N_HEAD, N_HEAD_KV = 256, 512, 2, 4, 2
