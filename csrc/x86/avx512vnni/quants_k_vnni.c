@@ -15,9 +15,10 @@
  *
  * Kernel alone (Xeon, AVX-512 VNNI, 1 thread, CPU time so that the shared machine's load drops out, 2048 x 2048
  * by 64 activation rows, 2026-11-26): Q4_K 120 -> 155 GOPS against the 256-bit tiles, Q6_K 121 -> 162, IQ4_XS
- * 107 -> 130; 2 x 4 tiles 128 / 143 / 96, 1 x 8 144 / 151 / 113. Not tried further: the integer multiplies
- * (vpmaddubsw, vpdpwssd) are what limits, and a 512-bit one costs the port a 256-bit pair would; a float path
- * (vpdpbusd, convert, fma by the scale: exact, the partial sums stay below 2^24) ran Q4_K at 135. */
+ * 107 -> 130; 2 x 4 tiles 128 / 143 / 96, 1 x 8 144 / 151 / 113. What did not help: a float path (vpdpbusd,
+ * convert, fma by the scale; exact, every partial sum stays below 2^24, so the same floats) ran Q4_K at 135 and
+ * IQ4_XS at 126 / 127; skipping the scale decode altogether (what a repacked copy with ready scales could save at
+ * most) 147 -> 163 for Q4_K, not worth a second copy of the weights in RAM. The files' layout is read as it is. */
 #include <immintrin.h>
 
 #define OXL_K_ACC_MADD(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
