@@ -496,6 +496,12 @@ static void activate(const oxl_kernel_table *kt, const oxl_layer *L, const float
         }
         break;
     }
+    case OXL_ACT_RELU_SQR:
+        for (int i = 0; i < n; i++) {
+            const float r = g[i] > 0.0f ? g[i] : 0.0f;
+            y[i] = u ? r * r * u[i] : r * r;
+        }
+        break;
     case OXL_ACT_GELU_TANH: kt->ops.gelu_mul(g, u, y, n); break;
     case OXL_ACT_GELU_ERF: kt->ops.gelu_erf_mul(g, u, y, n); break;
     default:
@@ -660,6 +666,8 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_sta
         } else if (L->kind == OXL_LAYER_DELTANET) {
             const int rc = check_deltanet(m, L);
             if (rc) return rc;
+        } else if (L->kind == OXL_LAYER_FFN) {
+            if (!L->w_up.data || !L->w_down.data || !L->ffn_norm) return OXL_ERR_ARG;
         } else {
             return OXL_ERR_ARG;
         }
@@ -1051,6 +1059,34 @@ static void phase_ffn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L
     (void)il;
 }
 
+/* a mixer with no FFN after it (nemotron_h's attention blocks): x += its output, as phase_ffn_norm adds it */
+static void phase_mixer_residual(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const int n_embd = F->m->n_embd;
+    for (int64_t i = T->t0; i < T->t1; i++) {
+        float *ti = F->tmp + i * n_embd, *xi = F->x + i * n_embd;
+        add_bias(ti, L->bo, 1, n_embd, 0, 0, 1);
+        if (L->post_attn_norm) norm_row(kt, F->m, ti, L->post_attn_norm, NULL, ti, n_embd);
+        scale_residual(L, ti, n_embd);
+        kt->ops.add(xi, ti, n_embd);
+    }
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* a block with no mixer (OXL_LAYER_FFN): xn = ffn_norm(x), quantized for the FFN; nothing to add to x first */
+static void phase_block_ffn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const int n_embd = F->m->n_embd;
+    const oxl_weight *ffn_ws[2] = {&L->w_gate, &L->w_up};
+    act_set_init(&T->acts, kt, F->base, F->S, ffn_ws, 2);
+    for (int64_t i = T->t0; i < T->t1; i++)
+        norm_row(kt, F->m, F->x + i * n_embd, L->ffn_norm, L->ffn_norm_b, F->xn + i * n_embd, n_embd);
+    act_set_fill(&T->acts, kt, F->xn, n_embd, (int)T->t0, (int)T->t1);
+    sync_threads(F, T);
+    (void)il;
+}
+
 /* the dense FFN: tmp (n, n_embd) = down(act(gate(xn)) * up(xn)); LoRA on each */
 static void phase_ffn(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
     const oxl_kernel_table *kt = F->kt;
@@ -1165,12 +1201,13 @@ static void route_row(const oxl_layer *L, float *logits, int32_t *sel, float *w)
         const float inv = 1.0f / sum;
         for (int e = 0; e < ne; e++) p[e] *= inv;
     }
+    const float *bias = L->sel_bias;   /* the choice by p + bias, the weights p */
     for (int j = 0; j < k; j++) {
         int best = -1;
         for (int e = 0; e < ne; e++) {
             int taken = 0;
             for (int i = 0; i < j; i++) taken |= sel[i] == e;
-            if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            if (!taken && (best < 0 || (bias ? p[e] + bias[e] > p[best] + bias[best] : p[e] > p[best]))) best = e;
         }
         sel[j] = best;
         w[j] = p[best];
@@ -1496,8 +1533,9 @@ static void phase_deltanet_conv(const fwd_state *F, fwd_thread *T, const oxl_lay
         for (int j = 0; j < nk * d->d_k; j++) row[j] *= q_scale;
         const float *bai = ba + i * 2 * nv;
         float *bgi = bg + i * 2 * nv;
-        for (int h = 0; h < nv; h++) {   /* value head h: key head h / r, its b and a at [g: b (r) | a (r)] */
-            const int g = h / r, j = h % r;
+        for (int h = 0; h < nv; h++) {   /* value head h: its key head g and rank j within g, its b and a at
+                                            [g: b (r) | a (r)] */
+            const int g = d->heads_tiled ? h % nk : h / r, j = d->heads_tiled ? h / nk : h % r;
             const float b = bai[g * 2 * r + j], a = bai[g * 2 * r + r + j] + d->dt_bias[h];
             const float softplus = a > 20.0f ? a : log1pf(expf(a));
             bgi[h] = 1.0f / (1.0f + expf(-b));
@@ -1517,7 +1555,7 @@ static void phase_deltanet_scan(const fwd_state *F, fwd_thread *T, const oxl_lay
     const float *cv = (const float *)(F->base + S->dn_conv), *bg = (const float *)(F->base + S->dn_bg);
     float *out = (float *)(F->base + S->dn_out);
     for (int64_t it = T->ith; it < (int64_t)F->n_seqs * nv; it += T->nth) {
-        const int s = (int)(it / nv), h = (int)(it % nv), g = h / r;
+        const int s = (int)(it / nv), h = (int)(it % nv), g = d->heads_tiled ? h % nk : h / r;
         float *st = seq_state(F, s) + L->state_off + (int64_t)cd * (d->L - 1) + (int64_t)h * dv * dk;
         if (F->seqs[s].pos0 == 0) memset(st, 0, (size_t)dv * dk * 4);
         const int64_t r0 = F->seq_row0[s];
@@ -1565,7 +1603,6 @@ static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
         ph[k++] = phase_ssm_conv;
         ph[k++] = phase_ssm_scan;
         ph[k++] = phase_ssm_out;
-        if (!L->w_up.data && L->n_expert == 0) return k;   /* no FFN after the mixer (mamba2) */
     } else if (L->kind == OXL_LAYER_SHORTCONV) {
         ph[k++] = phase_attn_norm;
         ph[k++] = phase_shortconv;
@@ -1575,12 +1612,22 @@ static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
         ph[k++] = phase_deltanet_conv;
         ph[k++] = phase_deltanet_scan;
         ph[k++] = phase_deltanet_out;
-    } else {
+    } else if (L->kind == OXL_LAYER_ATTENTION) {
         ph[k++] = phase_attn_norm;
         ph[k++] = phase_qkv;
         ph[k++] = phase_rope_store;
         ph[k++] = phase_attention;
         ph[k++] = phase_attn_out;
+    }
+    if (L->kind == OXL_LAYER_FFN) {   /* no mixer: the FFN reads x itself, normed */
+        ph[k++] = phase_block_ffn_norm;
+        ph[k++] = phase_ffn;
+        ph[k++] = phase_ffn_residual;
+        return k;
+    }
+    if (!L->w_up.data && L->n_expert == 0) {   /* no FFN after the mixer (mamba2, nemotron_h) */
+        if (L->kind == OXL_LAYER_ATTENTION) ph[k++] = phase_mixer_residual;   /* Mamba-2's ssm_out adds its own */
+        return k;
     }
     ph[k++] = phase_ffn_norm;
     if (L->n_expert > 0) {

@@ -124,6 +124,7 @@ cdef extern from "forward.h" nogil:
         const float *dt_bias
         const float *norm
         int L, n_k_heads, n_v_heads, d_k, d_v
+        int heads_tiled
 
     ctypedef struct oxl_layer:
         const float *attn_norm
@@ -187,11 +188,13 @@ cdef extern from "forward.h" nogil:
         const float *exp_down_b
         float act_alpha, act_limit
         float router_eps
+        const float *sel_bias
 
     enum: OXL_LAYER_ATTENTION
     enum: OXL_LAYER_MAMBA2
     enum: OXL_LAYER_SHORTCONV
     enum: OXL_LAYER_DELTANET
+    enum: OXL_LAYER_FFN
 
 
     ctypedef struct oxl_model:
