@@ -166,7 +166,7 @@ static inline int tq_block_dot_vnni(const __m512i t[4], const block_q8_K *y) {
     __m512i acc = _mm512_setzero_si512();
     for (int k = 0; k < 4; k++) acc = _mm512_dpbusd_epi32(acc, t[k], _mm512_loadu_si512((const void *)(y->qs + 64 * k)));
     const __m256i ys = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), _mm256_set1_epi16(1));
-    return _mm512_reduce_add_epi32(_mm512_sub_epi32(acc, _mm512_zextsi256_si512(ys)));
+    return _mm512_reduce_add_epi32(_mm512_sub_epi32(acc, _mm512_inserti64x4(_mm512_setzero_si512(), ys, 0)));
 }
 
 #define TQ_VNNI(T, block_t)                                                                                    \
