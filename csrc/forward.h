@@ -15,6 +15,7 @@
 #include "kernels.h"
 #include "layers/deltanet.h"
 #include "layers/shortconv.h"
+#include "layers/mla.h"
 
 typedef struct {
     const void *data;   /* NULL: absent */
@@ -65,6 +66,23 @@ typedef struct {
     const float *norm;      /* (d_v) */
     int L, n_k_heads, n_v_heads, d_k, d_v;
 } oxl_deltanet;
+
+/* DeepSeek-V2/V3's multi-head latent attention (layers/mla.h): q = wq(xn), or wq_b(rms_norm(wq_a(xn)) *
+ * q_a_norm), per head [nope (d_nope) | pe (d_rope)]; [c (r) | k_pe (d_rope)] = wkv_a(xn), c RMS-normed with
+ * kv_a_norm; the cache holds [c | k_pe] (the layer's head_dim = r + d_rope, one KV head); per head h
+ * q_abs_h = W_kb_h q_nope_h with wk_b's slab h (r, d_nope), and o_h = W_vb_h lat_h with wv_b's slab h (d_v, r). */
+typedef struct {
+    oxl_weight wq;          /* (n_head (d_nope + d_rope), n_embd), or absent beside wq_a / wq_b */
+    oxl_weight wq_a;        /* (q_lora_rank, n_embd) */
+    oxl_weight wq_b;        /* (n_head (d_nope + d_rope), q_lora_rank) */
+    const float *q_a_norm;  /* (q_lora_rank) */
+    oxl_weight wkv_a;       /* (r + d_rope, n_embd) */
+    const float *kv_a_norm; /* (r) */
+    oxl_weight wk_b;        /* (n_head r, d_nope) */
+    oxl_weight wv_b;        /* (n_head d_v, r) */
+    int q_lora_rank;        /* 0 without wq_a / wq_b */
+    int kv_lora_rank, d_nope, d_rope, d_v;
+} oxl_mla;
 
 typedef struct {
     /* attention block */
@@ -139,13 +157,23 @@ typedef struct {
     const float *exp_down_b;                 /* (n_expert * n_embd), or NULL */
     float act_alpha, act_limit;              /* OXL_ACT_SWIGLU_OAI's parameters */
     float router_eps;                        /* OXL_GATING_SPARSEMIXER's jitter epsilon */
+    /* DeepSeek-V3's routing: the experts are chosen by (probability + exp_probs_b) where given, the weights
+     * stay the probabilities; with n_group > 1 groups of n_expert / n_group experts, only the n_group_used
+     * groups of the highest scores (the sum of a group's two best) are chosen from */
+    const float *exp_probs_b;                /* (n_expert) or NULL */
+    int n_group, n_group_used;
+    /* multi-head latent attention (kind OXL_LAYER_MLA): n_head heads, n_head_kv = 1, head_dim = r + d_rope (the
+     * cache row); wo reads n_head d_v values; rope rotates d_rope values; attn_norm is its pre-norm */
+    oxl_mla mla;
 } oxl_layer;
 
 /* What a layer's mixer is (the norms, residuals and FFN around it are the same for every kind). A recurrent
  * kind keeps a fixed-size state per sequence in the state pool (oxl_state_pool) instead of KV: MAMBA2 its conv
  * and SSM states (layers/ssm.h), SHORTCONV its conv state (n_embd, L - 1) (layers/shortconv.h), DELTANET its
- * conv state and delta-rule state (layers/deltanet.h). */
-enum { OXL_LAYER_ATTENTION = 0, OXL_LAYER_MAMBA2 = 1, OXL_LAYER_SHORTCONV = 2, OXL_LAYER_DELTANET = 3 };
+ * conv state and delta-rule state (layers/deltanet.h). MLA is attention whose cache row is the compressed latent
+ * (layers/mla.h): its K pages hold [c | k_pe], and it reads its values from those same rows (never V). */
+enum { OXL_LAYER_ATTENTION = 0, OXL_LAYER_MAMBA2 = 1, OXL_LAYER_SHORTCONV = 2, OXL_LAYER_DELTANET = 3,
+       OXL_LAYER_MLA = 4 };
 
 /* How a router turns its logits into the chosen experts' weights (llama.cpp's expert_gating_func values):
  * SOFTMAX: softmax over all experts, the top k kept; SIGMOID: sigmoid of each, the top k kept;

@@ -49,6 +49,8 @@ class Experts:
     scale: float = 1.0
     n_ff_shared: int = 0
     router_eps: float = 0.0
+    n_group: int = 0            # DeepSeek-V3's group-limited routing: experts in n_group groups, the tokens' experts
+    n_group_used: int = 0       # chosen within the n_group_used best groups (0: no groups)
 
 
 # llama.cpp's expert_gating_func values
@@ -201,10 +203,11 @@ class Architecture:
         """The mixture-of-experts hyper-parameters, checked against the first block's tensors (before any weight
         is read); None for a dense model."""
         n_expert = self.hp_int("expert_count", 0, lo=0, hi=MAX_EXPERTS)
-        has_tensors = self.has("blk.0.ffn_gate_inp.weight") or self.has("blk.0.ffn_up_exps.weight")
+        b = f"blk.{self.first_moe_layer()}."
+        has_tensors = self.has(b + "ffn_gate_inp.weight") or self.has(b + "ffn_up_exps.weight")
         if n_expert == 0:
             if has_tensors:
-                raise ModelError(f"{self.arch} model has expert tensors (blk.0.ffn_gate_inp / ffn_up_exps) but "
+                raise ModelError(f"{self.arch} model has expert tensors ({b}ffn_gate_inp / ffn_up_exps) but "
                                  f"{self.arch}.expert_count is missing or 0")
             return None
         if n_expert < 1:
@@ -226,26 +229,38 @@ class Architecture:
             raise ModelError(f"{self.arch}.expert_weights_norm must be a bool, got {_short(norm)}")
         scale = self.hp_float("expert_weights_scale", 1.0, lo=0.0, lo_open=True)
         n_embd = self.tensor("token_embd.weight").shape[1]
-        router = self.tensor("blk.0.ffn_gate_inp.weight")
+        router = self.tensor(b + "ffn_gate_inp.weight")
         if router.shape != (n_expert, n_embd):
-            raise ModelError(f"blk.0.ffn_gate_inp.weight (the router) has shape {router.shape}; "
+            raise ModelError(f"{b}ffn_gate_inp.weight (the router) has shape {router.shape}; "
                              f"{self.arch}.expert_count {n_expert} and n_embd {n_embd} give ({n_expert}, {n_embd})")
-        up = self.tensor("blk.0.ffn_up_exps.weight")
+        up = self.tensor(b + "ffn_up_exps.weight")
         if len(up.shape) != 3 or up.shape[0] != n_expert or up.shape[2] != n_embd:
-            raise ModelError(f"blk.0.ffn_up_exps.weight has shape {up.shape}; {self.arch}.expert_count {n_expert} "
+            raise ModelError(f"{b}ffn_up_exps.weight has shape {up.shape}; {self.arch}.expert_count {n_expert} "
                              f"gives ({n_expert}, n_ff_exp, {n_embd})")
         n_ff_exp = self.hp_int("expert_feed_forward_length", up.shape[1], lo=1)
         if up.shape[1] != n_ff_exp:
-            raise ModelError(f"blk.0.ffn_up_exps.weight has {up.shape[1]} rows per expert but "
+            raise ModelError(f"{b}ffn_up_exps.weight has {up.shape[1]} rows per expert but "
                              f"{self.arch}.expert_feed_forward_length is {n_ff_exp}")
         n_ff_shared = 0
-        if self.has("blk.0.ffn_up_shexp.weight"):
+        if self.has(b + "ffn_up_shexp.weight"):
             n_ff_shared = self.hp_int("expert_shared_feed_forward_length",
-                                      self.tensor("blk.0.ffn_up_shexp.weight").shape[0], lo=1)
+                                      self.tensor(b + "ffn_up_shexp.weight").shape[0], lo=1)
         if gating == "sparsemixer" and n_used != 2:
             raise ModelError(f"{self.arch}.expert_used_count = {n_used}: the sparsemixer router picks 2 experts")
+        n_group = self.hp_int("expert_group_count", 0, lo=0, hi=n_expert)
+        n_group_used = self.hp_int("expert_group_used_count", 0, lo=0, hi=max(n_group, 1))
+        if n_group > 1 and (n_expert % n_group or n_group_used < 1 or n_group_used * (n_expert // n_group) < n_used):
+            raise ModelError(f"{self.arch}.expert_group_count {n_group} must divide expert_count {n_expert}, and "
+                             f"{self.arch}.expert_group_used_count {n_group_used} groups must hold expert_used_count "
+                             f"{n_used} experts")
         return Experts(n_expert=n_expert, n_used=n_used, n_ff_exp=n_ff_exp, gating=gating, norm_topk=bool(norm),
-                       scale=scale, n_ff_shared=n_ff_shared, router_eps=self.router_eps)
+                       scale=scale, n_ff_shared=n_ff_shared, router_eps=self.router_eps,
+                       n_group=n_group if n_group > 1 else 0, n_group_used=n_group_used if n_group > 1 else 0)
+
+    def first_moe_layer(self) -> int:
+        """The first block with experts, whose tensors the expert hyper-parameters are checked against (deepseek2:
+        after its leading dense blocks)."""
+        return 0
 
     def validate(self, c: ModelConfig) -> None:
         """What the hyper-parameters must satisfy together, and with the tensors' shapes, before a
@@ -428,7 +443,9 @@ class Architecture:
              "exp_down": self.experts_weight(p + "ffn_down_exps.weight", e.n_expert),
              # biases where the family has them (gpt-oss): the router's (n_expert), each expert's (n_expert, rows)
              "router_b": self.vector(p + "ffn_gate_inp.bias"), "exp_gate_b": self.vector(p + "ffn_gate_exps.bias"),
-             "exp_up_b": self.vector(p + "ffn_up_exps.bias"), "exp_down_b": self.vector(p + "ffn_down_exps.bias")}
+             "exp_up_b": self.vector(p + "ffn_up_exps.bias"), "exp_down_b": self.vector(p + "ffn_down_exps.bias"),
+             # DeepSeek-V3: the selection bias (e_score_correction) and the expert groups
+             "exp_probs_b": self.vector(p + "exp_probs_b.bias"), "n_group": e.n_group, "n_group_used": e.n_group_used}
         if d["router"][2:] != (e.n_expert, self.config.n_embd):
             raise ModelError(f"{p}ffn_gate_inp.weight has shape {d['router'][2:]}; expected "
                              f"(expert_count {e.n_expert}, n_embd {self.config.n_embd})")
