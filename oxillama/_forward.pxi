@@ -548,6 +548,9 @@ cdef class LoraWeights:
             if not (isinstance(il, int) and 0 <= il < plan.n_layer) or slot not in LORA_SLOTS:
                 raise LoraError(f"no projection {slot!r} in layer {il!r} of a {plan.n_layer}-layer model")
             L = &plan.layers[il]
+            if L.kind == OXL_LAYER_MLA and slot in ("q", "k", "v"):
+                raise LoraError(f"layer {il} is latent attention (deepseek2): LoRA adapts its attention output "
+                                f"and feed-forward projections, not {slot!r}")
             target = NULL
             if slot == "q": target = &L.wq
             elif slot == "k": target = &L.wk

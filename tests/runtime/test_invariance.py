@@ -50,7 +50,7 @@ def assert_same(a, b, what):
 MOE = ["moe:qwen3moe:F32", "moe:qwen2moe:Q8_0", "moe:olmoe:F32", "moe:mixtral:Q8_0", "moe:gpt-oss:MXFP4", "moe:phimoe:Q8_0"]
 # and the hybrids of recurrent and attention layers ("hybrid:<family>:<weights' type>")
 HYBRID = ["hybrid:lfm2:Q8_0", "hybrid:qwen3next:Q8_0"]
-CASES = ([(name, "f16") for name in TINY] + [("qwen3.gguf", "q8_0")] + [(name, "f16") for name in MOE]
+CASES = ([(name, "f16") for name in TINY] + [("qwen3.gguf", "q8_0"), ("deepseek2.gguf", "q8_0")] + [(name, "f16") for name in MOE]
          + [(name, "f16") for name in HYBRID])
 
 
