@@ -133,6 +133,15 @@ class Architecture:
         self.arch = gguf.architecture
         self.tensors = gguf.tensors
         self.config = self.read_config()
+        self.n_ctx = 0   # the context the model will run with (Model sets it before build()); 0: not known
+
+    def long_rope(self, n_ctx: int) -> bool | None:
+        """Whether a context of n_ctx positions runs LongRoPE's long factors (Phi-3.5 / Phi-4-mini files carry
+        rope_factors_long and rope_factors_short): as llama.cpp, the long ones once the context exceeds the
+        trained original context. None: the file has no such pair."""
+        if "rope_factors_long.weight" not in self.tensors:
+            return None
+        return n_ctx > self.hp_int("rope.scaling.original_context_length", self.config.n_ctx_train, lo=1)
 
     # ---- metadata ----
 
@@ -366,6 +375,16 @@ class Architecture:
         sc = c.rope_scaling
         spec = {"mode": self.rope_mode, "base": c.rope_base, "n_rot": c.n_rot,
                 "freq_factors": self.vector("rope_freqs.weight")}
+        long = self.long_rope(self.n_ctx)
+        if long is not None and spec["freq_factors"] is None:
+            # LongRoPE: per-pair frequency divisors for the context, and a magnitude on Q and K (the cos/sin
+            # scaled, as transformers' attention_factor; the converter stores sqrt(1 + ln s / ln n_orig))
+            for name in ("rope_factors_long.weight", "rope_factors_short.weight"):
+                if name not in self.tensors:
+                    raise ModelError(f"{name!r} is missing: LongRoPE files carry both rope_factors_long and "
+                                     f"rope_factors_short")
+            spec["freq_factors"] = self.vector("rope_factors_long.weight" if long else "rope_factors_short.weight")
+            spec["attn_factor"] = self.hp_float("rope.scaling.attn_factor", 1.0, lo=0.0, lo_open=True)
         if sc.kind == "linear":
             spec["freq_scale"] = 1.0 / sc.factor
         elif sc.kind == "yarn":

@@ -22,6 +22,7 @@ from oxillama.errors import ContextOverflowError, InvalidArgumentError, ModelErr
 from oxillama.gguf import GGUFFile
 from oxillama.grammar import GrammarMatcher
 from oxillama.lora import LoraAdapter, bound, check_loras, check_scale
+from oxillama.models import architecture_for
 from oxillama.runtime import snapshot as _snap
 from oxillama.runtime.beam import BeamSearchConfig, beam_search
 from oxillama.runtime.completion import Completion, Timings, Usage
@@ -56,8 +57,8 @@ class InferenceEngine:
                  prefix_cache: PrefixKvCache | None = None, n_seq_max: int = 1, type_k=None, type_v=None,
                  repack: bool = True):
         # the loaded model (immutable, shareable: a Model given is not closed with this engine's session)
-        self.model = gguf if isinstance(gguf, Model) else Model(gguf, tokenizer=tokenizer, repack=repack)
-        c = self.config
+        arch = gguf.arch if isinstance(gguf, Model) else architecture_for(gguf)
+        c = arch.config
         if n_ctx < 0:
             raise InvalidArgumentError(f"n_ctx must be >= 0, got {n_ctx}")
         if n_ctx == 0:
@@ -72,6 +73,15 @@ class InferenceEngine:
         if n_ctx > c.n_ctx_train:
             log.warning("n_ctx=%d is above the %d positions the model was trained on: expect its output to "
                         "degrade past them", n_ctx, c.n_ctx_train)
+        if not isinstance(gguf, Model):
+            self.model = Model(gguf, tokenizer=tokenizer, repack=repack, arch=arch, n_ctx=n_ctx)
+        elif arch.long_rope(n_ctx) != gguf.long_rope:
+            raise InvalidArgumentError(
+                f"this Model was loaded for a context of {gguf.n_ctx} positions, which runs LongRoPE's "
+                f"{'long' if gguf.long_rope else 'short'} factors; n_ctx={n_ctx} needs the other ones: load the "
+                f"Model with n_ctx={n_ctx}")
+        else:
+            self.model = gguf
         if n_batch < 1:
             raise InvalidArgumentError(f"n_batch must be >= 1, got {n_batch}")
         self.n_threads = resolve_threads(n_threads)   # at most the logical CPUs, unless asked

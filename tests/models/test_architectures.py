@@ -14,7 +14,7 @@ import os
 import numpy as np
 import pytest
 
-from oxillama.errors import UnsupportedArchitectureError
+from oxillama.errors import InvalidArgumentError, UnsupportedArchitectureError
 from oxillama.gguf import GGUFFile, GGUFWriter
 from oxillama.models import ARCHITECTURES
 from oxillama.runtime import InferenceEngine
@@ -26,7 +26,8 @@ ARCHS = ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi
 # test model -> the GGUF architecture it is converted to (llama.cpp converts Mistral as llama)
 MODELS = {**{a: a for a in ARCHS}, "mistral": "llama", "llama3": "llama",   # llama3: RoPE via rope_freqs
           "stablelm-par": "stablelm",    # StableLM-2 12B's parallel block and per-head Q/K LayerNorms
-          "falcon40b": "falcon"}         # Falcon-40B's KV groups and two norms
+          "falcon40b": "falcon",         # Falcon-40B's KV groups and two norms
+          "phi3-longrope": "phi3"}       # Phi-3.5 / Phi-4-mini LongRoPE: at n_ctx 64 past its 16, the long factors
 
 # max |ours - transformers| / std(transformers logits)
 F32_TOL = 1e-5        # F32 weights, F32 KV cache: float activations throughout (measured 1.2-3.6e-6;
@@ -86,6 +87,24 @@ def test_quantized_weights_stay_close(name, variant, tol, min_top1):
         out = e.forward(tokens, all_logits=True)
     assert rel_err(out, ref) < tol
     assert np.mean(out.argmax(1) == ref.argmax(1)) >= min_top1
+
+
+def test_longrope_runs_the_short_factors_within_the_original_context():
+    """Phi-3.5's LongRoPE: a context within the trained original one (16 here) runs rope_factors_short, a longer
+    one rope_factors_long (as llama.cpp picks them by n_ctx; transformers by the sequence's length), both with the
+    attention factor on Q and K."""
+    g = np.load(os.path.join(DATA, "phi3-longrope.npz"))
+    tokens, short, long_ = g["tokens"], g["logits_short"], g["logits"]
+    path = os.path.join(DATA, "phi3-longrope.gguf")
+    with InferenceEngine.from_gguf(path, n_ctx=16, n_threads=2, kv_type="f32") as e:
+        assert e.model.long_rope is False
+        out = e.forward(tokens[:16], all_logits=True)
+    assert rel_err(out, short) < F32_TOL
+    assert rel_err(long_[:16], short) > 0.1    # the two factor sets really differ on these positions
+    with InferenceEngine.from_gguf(path, n_ctx=64, n_threads=2, kv_type="f32") as e:
+        assert e.model.long_rope is True
+        with pytest.raises(InvalidArgumentError, match="LongRoPE"):   # its Model cannot serve a short context
+            InferenceEngine(e.model, n_ctx=16)
 
 
 def test_every_listed_architecture_is_supported():
