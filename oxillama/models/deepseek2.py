@@ -17,6 +17,7 @@ and RoPE's own magnitude factor cancels to 1 (DeepSeek's mscale = mscale_all_dim
 FFN: the first leading_dense_block_count blocks are dense; the others a mixture (softmax router unless
 expert_gating_func says sigmoid, V3's selection bias exp_probs_b and group-limited choice over expert_group_count
 groups, expert_weights_norm, expert_weights_scale) plus expert_shared_count shared experts run as one FFN.
+Multi-token-prediction blocks after the trunk (nextn_predict_layers) are not run.
 """
 from __future__ import annotations
 
@@ -107,6 +108,11 @@ class DeepSeek2(Architecture):
         m = c.extra["mla"]
         # the cache's layout: one KV head of the latent row (llama.cpp writes head_count_kv 1 too)
         return dataclasses.replace(c, n_head_kv=1, head_dim=m["r"] + m["d_rope"], n_rot=m["d_rope"])
+
+    def run_layers(self) -> int:
+        """The trunk: not the multi-token-prediction blocks block_count counts after it (GLM-4.7's; llama.cpp's
+        n_layer_nextn), a draft head."""
+        return self.config.n_layer - self.hp_int("nextn_predict_layers", 0, lo=0, hi=self.config.n_layer - 1)
 
     def first_moe_layer(self) -> int:
         return self.hp_int("leading_dense_block_count", 0, lo=0)
