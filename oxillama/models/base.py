@@ -8,6 +8,7 @@ spec: a dict of hyper-parameters, weights as (bytes, type id, rows, cols) and fl
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 import math
 from dataclasses import dataclass, field
 
@@ -102,6 +103,32 @@ def yarn_corr_dims(n_rot: int, n_ctx_orig: int, base: float, beta_fast: float, b
     return float(max(0, lo)), float(min(n_rot - 1, hi))
 
 
+class _ReadTensors(Mapping):
+    """The file's tensors, remembering which ones the architecture read (get / []), so that a file with tensors
+    the forward never runs is reported instead of silently giving other numbers than llama.cpp would."""
+
+    def __init__(self, tensors: Mapping):
+        self._tensors = tensors
+        self.read: set[str] = set()
+
+    def __getitem__(self, name):
+        t = self._tensors[name]
+        self.read.add(name)
+        return t
+
+    def __iter__(self):
+        return iter(self._tensors)
+
+    def __len__(self):
+        return len(self._tensors)
+
+    def __contains__(self, name):
+        return name in self._tensors
+
+    def unread(self) -> list[str]:
+        return sorted(n for n in self._tensors if n not in self.read)
+
+
 class Architecture:
     """The llama-style decoder block; families override the class attributes and hooks below."""
 
@@ -131,7 +158,7 @@ class Architecture:
     def __init__(self, gguf: GGUFFile):
         self.gguf = gguf
         self.arch = gguf.architecture
-        self.tensors = gguf.tensors
+        self.tensors = _ReadTensors(gguf.tensors)
         self.config = self.read_config()
         self.n_ctx = 0   # the context the model will run with (Model sets it before build()); 0: not known
 
@@ -212,7 +239,7 @@ class Architecture:
         """The mixture-of-experts hyper-parameters, checked against the first block's tensors (before any weight
         is read); None for a dense model."""
         n_expert = self.hp_int("expert_count", 0, lo=0, hi=MAX_EXPERTS)
-        b = f"blk.{self.first_moe_layer()}."
+        b = f"blk.{self.first_moe_block()}."
         has_tensors = self.has(b + "ffn_gate_inp.weight") or self.has(b + "ffn_up_exps.weight")
         if n_expert == 0:
             if has_tensors:
@@ -266,9 +293,9 @@ class Architecture:
                        scale=scale, n_ff_shared=n_ff_shared, router_eps=self.router_eps,
                        n_group=n_group if n_group > 1 else 0, n_group_used=n_group_used if n_group > 1 else 0)
 
-    def first_moe_layer(self) -> int:
-        """The first block with experts, whose tensors the expert hyper-parameters are checked against (deepseek2:
-        after its leading dense blocks)."""
+    def first_moe_block(self) -> int:
+        """The first block with experts, whose tensors the expert keys are checked against (lfm2moe: after its
+        leading dense blocks)."""
         return 0
 
     def validate(self, c: ModelConfig) -> None:
@@ -383,7 +410,9 @@ class Architecture:
                 if name not in self.tensors:
                     raise ModelError(f"{name!r} is missing: LongRoPE files carry both rope_factors_long and "
                                      f"rope_factors_short")
-            spec["freq_factors"] = self.vector("rope_factors_long.weight" if long else "rope_factors_short.weight")
+            # both read: both checked, neither reported unused
+            factors = {k: self.vector(f"rope_factors_{k}.weight") for k in ("long", "short")}
+            spec["freq_factors"] = factors["long" if long else "short"]
             spec["attn_factor"] = self.hp_float("rope.scaling.attn_factor", 1.0, lo=0.0, lo_open=True)
         if sc.kind == "linear":
             spec["freq_scale"] = 1.0 / sc.factor
@@ -464,7 +493,7 @@ class Architecture:
              "router_b": self.vector(p + "ffn_gate_inp.bias"), "exp_gate_b": self.vector(p + "ffn_gate_exps.bias"),
              "exp_up_b": self.vector(p + "ffn_up_exps.bias"), "exp_down_b": self.vector(p + "ffn_down_exps.bias"),
              # DeepSeek-V3: the selection bias (e_score_correction) and the expert groups
-             "exp_probs_b": self.vector(p + "exp_probs_b.bias"), "n_group": e.n_group, "n_group_used": e.n_group_used}
+             "sel_bias": self.vector(p + "exp_probs_b.bias"), "n_group": e.n_group, "n_group_used": e.n_group_used}
         if d["router"][2:] != (e.n_expert, self.config.n_embd):
             raise ModelError(f"{p}ffn_gate_inp.weight has shape {d['router'][2:]}; expected "
                              f"(expert_count {e.n_expert}, n_embd {self.config.n_embd})")

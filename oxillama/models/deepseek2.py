@@ -114,7 +114,7 @@ class DeepSeek2(Architecture):
         n_layer_nextn), a draft head."""
         return self.config.n_layer - self.hp_int("nextn_predict_layers", 0, lo=0, hi=self.config.n_layer - 1)
 
-    def first_moe_layer(self) -> int:
+    def first_moe_block(self) -> int:
         return self.hp_int("leading_dense_block_count", 0, lo=0)
 
     def validate(self, c: ModelConfig) -> None:

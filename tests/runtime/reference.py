@@ -55,7 +55,7 @@ def route(logits, L):
     if gating == "sparsemixer":
         return _sparsemixer(logits, L["router_eps"])
     p = _softmax(logits) if gating == "softmax" else 1.0 / (1.0 + np.exp(-logits)) if gating == "sigmoid" else logits
-    sc = p if L.get("exp_probs_b") is None else p + _vec(L["exp_probs_b"])   # DeepSeek-V3: choose by p + bias
+    sc = p if L.get("sel_bias") is None else p + _vec(L["sel_bias"])   # DeepSeek-V3, lfm2moe: choose by p + bias
     if L.get("n_group", 0) > 1:   # only within the n_group_used groups whose two best scores sum highest
         ng = L["n_group"]
         groups = sc.reshape(len(sc), ng, -1)

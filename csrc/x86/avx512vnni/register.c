@@ -7,9 +7,11 @@
 void oxl_register_avx512vnni_legacy(oxl_kernel_table *t);
 void oxl_register_avx512vnni_k(oxl_kernel_table *t);
 void oxl_register_avx512vnni_lowbit(oxl_kernel_table *t);   /* quants_lowbit_vnni.c */
+void oxl_register_avx512vnni_k_wide(oxl_kernel_table *t);   /* repack_k_vnni.c */
 
 void oxl_register_avx512vnni(oxl_kernel_table *t) {
     oxl_register_avx512vnni_legacy(t);
     oxl_register_avx512vnni_k(t);
+    oxl_register_avx512vnni_k_wide(t);
     oxl_register_avx512vnni_lowbit(t);
 }
