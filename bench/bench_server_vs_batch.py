@@ -4,7 +4,8 @@ against InferenceEngine.generate_batch on the same 8 prompts (issue 35: the serv
     python bench/bench_server_vs_batch.py [-m MODEL] [-t THREADS] [--tokens 64] [--rounds 3]
     pytest bench/bench_server_vs_batch.py --benchmark-only -s
 
-Both sides run the same prompts (token ids, so no chat template or tokenizer difference), the same sampling
+Both sides run the same prompts (token ids, so no chat template or tokenizer difference; new ones every round, so
+the server's prompt cache finds nothing from a warm-up or an earlier round), the same sampling
 (temperature 0.8, a seed per prompt, ignore_eos: every request generates exactly --tokens tokens) and the same
 thread count; rounds alternate a server burst and a generate_batch child process (each loads the model once
 and warms up first). Per side, per round:
@@ -34,10 +35,10 @@ PROMPT_TOKENS = 24
 BATCH_CHILD = r"""
 import json, os, sys, time
 from oxillama import InferenceEngine
-model, threads, n_tokens, prompts = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
+model, threads, n_tokens, (warm, prompts) = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
 e = InferenceEngine.from_gguf(model, n_ctx=1024, n_threads=threads)
 kw = dict(max_tokens=n_tokens, temperature=0.8, ignore_eos=True)
-e.generate_batch(prompts, **dict(kw, max_tokens=4))        # warm-up: every slot used once
+e.generate_batch(warm, **dict(kw, max_tokens=4))           # warm-up: every slot used once
 out = []
 for r in range(int(sys.argv[5])):
     c0, t0 = os.times(), time.perf_counter()
@@ -49,9 +50,11 @@ print(json.dumps(out))
 """
 
 
-def prompts_for(n_vocab: int = 30000) -> list[list[int]]:
-    """N_SEQ different prompts of PROMPT_TOKENS ordinary token ids."""
-    return [[(1000 + 7919 * (i + 97 * s)) % n_vocab + 100 for i in range(PROMPT_TOKENS)] for s in range(N_SEQ)]
+def prompts_for(round_: int, n_vocab: int = 30000) -> list[list[int]]:
+    """N_SEQ different prompts of PROMPT_TOKENS ordinary token ids, new ones every round: the server's prompt
+    cache (on by default) must not find a round's prompts from an earlier one."""
+    return [[(1000 + 7919 * (i + 97 * s + 1009 * round_)) % n_vocab + 100 for i in range(PROMPT_TOKENS)]
+            for s in range(N_SEQ)]
 
 
 def _free_port() -> int:
@@ -132,19 +135,19 @@ async def _burst(url: str, prompts, n_tokens: int, seed: int, pid: int) -> dict:
 
 
 def run(model: str, threads: int = 2, n_tokens: int = 64, rounds: int = 3) -> dict:
-    prompts = prompts_for()
     server = Server(model, threads)
     runs = {"server": [], "batch": []}
     try:
         server.wait_ready()
-        asyncio.run(_burst(server.url, prompts, 4, 0, server.proc.pid))     # warm-up: every slot used once
+        asyncio.run(_burst(server.url, prompts_for(0), 4, 0, server.proc.pid))     # warm-up: every slot used once
         import oxillama
         env = dict(os.environ, PYTHONPATH=str(Path(oxillama.__file__).resolve().parents[1]))
         for r in range(rounds):
+            prompts = prompts_for(1 + r)
             runs["server"].append(asyncio.run(_burst(server.url, prompts, n_tokens, r, server.proc.pid)))
             # the batch side in its own process, one generate_batch per round, while the server idles
             out = subprocess.run([sys.executable, "-c", BATCH_CHILD, model, str(threads), str(n_tokens),
-                                  json.dumps(prompts), "1"], env=env, capture_output=True, text=True,
+                                  json.dumps([prompts_for(0), prompts]), "1"], env=env, capture_output=True, text=True,
                                  cwd=tempfile.gettempdir())
             if out.returncode != 0:
                 raise RuntimeError(f"generate_batch child failed:\n{out.stderr[-3000:]}")

@@ -154,7 +154,7 @@ N_LOGITS = 128   # teacher-forced positions of the logits comparison
 
 def logits_worker(lib: str, model: str, threads: int, out: str) -> None:
     """Both libraries' log-softmax at every position of one N_LOGITS-token prefill (compare_llamacpp.py's
-    deterministic prompt), saved to out (.npy, float64)."""
+    deterministic prompt, no BOS put in front by either: the very same ids), saved to out (.npy, float64)."""
     import numpy as np
 
     sys.path.insert(0, str(HERE))
@@ -165,15 +165,14 @@ def logits_worker(lib: str, model: str, threads: int, out: str) -> None:
 
         llm = llama_cpp.Llama(model, logits_all=True, n_ctx=N_LOGITS + 8, n_batch=N_LOGITS, n_ubatch=N_LOGITS,
                               n_threads=threads, verbose=False)
-        bos = llm.token_bos() if llm.metadata.get("tokenizer.ggml.add_bos_token", "false") == "true" else None
-        llm.eval(_prompt_ids(llm.n_vocab(), N_LOGITS, bos))
+        llm.eval(_prompt_ids(llm.n_vocab(), N_LOGITS, None))
         x = np.array(llm.scores[:N_LOGITS], dtype=np.float64)
         llm.close()
     else:
         from oxillama import InferenceEngine
 
         with InferenceEngine.from_gguf(model, n_ctx=N_LOGITS + 8, n_threads=threads) as e:
-            x = e.forward(_prompt_ids(e.n_vocab, N_LOGITS, e.tokenizer.bos_id), all_logits=True).astype(np.float64)
+            x = e.forward(_prompt_ids(e.n_vocab, N_LOGITS, None), all_logits=True).astype(np.float64)
     x -= x.max(axis=-1, keepdims=True)
     np.save(out, x - np.log(np.exp(x).sum(axis=-1, keepdims=True)))
 
@@ -214,6 +213,7 @@ def main(argv=None) -> int:
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--long", type=int, default=2000)
+    ap.add_argument("--decode-tokens", type=int, default=128, help="greedy tokens per decode figure")
     ap.add_argument("--no-llamacpp", action="store_true", help="only oxillama's batch figures")
     args = ap.parse_args(argv)
     for arch in [m.strip() for m in args.models.split(",") if m.strip()]:
@@ -227,7 +227,8 @@ def main(argv=None) -> int:
             print(f"{arch}: logits vs llama.cpp over {N_LOGITS} positions: mean KL {c['mean_kl']:.2e}, max KL "
                   f"{c['max_kl']:.2e}, top-1 agreement {c['top1']:.1%}")
             subprocess.run([sys.executable, str(HERE / "compare_llamacpp.py"), "-m", str(path), "-t",
-                            str(args.threads), "--rounds", str(args.rounds), "--long", str(args.long)], check=False)
+                            str(args.threads), "--rounds", str(args.rounds), "--long", str(args.long),
+                            "--decode-tokens", str(args.decode_tokens)], check=False)
         one, eight = [], []
         for _ in range(args.rounds):   # alternating rounds, medians
             one.append(run_batch(str(path), args.threads, 1))

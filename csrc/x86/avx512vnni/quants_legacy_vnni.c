@@ -221,7 +221,7 @@ OXL_INLINE void row_group_any(int vk, int R, int C, int nb, const char *w, size_
 
 OXL_INLINE void row_group_c(int vk, int R, int C, int nb, const char *w, size_t w_row, const packed *P, int j0,
                                float *S, int64_t lds) {
-    if (vk != VNNI_Q8_0 && vk != VNNI_Q8_0_X2 && vk != VNNI_Q4_0_X2) {
+    if (vk != VNNI_Q8_0 && vk != VNNI_Q8_0_X2 && vk != VNNI_Q4_0_X2 && vk != VNNI_Q4_1) {
         row_group_any(vk, R, C, nb, w, w_row, P, j0, S, lds);
         return;
     }
@@ -308,7 +308,7 @@ OXL_INLINE int gemm_vnni(int vk, int n, float *S, int64_t lds, const void *vw, s
         float *Sp = S + j0 * lds;
         /* pairs of weight rows where a panel is more than a decode's few rows (the weights then come from
          * cache, and the activation loads are what the rows can share); one at a time, one stream, else */
-        const int R = nc > VG_SMALL ? 2 : 1;
+        const int R = nc > VG_SMALL && vk != VNNI_Q4_1 ? 2 : 1;
         int r = 0;
         for (; r + R <= nr; r += R) {
             for (int rr = 0; rr < R; rr++) oxl_stream_row(w + (r + rr) * w_row, w_row, w + (size_t)nr * w_row);
