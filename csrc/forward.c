@@ -111,6 +111,9 @@ typedef struct {
     int64_t r_logits, sel_exp, sel_w, sel_pos, g_row, exp_off, used, g_act[2], g_gate, g_up, g_hact, g_out, moe_out;
     /* Mamba-2: the input projection's rows [z | xBC | dt], the conv's output, the scan's output */
     int64_t ssm_zxbcdt, ssm_xbc, ssm_y;
+    /* latent attention: wq_a's output, [c | k_pe], q [nope | pe] per head, the absorbed queries [q_abs | q_pe]
+     * and the attention's latent outputs per head (r + d_rope each), the per-head products' inputs head-major */
+    int64_t mla_qa, mla_kv, mla_q, mla_qabs, mla_lat, mla_act;
 } scratch_layout;
 
 /* floats per row a recurrent layer's phase needs: LFM2's conv, in_proj's [B | C | x] and the gated conv */
@@ -140,6 +143,18 @@ static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_t
     const int64_t widest = OXL_MAX(OXL_MAX(OXL_MAX(OXL_MAX(m->n_embd, m->n_ff_max), m->q_dim_max),
                                            m->ssm_d_inner_max), vd_max);
     const int64_t G = group_max(m), hd = head_dim_max(m);
+    int64_t mla_qa = 0, mla_kv = 0, mla_q = 0, mla_heads = 0, mla_act = 0;   /* per row */
+    for (int il = 0; il < m->n_layer; il++) {
+        const oxl_layer *L = &m->layers[il];
+        if (L->kind != OXL_LAYER_MLA) continue;
+        const oxl_mla *a = &L->mla;
+        mla_qa = OXL_MAX(mla_qa, a->q_lora_rank);
+        mla_kv = OXL_MAX(mla_kv, a->kv_lora_rank + a->d_rope);
+        mla_q = OXL_MAX(mla_q, (int64_t)L->n_head * (a->d_nope + a->d_rope));
+        mla_heads = OXL_MAX(mla_heads, (int64_t)L->n_head * (a->kv_lora_rank + a->d_rope));
+        mla_act = OXL_MAX(mla_act, L->n_head * OXL_MAX(max_act_row(a->d_nope), max_act_row(a->kv_lora_rank)));
+        mla_act = OXL_MAX(mla_act, max_act_row(a->q_lora_rank));
+    }
 #define TAKE(field, bytes) do { s.field = off; off += align_up(bytes); } while (0)
     TAKE(x, n * m->n_embd * 4);
     TAKE(xn, n * m->n_embd * 4);
@@ -188,6 +203,12 @@ static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_t
     TAKE(ssm_zxbcdt, n * m->ssm_d_in_proj_max * 4);
     TAKE(ssm_xbc, n * m->ssm_conv_dim_max * 4);
     TAKE(ssm_y, n * m->ssm_d_inner_max * 4);
+    TAKE(mla_qa, n * mla_qa * 4);
+    TAKE(mla_kv, n * mla_kv * 4);
+    TAKE(mla_q, n * mla_q * 4);
+    TAKE(mla_qabs, n * mla_heads * 4);
+    TAKE(mla_lat, n * mla_heads * 4);
+    TAKE(mla_act, n * mla_act);
 #undef TAKE
     s.total = off + ALIGN;
     return s;
@@ -627,6 +648,25 @@ static int check_deltanet(const oxl_model *m, const oxl_layer *L) {
     return OXL_OK;
 }
 
+/* A latent attention layer's sizes against each other and its weights. */
+static int check_mla(const oxl_model *m, const oxl_layer *L) {
+    const oxl_mla *a = &L->mla;
+    const int64_t nh = L->n_head, r = a->kv_lora_rank, qk = (int64_t)a->d_nope + a->d_rope;
+    if (nh <= 0 || L->n_head_kv != 1 || r <= 0 || a->d_nope <= 0 || a->d_rope <= 0 || a->d_rope % 2 ||
+        a->d_v <= 0 || a->q_lora_rank < 0 || L->head_dim != r + a->d_rope || L->rope.n_rot != a->d_rope ||
+        nh * a->d_v > m->q_dim_max) return OXL_ERR_SHAPE;
+    if (!L->attn_norm || !a->kv_a_norm || !a->wkv_a.data || !a->wk_b.data || !a->wv_b.data || !L->wo.data ||
+        (a->q_lora_rank ? !a->wq_a.data || !a->wq_b.data || !a->q_a_norm : !a->wq.data)) return OXL_ERR_ARG;
+    const oxl_weight *wq = a->q_lora_rank ? &a->wq_b : &a->wq;
+    if (a->q_lora_rank && (a->wq_a.rows != a->q_lora_rank || a->wq_a.cols != m->n_embd ||
+                           a->wq_b.cols != a->q_lora_rank)) return OXL_ERR_SHAPE;
+    if (!a->q_lora_rank && wq->cols != m->n_embd) return OXL_ERR_SHAPE;
+    if (wq->rows != nh * qk || a->wkv_a.rows != r + a->d_rope || a->wkv_a.cols != m->n_embd ||
+        a->wk_b.rows != nh * r || a->wk_b.cols != a->d_nope || a->wv_b.rows != nh * a->d_v || a->wv_b.cols != r ||
+        L->wo.rows != m->n_embd || L->wo.cols != nh * a->d_v) return OXL_ERR_SHAPE;
+    return OXL_OK;
+}
+
 /* A Mamba-2 layer's sizes against each other, its weights and the model's maxima (which sized the scratch). */
 static int check_mamba2(const oxl_model *m, const oxl_layer *L) {
     const int64_t di = L->ssm_d_inner, ds = L->ssm_d_state, ng = L->ssm_n_group, nh = L->ssm_n_head;
@@ -666,6 +706,11 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_sta
         } else if (L->kind == OXL_LAYER_DELTANET) {
             const int rc = check_deltanet(m, L);
             if (rc) return rc;
+        } else if (L->kind == OXL_LAYER_MLA) {
+            if (L->n_head_kv != kv->n_head_kv || L->head_dim != kv->head_dim) return OXL_ERR_ARG;
+            if (L->kv_layer < 0 || L->kv_layer >= kv->n_layer) return OXL_ERR_ARG;
+            const int rc = check_mla(m, L);
+            if (rc) return rc;
         } else if (L->kind == OXL_LAYER_FFN) {
             if (!L->w_up.data || !L->w_down.data || !L->ffn_norm) return OXL_ERR_ARG;
         } else {
@@ -693,6 +738,9 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_sta
             L->exp_down.rows != (int64_t)L->n_expert * m->n_embd || L->exp_down.cols != L->n_ff_exp) return OXL_ERR_SHAPE;
         if (L->gating < OXL_GATING_SOFTMAX || L->gating > OXL_GATING_SPARSEMIXER) return OXL_ERR_ARG;
         if (L->gating == OXL_GATING_SPARSEMIXER && L->n_expert_used != 2) return OXL_ERR_ARG;
+        if (L->n_group > 1 && (L->n_expert % L->n_group || L->n_group_used < 1 || L->n_group_used > L->n_group ||
+                               (int64_t)L->n_group_used * (L->n_expert / L->n_group) < L->n_expert_used))
+            return OXL_ERR_SHAPE;
     }
     int64_t rows = 0, outs = 0;
     int last = 0;
@@ -806,7 +854,9 @@ static void phase_attn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *
     const oxl_weight *qkv_ws[3] = {&L->wq, &L->wk, &L->wv};
     const oxl_weight *conv_ws[1] = {&L->conv.in_proj};
     const oxl_weight *dn_ws[3] = {&L->dn.wqkv, &L->dn.wgate, &L->dn.w_ba};
-    if (L->kind == OXL_LAYER_SHORTCONV) act_set_init(&T->acts, F->kt, F->base, F->S, conv_ws, 1);
+    const oxl_weight *mla_ws[3] = {&L->mla.wq, &L->mla.wq_a, &L->mla.wkv_a};
+    if (L->kind == OXL_LAYER_MLA) act_set_init(&T->acts, F->kt, F->base, F->S, mla_ws, 3);
+    else if (L->kind == OXL_LAYER_SHORTCONV) act_set_init(&T->acts, F->kt, F->base, F->S, conv_ws, 1);
     else if (L->kind == OXL_LAYER_DELTANET) act_set_init(&T->acts, F->kt, F->base, F->S, dn_ws, 3);
     else act_set_init(&T->acts, F->kt, F->base, F->S, qkv_ws, 3);
     for (int64_t i = T->t0; i < T->t1; i++)
@@ -912,17 +962,16 @@ static inline int attn_hi(const fwd_state *F, int r) {
     return sq->pos0 + sq->n_tokens - 1;
 }
 
-/* attention over the cache: attn (n, q_dim) */
-static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+/* out (n, n_head head_dim) = attention of the queries qsrc (n, n_head head_dim) over the cache kv, in the fixed
+ * tile and chunk order; ends with a barrier */
+static void attend(const fwd_state *F, fwd_thread *T, const oxl_layer *L, const oxl_kv_cache *kv, const float *qsrc,
+                   float *out) {
     const oxl_kernel_table *kt = F->kt;
     const int n = F->n, ith = T->ith, nth = T->nth;
     const int hd = L->head_dim, q_dim = L->n_head * hd;
-    const int q_compact = L->wk.data == NULL || L->attn_gate;   /* q already in attn (phase_rope_store) */
     const int *row_seq = F->row_seq;
     const int64_t istride = F->istride;
     float *parts = F->parts;
-    const float *qsrc = q_compact ? F->attn : T->q;
-    float *out = q_compact ? F->xn : F->attn;  /* xn is free now; keep q and out apart */
     const int group = L->n_head / L->n_head_kv, nkv = L->n_head_kv;
     /* a few rows: (row, KV head, chunk) items over the threads, folded after a barrier, if their
      * partials fit; every thread computes the same item table */
@@ -945,7 +994,7 @@ static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *
             const int g = (it - item0[r]) / nc, c = (it - item0[r]) % nc;
             int tb, te;
             chunk_span(lo, p, c, &tb, &te);
-            attn_chunk(kt, L, F->kv, L->kv_layer, F->seqs[row_seq[r]].pages,
+            attn_chunk(kt, L, kv, L->kv_layer, F->seqs[row_seq[r]].pages,
                        qsrc + (int64_t)r * q_dim + (int64_t)g * group * hd, g, p, tb, te, parts + (int64_t)it * istride,
                        &T->w);
         }
@@ -963,11 +1012,20 @@ static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *
          * so contiguous shares would leave the first thread idle */
         for (int64_t it = ith; it < (int64_t)n * nkv; it += nth) {
             const int r = (int)(it / nkv), g = (int)(it % nkv);
-            attn_item(kt, L, F->kv, L->kv_layer, F->seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim, g, attn_hi(F, r),
+            attn_item(kt, L, kv, L->kv_layer, F->seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim, g, attn_hi(F, r),
                       out + (int64_t)r * q_dim, &T->w);
         }
     }
     sync_threads(F, T);
+}
+
+/* attention over the cache: attn (n, q_dim) */
+static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const int q_dim = L->n_head * L->head_dim;
+    const int q_compact = L->wk.data == NULL || L->attn_gate;   /* q already in attn (phase_rope_store) */
+    attend(F, T, L, F->kv, q_compact ? F->attn : T->q, q_compact ? F->xn : F->attn);  /* xn is free now; keep q and
+                                                                                          out apart */
+    (void)il;
     if (q_compact) {
         for (int64_t i = T->t0; i < T->t1; i++) memcpy(F->attn + i * q_dim, F->xn + i * q_dim, (size_t)q_dim * 4);
     }
@@ -976,7 +1034,8 @@ static void phase_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *
 /* output projection: tmp (n, n_embd) = attn wo^T; LoRA */
 static void phase_attn_out(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
     const oxl_kernel_table *kt = F->kt;
-    const int n = F->n, n_embd = F->m->n_embd, q_dim = L->n_head * L->head_dim;
+    const int n = F->n, n_embd = F->m->n_embd;
+    const int q_dim = L->kind == OXL_LAYER_MLA ? L->n_head * L->mla.d_v : L->n_head * L->head_dim;
     const oxl_weight *wo_ws[1] = {&L->wo};
     act_set_init(&T->acts, kt, F->base, F->S, wo_ws, 1);
     if (L->attn_gate) {   /* attn *= sigmoid(gate) */
@@ -1178,6 +1237,33 @@ static float sparsemixer_weight(const float *l, int ne, int best, float eps) {
     return 1.0f / sum;
 }
 
+/* Group-limited routing (DeepSeek-V3, llama.cpp's n_expert_groups): a group's score is the sum of its two best
+ * selection scores (its one where a group has one expert); the n_group_used best groups (ties to the lower
+ * index) keep their experts' scores, the others' become -inf. */
+static void route_groups(const oxl_layer *L, float *sc) {
+    const int ng = L->n_group, per = L->n_expert / ng;
+    float gs[OXL_MAX_EXPERTS];
+    int keep[OXL_MAX_EXPERTS];
+    for (int g = 0; g < ng; g++) {
+        float b1 = -INFINITY, b2 = -INFINITY;
+        for (int e = g * per; e < (g + 1) * per; e++) {
+            if (sc[e] > b1) { b2 = b1; b1 = sc[e]; }
+            else if (sc[e] > b2) b2 = sc[e];
+        }
+        gs[g] = per > 1 ? b1 + b2 : b1;
+        keep[g] = 0;
+    }
+    for (int j = 0; j < L->n_group_used; j++) {
+        int best = -1;
+        for (int g = 0; g < ng; g++)
+            if (!keep[g] && (best < 0 || gs[g] > gs[best])) best = g;
+        keep[best] = 1;
+    }
+    for (int g = 0; g < ng; g++)
+        if (!keep[g])
+            for (int e = g * per; e < (g + 1) * per; e++) sc[e] = -INFINITY;
+}
+
 /* The router's choice for one row: sel (k experts, best first, ties to the lower index) and their weights. */
 static void route_row(const oxl_layer *L, float *logits, int32_t *sel, float *w) {
     const int ne = L->n_expert, k = L->n_expert_used;
@@ -1201,13 +1287,21 @@ static void route_row(const oxl_layer *L, float *logits, int32_t *sel, float *w)
         const float inv = 1.0f / sum;
         for (int e = 0; e < ne; e++) p[e] *= inv;
     }
-    const float *bias = L->sel_bias;   /* the choice by p + bias, the weights p */
+    /* the choice is made on sc: the probabilities, or plus the selection bias (DeepSeek-V3's, lfm2moe's) and
+     * within the best groups; the weights are the probabilities */
+    float biased[OXL_MAX_EXPERTS];
+    const float *sc = p;
+    if (L->sel_bias || L->n_group > 1) {
+        for (int e = 0; e < ne; e++) biased[e] = p[e] + (L->sel_bias ? L->sel_bias[e] : 0.0f);
+        if (L->n_group > 1) route_groups(L, biased);
+        sc = biased;
+    }
     for (int j = 0; j < k; j++) {
         int best = -1;
         for (int e = 0; e < ne; e++) {
             int taken = 0;
             for (int i = 0; i < j; i++) taken |= sel[i] == e;
-            if (!taken && (best < 0 || (bias ? p[e] + bias[e] > p[best] + bias[best] : p[e] > p[best]))) best = e;
+            if (!taken && (best < 0 || sc[e] > sc[best])) best = e;
         }
         sel[j] = best;
         w[j] = p[best];
@@ -1593,6 +1687,116 @@ static void phase_deltanet_out(const fwd_state *F, fwd_thread *T, const oxl_laye
     (void)il;
 }
 
+/* ---- multi-head latent attention (layers/mla.h: the absorbed form and its order) ---- */
+
+/* kv (n, r + d_rope) = xn wkv_a^T; q (n, n_head (d_nope + d_rope)) = xn wq^T, or wq_b(rms_norm(xn wq_a^T)) */
+static void phase_mla_in(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const oxl_mla *a = &L->mla;
+    const scratch_layout *S = F->S;
+    const int n = F->n, nth = T->nth;
+    float *kv = (float *)(F->base + S->mla_kv), *q = (float *)(F->base + S->mla_q);
+    matmul_share(kt, &a->wkv_a, act_for(&T->acts, kt, &a->wkv_a, F->xn), n, kv, a->wkv_a.rows, next_counter(F, T), nth);
+    if (a->q_lora_rank) {
+        float *qa = (float *)(F->base + S->mla_qa);
+        matmul_share(kt, &a->wq_a, act_for(&T->acts, kt, &a->wq_a, F->xn), n, qa, a->q_lora_rank, next_counter(F, T),
+                     nth);
+        sync_threads(F, T);
+        const int vdt = kt->type[a->wq_b.type].vec_dot_type;
+        const int64_t rb = oxl_mla_act_row_size(vdt, a->q_lora_rank);
+        char *qa_act = F->base + S->mla_act;
+        for (int64_t i = T->t0; i < T->t1; i++) {
+            float *row = qa + i * a->q_lora_rank;
+            kt->ops.rms_norm(row, a->q_a_norm, row, a->q_lora_rank, F->m->norm_eps);
+            oxl_mla_act_row(kt, vdt, row, a->q_lora_rank, qa_act + i * rb);
+        }
+        sync_threads(F, T);
+        matmul_share(kt, &a->wq_b, qa_act, n, q, a->wq_b.rows, next_counter(F, T), nth);
+    } else {
+        matmul_share(kt, &a->wq, act_for(&T->acts, kt, &a->wq, F->xn), n, q, a->wq.rows, next_counter(F, T), nth);
+    }
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* per row: c RMS-normed, k_pe rotated, [c | k_pe] into the cache; each head's q_pe rotated into its absorbed query
+ * [q_abs | q_pe] (qabs), its q_nope quantized head-major for wk_b; then q_abs_h = W_kb_h q_nope_h, the threads
+ * taking (head, row chunk) items */
+static void phase_mla_rope_store(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const oxl_mla *a = &L->mla;
+    const scratch_layout *S = F->S;
+    const int n = F->n, nh = L->n_head, r = a->kv_lora_rank, dn = a->d_nope, dr = a->d_rope;
+    const int64_t qk = dn + dr, hd = L->head_dim, ld_abs = (int64_t)nh * hd;
+    float *kv = (float *)(F->base + S->mla_kv), *q = (float *)(F->base + S->mla_q);
+    float *qabs = (float *)(F->base + S->mla_qabs);
+    char *qn_act = F->base + S->mla_act;
+    const int vdt = kt->type[a->wk_b.type].vec_dot_type;
+    const int64_t rb = oxl_mla_act_row_size(vdt, dn);
+    for (int64_t i = T->t0; i < T->t1; i++) {
+        float *c = kv + i * hd, *qi = q + i * nh * qk;
+        kt->ops.rms_norm(c, a->kv_a_norm, c, r, F->m->norm_eps);
+        rope_cache(&L->rope, F->row_pos[i], T->cs);
+        rope_apply(&L->rope, T->cs, c + r);
+        const int p = F->row_pos[i], page = F->seqs[F->row_seq[i]].pages[p / OXL_KV_PAGE], prow = p % OXL_KV_PAGE;
+        store_kv(F->kv, kt, F->kv->k[L->kv_layer], page, prow, c);
+        for (int h = 0; h < nh; h++) {
+            float *pe = qabs + i * ld_abs + h * hd + r;
+            memcpy(pe, qi + h * qk + dn, (size_t)dr * 4);
+            rope_apply(&L->rope, T->cs, pe);
+            oxl_mla_act_row(kt, vdt, qi + h * qk, dn, qn_act + ((int64_t)h * n + i) * rb);
+        }
+    }
+    sync_threads(F, T);
+    const int c_h = expert_chunks(&a->wk_b, r, T->nth);
+    atomic_int *next = next_counter(F, T);
+    for (int it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed); it < nh * c_h;
+         it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) {
+        const int h = it / c_h, ch = it % c_h;
+        int64_t b, e;
+        oxl_split_range(r, c_h, ch, 16, &b, &e);
+        if (b < e)
+            oxl_mla_head_range(kt, a->wk_b.type, a->wk_b.data, r, dn, h, qn_act + (int64_t)h * n * rb, n,
+                               qabs + h * hd, ld_abs, b, e);
+    }
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* lat (n, n_head (r + d_rope)) = attention of the absorbed queries over the latent rows, which are the values too
+ * (the cache's K pages read as V); then o_h = W_vb_h lat_h (the first r values of each head's output) into attn
+ * (n, n_head d_v), the threads taking (head, row chunk) items */
+static void phase_mla_attention(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const oxl_mla *a = &L->mla;
+    const scratch_layout *S = F->S;
+    const int n = F->n, nh = L->n_head, r = a->kv_lora_rank, dv = a->d_v;
+    const int64_t hd = L->head_dim, ld_lat = (int64_t)nh * hd;
+    float *lat = (float *)(F->base + S->mla_lat);
+    oxl_kv_cache latent = *F->kv;
+    latent.v = latent.k;
+    attend(F, T, L, &latent, (const float *)(F->base + S->mla_qabs), lat);
+    char *lat_act = F->base + S->mla_act;
+    const int vdt = kt->type[a->wv_b.type].vec_dot_type;
+    const int64_t rb = oxl_mla_act_row_size(vdt, r);
+    for (int64_t i = T->t0; i < T->t1; i++)
+        for (int h = 0; h < nh; h++) oxl_mla_act_row(kt, vdt, lat + i * ld_lat + h * hd, r, lat_act + ((int64_t)h * n + i) * rb);
+    sync_threads(F, T);
+    const int c_h = expert_chunks(&a->wv_b, dv, T->nth);
+    atomic_int *next = next_counter(F, T);
+    for (int it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed); it < nh * c_h;
+         it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) {
+        const int h = it / c_h, ch = it % c_h;
+        int64_t b, e;
+        oxl_split_range(dv, c_h, ch, 16, &b, &e);
+        if (b < e)
+            oxl_mla_head_range(kt, a->wv_b.type, a->wv_b.data, dv, r, h, lat_act + (int64_t)h * n * rb, n,
+                               F->attn + (int64_t)h * dv, (int64_t)nh * dv, b, e);
+    }
+    sync_threads(F, T);
+    (void)il;
+}
+
 /* The phases of one layer, in order; returns how many. */
 #define MAX_LAYER_PHASES 12
 static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
@@ -1612,6 +1816,12 @@ static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
         ph[k++] = phase_deltanet_conv;
         ph[k++] = phase_deltanet_scan;
         ph[k++] = phase_deltanet_out;
+    } else if (L->kind == OXL_LAYER_MLA) {
+        ph[k++] = phase_attn_norm;
+        ph[k++] = phase_mla_in;
+        ph[k++] = phase_mla_rope_store;
+        ph[k++] = phase_mla_attention;
+        ph[k++] = phase_attn_out;
     } else if (L->kind == OXL_LAYER_ATTENTION) {
         ph[k++] = phase_attn_norm;
         ph[k++] = phase_qkv;
@@ -1744,9 +1954,9 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_stat
         return OXL_ERR_NOMEM;
     }
 
-    /* one work counter per product: at most 10 per layer (q, k, v, o, gate, up, down; the experts' router,
-     * gate|up, down) and the output */
-    const int n_counters = m->n_layer * 10 + 1;
+    /* one work counter per product: at most 12 per layer (q, k, v, o, gate, up, down; the experts' router,
+     * gate|up, down; latent attention's q_a, q_b, kv_a, k_b, v_b, o) and the output */
+    const int n_counters = m->n_layer * 12 + 1;
     atomic_int counters[n_counters];
     for (int i = 0; i < n_counters; i++) atomic_init(&counters[i], 0);
 

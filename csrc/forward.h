@@ -15,6 +15,7 @@
 #include "kernels.h"
 #include "layers/deltanet.h"
 #include "layers/shortconv.h"
+#include "layers/mla.h"
 
 typedef struct {
     const void *data;   /* NULL: absent */
@@ -69,6 +70,23 @@ typedef struct {
                                h % n_k_heads (llama.cpp's qwen35 files, whose value heads are reordered so), and
                                w_ba's rows per key head g are [b | a] of its value heads g, g + n_k_heads, ... */
 } oxl_deltanet;
+
+/* DeepSeek-V2/V3's multi-head latent attention (layers/mla.h): q = wq(xn), or wq_b(rms_norm(wq_a(xn)) *
+ * q_a_norm), per head [nope (d_nope) | pe (d_rope)]; [c (r) | k_pe (d_rope)] = wkv_a(xn), c RMS-normed with
+ * kv_a_norm; the cache holds [c | k_pe] (the layer's head_dim = r + d_rope, one KV head); per head h
+ * q_abs_h = W_kb_h q_nope_h with wk_b's slab h (r, d_nope), and o_h = W_vb_h lat_h with wv_b's slab h (d_v, r). */
+typedef struct {
+    oxl_weight wq;          /* (n_head (d_nope + d_rope), n_embd), or absent beside wq_a / wq_b */
+    oxl_weight wq_a;        /* (q_lora_rank, n_embd) */
+    oxl_weight wq_b;        /* (n_head (d_nope + d_rope), q_lora_rank) */
+    const float *q_a_norm;  /* (q_lora_rank) */
+    oxl_weight wkv_a;       /* (r + d_rope, n_embd) */
+    const float *kv_a_norm; /* (r) */
+    oxl_weight wk_b;        /* (n_head r, d_nope) */
+    oxl_weight wv_b;        /* (n_head d_v, r) */
+    int q_lora_rank;        /* 0 without wq_a / wq_b */
+    int kv_lora_rank, d_nope, d_rope, d_v;
+} oxl_mla;
 
 typedef struct {
     /* attention block */
@@ -146,15 +164,23 @@ typedef struct {
     const float *sel_bias;                   /* (n_expert) added to the gated probabilities for the choice only,
                                                 the weights stay unbiased (lfm2moe's expert_bias, llama.cpp's
                                                 exp_probs_b), or NULL */
+    /* DeepSeek-V3's group-limited routing: with n_group > 1 groups of n_expert / n_group experts, only the
+     * n_group_used groups of the highest selection scores (the sum of a group's two best) are chosen from */
+    int n_group, n_group_used;
+    /* multi-head latent attention (kind OXL_LAYER_MLA): n_head heads, n_head_kv = 1, head_dim = r + d_rope (the
+     * cache row); wo reads n_head d_v values; rope rotates d_rope values; attn_norm is its pre-norm */
+    oxl_mla mla;
 } oxl_layer;
 
 /* What a layer's mixer is (the norms, residuals and FFN around it are the same for every kind; a mixer with
  * neither w_up nor experts has no FFN after it: mamba2, nemotron_h's Mamba-2 and attention blocks). A recurrent
  * kind keeps a fixed-size state per sequence in the state pool (oxl_state_pool) instead of KV: MAMBA2 its conv
  * and SSM states (layers/ssm.h), SHORTCONV its conv state (L - 1, n_embd) (layers/shortconv.h), DELTANET its
- * conv state and delta-rule state (layers/deltanet.h). */
+ * conv state and delta-rule state (layers/deltanet.h). MLA is attention whose cache row is the compressed latent
+ * (layers/mla.h): its K pages hold [c | k_pe], and it reads its values from those same rows (never V). */
 enum { OXL_LAYER_ATTENTION = 0, OXL_LAYER_MAMBA2 = 1, OXL_LAYER_SHORTCONV = 2, OXL_LAYER_DELTANET = 3,
-       OXL_LAYER_FFN = 4 };   /* FFN: no mixer, the block is x += ffn(ffn_norm(x)) (nemotron_h's MLP blocks) */
+       OXL_LAYER_FFN = 4,     /* FFN: no mixer, the block is x += ffn(ffn_norm(x)) (nemotron_h's MLP blocks) */
+       OXL_LAYER_MLA = 5 };
 
 /* How a router turns its logits into the chosen experts' weights (llama.cpp's expert_gating_func values):
  * SOFTMAX: softmax over all experts, the top k kept; SIGMOID: sigmoid of each, the top k kept;

@@ -126,6 +126,14 @@ cdef extern from "forward.h" nogil:
         int L, n_k_heads, n_v_heads, d_k, d_v
         int heads_tiled
 
+    ctypedef struct oxl_mla:
+        oxl_weight wq, wq_a, wq_b
+        const float *q_a_norm
+        oxl_weight wkv_a
+        const float *kv_a_norm
+        oxl_weight wk_b, wv_b
+        int q_lora_rank, kv_lora_rank, d_nope, d_rope, d_v
+
     ctypedef struct oxl_layer:
         const float *attn_norm
         const float *attn_norm_b
@@ -189,11 +197,14 @@ cdef extern from "forward.h" nogil:
         float act_alpha, act_limit
         float router_eps
         const float *sel_bias
+        int n_group, n_group_used
+        oxl_mla mla
 
     enum: OXL_LAYER_ATTENTION
     enum: OXL_LAYER_MAMBA2
     enum: OXL_LAYER_SHORTCONV
     enum: OXL_LAYER_DELTANET
+    enum: OXL_LAYER_MLA
     enum: OXL_LAYER_FFN
 
 

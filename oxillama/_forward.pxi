@@ -46,6 +46,8 @@ cdef class ForwardPlan:
     cdef readonly int64_t state_floats    # floats of one sequence's recurrent state; 0: no recurrent layer
     cdef readonly list state_layout       # [(layer, name, shape, offset)]: where each layer's state lives in a slot
     cdef readonly tuple kinds             # each layer's kind
+    cdef readonly bint kv_v_is_k          # every KV layer is latent attention (layers/mla.h): it reads its values
+                                          # from its K pages, so a cache's V may be its K (half the memory)
 
     def __cinit__(self):
         self.layers = NULL
@@ -101,7 +103,7 @@ cdef class ForwardPlan:
         m.non_causal = bool(spec.get("non_causal", False))
         self.non_causal = m.non_causal
         m.output_b = self._vec(spec.get("output_b"), self.n_vocab, "output.bias")
-        cdef int n_ff_max = 0, q_dim_max = 0, kv_dim = -1, n_kv_layer = 0
+        cdef int n_ff_max = 0, q_dim_max = 0, kv_dim = -1, n_kv_layer = 0, n_mla = 0
         cdef oxl_layer *L
         self.state_layout = []
         self.state_floats = 0
@@ -118,6 +120,12 @@ cdef class ForwardPlan:
                 self._shortconv(L, ls, p, il)
             elif kind == "deltanet":
                 self._deltanet(L, ls, p, il)
+            elif kind == "mla":
+                q_dim_max = max(q_dim_max, self._mla(L, ls, p, il, kv_dim))
+                kv_dim = L.n_head_kv * L.head_dim
+                L.kv_layer = n_kv_layer
+                n_kv_layer += 1
+                n_mla += 1
             elif kind == "ffn":   # no mixer: x += ffn(ffn_norm(x))
                 L.kind = OXL_LAYER_FFN
                 if ls.get("w_up") is None or ls.get("ffn_norm") is None:
@@ -143,7 +151,7 @@ cdef class ForwardPlan:
                 L.b_up = self._vec(ls.get("b_up"), n_ff, p + "ffn_up.bias")
                 L.b_gate = self._vec(ls.get("b_gate"), n_ff, p + "ffn_gate.bias")
                 L.b_down = self._vec(ls.get("b_down"), self.n_embd, p + "ffn_down.bias")
-            elif not n_expert and kind == "attention" and not ls.get("no_ffn", False):
+            elif not n_expert and (kind == "attention" and not ls.get("no_ffn", False) or kind == "mla"):
                 raise ModelError(f"layer {il}: no feed-forward weights")
             if n_expert:
                 self._experts(L, ls, p)
@@ -168,6 +176,7 @@ cdef class ForwardPlan:
         m.q_dim_max = q_dim_max
         m.state_floats = self.state_floats
         self.n_kv_layer = max(n_kv_layer, 1)
+        self.kv_v_is_k = n_mla > 0 and n_mla == n_kv_layer
         if kv_dim < 0:
             kv_dim = self.n_head_kv * self.head_dim
         m.kv_dim = kv_dim
@@ -323,6 +332,10 @@ cdef class ForwardPlan:
         L.attn_softcap = ls.get("attn_softcap", 0.0)
         L.sliding_window = ls.get("sliding_window", 0)
         L.attn_sinks = self._vec(ls.get("attn_sinks"), L.n_head, p + "attn_sinks")
+        self._rope(L, ls, p, il)
+        return q_dim
+
+    cdef int _rope(self, oxl_layer *L, dict ls, str p, int il) except -1:
         rope = ls.get("rope") or {"mode": "none"}
         L.rope.mode = _ROPE_MODES[rope["mode"]]
         if L.rope.mode != -1:
@@ -335,7 +348,53 @@ cdef class ForwardPlan:
             L.rope.ext_factor = rope.get("ext_factor", 0.0)
             L.rope.attn_factor = rope.get("attn_factor", 1.0)
             L.rope.corr_low, L.rope.corr_high = rope.get("corr_dims", (0.0, 0.0))
-        return q_dim
+        return 0
+
+    cdef int _mla(self, oxl_layer *L, dict ls, str p, int il, int kv_dim_seen) except -1:
+        """Multi-head latent attention (layers/mla.h): its sizes checked against each other and its weights; the
+        cache row is the compressed latent [c | k_pe] (one KV head of kv_lora_rank + d_rope values). Returns the
+        width of the attention output wo reads (n_head d_v)."""
+        L.kind = OXL_LAYER_MLA
+        nh, r, dn, dr, dv = ls["n_head"], ls["mla_kv_lora_rank"], ls["mla_d_nope"], ls["mla_d_rope"], ls["mla_d_v"]
+        qr = ls.get("mla_q_lora_rank", 0)
+        for key, v in (("attention.head_count", nh), ("attention.kv_lora_rank", r), ("nope head size", dn),
+                       ("rope.dimension_count", dr), ("attention.value_length_mla", dv),
+                       ("attention.q_lora_rank", qr)):
+            if not isinstance(v, int) or v < (0 if key == "attention.q_lora_rank" else 1) or v > 1 << 16:
+                raise ModelError(f"layer {il}: {key} = {v!r} is not a size")
+        if dr % 2:
+            raise ModelError(f"layer {il}: rope.dimension_count = {dr} must be even")
+        cdef oxl_mla *a = &L.mla
+        L.n_head, L.n_head_kv, L.head_dim = nh, 1, r + dr
+        if kv_dim_seen >= 0 and (L.n_head_kv, L.head_dim) != (self.n_head_kv, self.head_dim):
+            raise ModelError(f"layer {il}: the latent cache row of {L.head_dim} values differs from the first "
+                             f"attention layer's {self.n_head_kv} x {self.head_dim} (one cache layout for all layers)")
+        self.n_head_kv, self.head_dim = L.n_head_kv, L.head_dim
+        a.q_lora_rank, a.kv_lora_rank, a.d_nope, a.d_rope, a.d_v = qr, r, dn, dr, dv
+        L.attn_norm = self._vec(ls.get("attn_norm"), self.n_embd, p + "attn_norm")
+        if L.attn_norm == NULL:
+            raise ModelError(f"layer {il}: {p}attn_norm is missing")
+        if qr:
+            a.wq_a = self._weight(ls["mla_wq_a"], p + "attn_q_a", qr, self.n_embd)
+            a.wq_b = self._weight(ls["mla_wq_b"], p + "attn_q_b", nh * (dn + dr), qr)
+            a.q_a_norm = self._vec(ls.get("mla_q_a_norm"), qr, p + "attn_q_a_norm")
+            if a.q_a_norm == NULL:
+                raise ModelError(f"layer {il}: {p}attn_q_a_norm is missing")
+        else:
+            a.wq = self._weight(ls["mla_wq"], p + "attn_q", nh * (dn + dr), self.n_embd)
+        a.wkv_a = self._weight(ls["mla_wkv_a"], p + "attn_kv_a_mqa", r + dr, self.n_embd)
+        a.kv_a_norm = self._vec(ls.get("mla_kv_a_norm"), r, p + "attn_kv_a_norm")
+        if a.kv_a_norm == NULL:
+            raise ModelError(f"layer {il}: {p}attn_kv_a_norm is missing")
+        a.wk_b = self._weight(ls["mla_wk_b"], p + "attn_k_b", nh * r, dn, False)
+        a.wv_b = self._weight(ls["mla_wv_b"], p + "attn_v_b", nh * dv, r, False)
+        L.wo = self._weight(ls["wo"], p + "attn_output", self.n_embd, nh * dv)
+        L.attn_scale = ls["attn_scale"]
+        self._rope(L, ls, p, il)
+        if L.rope.mode == -1 or L.rope.n_rot != dr:
+            raise ModelError(f"layer {il}: latent attention rotates its {dr} rope dimensions, got rope "
+                             f"{ls.get('rope')!r}")
+        return nh * dv
 
     cdef int _experts(self, oxl_layer *L, dict ls, str p) except -1:
         """A mixture-of-experts FFN: the router and every expert's gate, up and down stacked by expert."""
@@ -367,6 +426,11 @@ cdef class ForwardPlan:
         L.exp_gate_b = self._vec(ls.get("exp_gate_b"), ne * ff, p + "ffn_gate_exps.bias")
         L.exp_up_b = self._vec(ls.get("exp_up_b"), ne * ff, p + "ffn_up_exps.bias")
         L.exp_down_b = self._vec(ls.get("exp_down_b"), ne * self.n_embd, p + "ffn_down_exps.bias")
+        ng, ngu = ls.get("n_group", 0), ls.get("n_group_used", 0)
+        if ng > 1 and (ne % ng or not 0 < ngu <= ng or ngu * (ne // ng) < k):
+            raise ModelError(f"{p}: {ne} experts in expert_group_count {ng} groups, expert_group_used_count {ngu} "
+                             f"of them for {k} experts per token do not fit")
+        L.n_group, L.n_group_used = (ng, ngu) if ng > 1 else (0, 0)
         return 0
 
     cdef const float *_vec(self, arr, Py_ssize_t n, name) except? NULL:
@@ -489,6 +553,9 @@ cdef class LoraWeights:
             if not (isinstance(il, int) and 0 <= il < plan.n_layer) or slot not in LORA_SLOTS:
                 raise LoraError(f"no projection {slot!r} in layer {il!r} of a {plan.n_layer}-layer model")
             L = &plan.layers[il]
+            if L.kind == OXL_LAYER_MLA and slot in ("q", "k", "v"):
+                raise LoraError(f"layer {il} is latent attention (deepseek2): LoRA adapts its attention output "
+                                f"and feed-forward projections, not {slot!r}")
             target = NULL
             if slot == "q": target = &L.wq
             elif slot == "k": target = &L.wk

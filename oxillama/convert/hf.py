@@ -19,6 +19,12 @@ What the conversion does, per family (the GGUF side is what oxillama/models/ and
   - gpt_oss: `self_attn.sinks` -> `attn_sinks`, the router `mlp.router` with its bias, the experts transposed
     back to (n_expert, rows, cols) with gate/up de-interleaved and their biases; the released MXFP4 experts
     (`*_blocks` / `*_scales`) kept in MXFP4, repacked to ggml's nibble order; phimoe: LayerNorm and logit biases;
+  - deepseek_v2 / deepseek_v3: as llama.cpp's converter, the latent attention as MQA over the latent
+    (`head_count_kv` 1, `key_length` kv_lora_rank + rope, `value_length` kv_lora_rank, the head sizes in
+    `key_length_mla` / `value_length_mla`), kv_b_proj split into `attn_k_b` (n_head, kv_lora_rank, nope) and
+    `attn_v_b` (n_head, v_dim, kv_lora_rank), `leading_dense_block_count`, the shared experts, V3's sigmoid router
+    with `exp_probs_b` (e_score_correction_bias) and expert groups, YaRN's mscale_all_dim as
+    `rope.scaling.yarn_log_multiplier` (0.1 x it);
   - tied embeddings: no `output.weight`, the engine reuses `token_embd.weight`;
   - metadata: `<arch>.context_length`, `.embedding_length`, `.block_count`, `.feed_forward_length`,
     `.attention.head_count[_kv]`, `.attention.key_length`, `.rope.freq_base`, `.rope.dimension_count`,
@@ -54,7 +60,7 @@ MODEL_TYPES: dict[str, str] = {
     "olmo2": "olmo2", "granite": "granite", "smollm3": "smollm3", "exaone": "exaone", "internlm2": "internlm2",
     "RefinedWebModel": "falcon", "RefinedWeb": "falcon",   # Falcon-7B / -40B checkpoints before transformers' own
     "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe", "olmoe": "olmoe", "mixtral": "llama", "gpt_oss": "gpt-oss",
-    "phimoe": "phimoe",
+    "phimoe": "phimoe", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
 }
 # families whose RoPE llama.cpp runs on adjacent pairs: Q and K rows permuted from HF's rotate-half order
 _PERMUTE_QK = ("llama", "granite", "smollm3", "internlm2")
@@ -124,6 +130,11 @@ _LAYER_MAP = {
     "mlp.gate": "ffn_gate_inp", "block_sparse_moe.gate": "ffn_gate_inp", "mlp.router": "ffn_gate_inp",
     "mlp.shared_expert.gate_proj": "ffn_gate_shexp", "mlp.shared_expert.up_proj": "ffn_up_shexp",
     "mlp.shared_expert.down_proj": "ffn_down_shexp", "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
+    # deepseek2: latent attention (kv_b_proj is split by tensors()), shared experts
+    "self_attn.q_a_proj": "attn_q_a", "self_attn.q_a_layernorm": "attn_q_a_norm", "self_attn.q_b_proj": "attn_q_b",
+    "self_attn.kv_a_proj_with_mqa": "attn_kv_a_mqa", "self_attn.kv_a_layernorm": "attn_kv_a_norm",
+    "mlp.shared_experts.gate_proj": "ffn_gate_shexp", "mlp.shared_experts.up_proj": "ffn_up_shexp",
+    "mlp.shared_experts.down_proj": "ffn_down_shexp",
 }
 # gemma2/gemma3 name the norm after attention differently: it is applied to the attention output
 _GEMMA2_LAYER_MAP = {**_LAYER_MAP, "post_attention_layernorm": "post_attention_norm"}
@@ -141,6 +152,7 @@ _QK_HEAD_NORM_RE = re.compile(r"^model\.layers\.(\d+)\.self_attn\.([qk])_layerno
 # n_ff_exp) down tensor per layer
 _FUSED_EXPERTS_RE = re.compile(r"^model\.layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)(_bias)?$")
 _SINKS_RE = re.compile(r"^model\.layers\.(\d+)\.self_attn\.sinks$")
+_DEEPSEEK_RE = re.compile(r"^model\.layers\.(\d+)\.(?:self_attn|mlp\.gate)\.(kv_b_proj\.weight|e_score_correction_bias)$")
 # gpt-oss as released: experts in MXFP4, (n_expert, rows, cols / 32, 16) nibbles and (n_expert, rows, cols / 32)
 # E8M0 scales, rows = outputs (gate and up interleaved in gate_up's)
 _MXFP4_RE = re.compile(r"^model\.layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)_(blocks|scales)$")
@@ -385,6 +397,8 @@ class HFConverter:
             raise ModelError(f"{self.arch} with use_sliding_window is not supported")
         if self.model_type in _MOE_NORM_TOPK_DEFAULT:
             md.update(self._experts())
+        if self.arch == "deepseek2":
+            md.update(self._deepseek())
         if self.arch == "phimoe":
             if float(c.get("router_jitter_noise", default=0.01)) != 0.01:
                 raise ModelError(f"phimoe with router_jitter_noise {c.get('router_jitter_noise')} is not supported "
@@ -418,6 +432,50 @@ class HFConverter:
                                                         default=_MOE_NORM_TOPK_DEFAULT[self.model_type]))
         return md
 
+    def _deepseek(self) -> dict:
+        """DeepSeek-V2/V3's keys, as llama.cpp's DeepseekV2Model writes them (replacing the generic head sizes)."""
+        c, a = self.cfg, self.arch
+        r, dr = int(c.need("kv_lora_rank")), int(c.need("qk_rope_head_dim"))
+        dn, dv = int(c.need("qk_nope_head_dim")), int(c.need("v_head_dim"))
+        v3 = self.model_type == "deepseek_v3"
+        if v3 and c.get("rope_interleave") is False:
+            raise ModelError("deepseek_v3 with rope_interleave false (RoPE over halves) is not supported")
+        md = {f"{a}.attention.head_count_kv": 1, f"{a}.attention.key_length": r + dr,
+              f"{a}.attention.value_length": r, f"{a}.attention.key_length_mla": dn + dr,
+              f"{a}.attention.value_length_mla": dv, f"{a}.attention.kv_lora_rank": r,
+              f"{a}.rope.dimension_count": dr,
+              f"{a}.leading_dense_block_count": int(c.get("first_k_dense_replace", default=0))}
+        if c.get("q_lora_rank"):
+            md[f"{a}.attention.q_lora_rank"] = int(c.get("q_lora_rank"))
+        n_expert = c.get("n_routed_experts", "num_local_experts", "num_experts")
+        if n_expert:
+            md.update({f"{a}.expert_count": int(n_expert), f"{a}.expert_used_count": int(c.need("num_experts_per_tok")),
+                       f"{a}.expert_feed_forward_length": int(c.need("moe_intermediate_size")),
+                       f"{a}.expert_shared_count": int(c.get("n_shared_experts", default=0)),
+                       f"{a}.expert_weights_scale": float(c.get("routed_scaling_factor", default=1.0))})
+            if c.get("norm_topk_prob"):
+                md[f"{a}.expert_weights_norm"] = True
+            scoring = c.get("scoring_func", default="sigmoid" if v3 else "softmax")
+            if scoring not in ("sigmoid", "softmax"):
+                raise ModelError(f"{self.model_type}: scoring_func {scoring!r} is not supported")
+            md[f"{a}.expert_gating_func"] = 2 if scoring == "sigmoid" else 1
+            n_group, topk_group = int(c.get("n_group", default=1) or 1), int(c.get("topk_group", default=1) or 1)
+            # transformers' V2 groups only under group_limited_greedy (by their best score; llama.cpp, and so this
+            # file, by the sum of their best two as V3)
+            if n_group > 1 and (v3 or c.get("topk_method") == "group_limited_greedy"):
+                md[f"{a}.expert_group_count"] = n_group
+                md[f"{a}.expert_group_used_count"] = topk_group
+        rope = c.rope_params("full_attention")
+        if rope["rope_type"] == "yarn":
+            mscale, mscale_all = rope.get("mscale"), rope.get("mscale_all_dim")
+            if mscale_all:
+                if float(mscale or 1.0) != float(mscale_all) and float(mscale_all) != 1.0 or \
+                        float(mscale_all) == 1.0 and float(mscale or 1.0) != 1.0:
+                    raise ModelError(f"YaRN with mscale {mscale} != mscale_all_dim {mscale_all} is not supported "
+                                     f"(llama.cpp's deepseek2 assumes them equal)")
+                md[f"{a}.rope.scaling.yarn_log_multiplier"] = 0.1 * float(mscale_all)
+        return md
+
     def _rope_scaling(self, rope: dict) -> dict:
         a, kind = self.arch, rope["rope_type"]
         if kind in ("default", None):
@@ -436,7 +494,7 @@ class HFConverter:
                 md[f"{a}.rope.scaling.yarn_beta_fast"] = float(rope["beta_fast"])
             if rope.get("beta_slow") is not None:
                 md[f"{a}.rope.scaling.yarn_beta_slow"] = float(rope["beta_slow"])
-            if rope.get("mscale") or rope.get("mscale_all_dim"):
+            if (rope.get("mscale") or rope.get("mscale_all_dim")) and self.arch != "deepseek2":
                 raise ModelError("YaRN with mscale/mscale_all_dim (DeepSeek style) is not supported")
             if rope.get("attention_factor") is not None:
                 # HF's attention_factor replaces 0.1 ln(s) + 1; ggml multiplies attn_factor by that term
@@ -650,6 +708,10 @@ class HFConverter:
             if m:
                 mxfp4.setdefault((int(m[1]), m[2]), {})[m[3]] = hf_name
                 continue
+            m = _DEEPSEEK_RE.match(name)
+            if m and self.arch == "deepseek2":
+                yield from self._deepseek_tensor(int(m[1]), m[2], _to_numpy(self.state_dict[hf_name]))
+                continue
             m = _SINKS_RE.match(name)
             if m:
                 yield f"blk.{m[1]}.attn_sinks.weight", np.ascontiguousarray(_to_numpy(self.state_dict[hf_name]))
@@ -672,12 +734,26 @@ class HFConverter:
                 raise ModelError(f"layer {il} experts.{kind}: MXFP4 needs both _blocks and _scales, got {sorted(parts)}")
             yield from self._mxfp4_experts(il, kind, self._raw(parts["blocks"]), self._raw(parts["scales"]))
         for (il, kind), by_expert in sorted(per_expert.items()):
-            n_expert = int(self.cfg.need("num_experts", "num_local_experts"))
+            n_expert = int(self.cfg.need("num_experts", "num_local_experts", "n_routed_experts"))
             if sorted(by_expert) != list(range(n_expert)):
                 raise ModelError(f"layer {il} has {kind} matrices for experts {sorted(by_expert)}, expected 0.."
                                  f"{n_expert - 1}")
             yield f"blk.{il}.ffn_{kind}_exps.weight", np.ascontiguousarray(
                 np.stack([_to_numpy(self.state_dict[by_expert[e]]) for e in range(n_expert)]), dtype=np.float32)
+
+    def _deepseek_tensor(self, il: int, kind: str, data: np.ndarray):
+        """kv_b_proj (n_head (nope + v_dim), kv_lora_rank) split into attn_k_b (n_head, kv_lora_rank, nope), each
+        head's K part transposed, and attn_v_b (n_head, v_dim, kv_lora_rank); the selection bias as exp_probs_b."""
+        if kind == "e_score_correction_bias":
+            yield f"blk.{il}.exp_probs_b.bias", np.ascontiguousarray(data, dtype=np.float32)
+            return
+        dn, dv = int(self.cfg.need("qk_nope_head_dim")), int(self.cfg.need("v_head_dim"))
+        if data.ndim != 2 or data.shape[0] != self.n_head * (dn + dv):
+            raise ModelError(f"layer {il} kv_b_proj has shape {data.shape}; expected (n_head {self.n_head} x "
+                             f"(qk_nope_head_dim {dn} + v_head_dim {dv}), kv_lora_rank)")
+        kv_b = data.reshape(self.n_head, dn + dv, data.shape[1])
+        yield f"blk.{il}.attn_k_b.weight", np.ascontiguousarray(kv_b[:, :dn].transpose(0, 2, 1), dtype=np.float32)
+        yield f"blk.{il}.attn_v_b.weight", np.ascontiguousarray(kv_b[:, dn:], dtype=np.float32)
 
     def _raw(self, hf_name: str) -> np.ndarray:
         t = self.state_dict[hf_name]

@@ -6,6 +6,7 @@ from oxillama.models.base import Architecture, ModelConfig
 from oxillama.models.bert import Bert, NomicBert
 from oxillama.models.bloom import Bloom
 from oxillama.models.command_r import CommandR
+from oxillama.models.deepseek2 import DeepSeek2
 from oxillama.models.exaone import Exaone
 from oxillama.models.falcon import Falcon
 from oxillama.models.gemma import Gemma, Gemma2, Gemma3
@@ -35,7 +36,7 @@ FAMILIES: tuple[type[Architecture], ...] = (Llama, Qwen2, Qwen3, Gemma, Gemma2, 
                                             GraniteHybrid,
                                             StableLM, GPTNeoX, Bloom, Falcon, GPT2, OLMo2, Granite, SmolLM3, Exaone,
                                             InternLM2, Lfm2, Lfm2Moe, Qwen3Next, Qwen35, Qwen35Moe, NemotronH,
-                                            Bert, NomicBert)
+                                            Bert, NomicBert, DeepSeek2)
 ARCHITECTURES: dict[str, type[Architecture]] = {name: cls for cls in FAMILIES for name in cls.arch_names}
 
 __all__ = ["ARCHITECTURES", "Architecture", "ModelConfig", "architecture_for"]

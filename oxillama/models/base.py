@@ -50,6 +50,8 @@ class Experts:
     scale: float = 1.0
     n_ff_shared: int = 0
     router_eps: float = 0.0
+    n_group: int = 0            # DeepSeek-V3's group-limited routing: experts in n_group groups, the tokens' experts
+    n_group_used: int = 0       # chosen within the n_group_used best groups (0: no groups)
 
 
 # llama.cpp's expert_gating_func values
@@ -281,8 +283,15 @@ class Architecture:
                                       self.tensor(b + "ffn_up_shexp.weight").shape[0], lo=1)
         if gating == "sparsemixer" and n_used != 2:
             raise ModelError(f"{self.arch}.expert_used_count = {n_used}: the sparsemixer router picks 2 experts")
+        n_group = self.hp_int("expert_group_count", 0, lo=0, hi=n_expert)
+        n_group_used = self.hp_int("expert_group_used_count", 0, lo=0, hi=max(n_group, 1))
+        if n_group > 1 and (n_expert % n_group or n_group_used < 1 or n_group_used * (n_expert // n_group) < n_used):
+            raise ModelError(f"{self.arch}.expert_group_count {n_group} must divide expert_count {n_expert}, and "
+                             f"{self.arch}.expert_group_used_count {n_group_used} groups must hold expert_used_count "
+                             f"{n_used} experts")
         return Experts(n_expert=n_expert, n_used=n_used, n_ff_exp=n_ff_exp, gating=gating, norm_topk=bool(norm),
-                       scale=scale, n_ff_shared=n_ff_shared, router_eps=self.router_eps)
+                       scale=scale, n_ff_shared=n_ff_shared, router_eps=self.router_eps,
+                       n_group=n_group if n_group > 1 else 0, n_group_used=n_group_used if n_group > 1 else 0)
 
     def first_moe_block(self) -> int:
         """The first block with experts, whose tensors the expert keys are checked against (lfm2moe: after its
@@ -482,7 +491,9 @@ class Architecture:
              "exp_down": self.experts_weight(p + "ffn_down_exps.weight", e.n_expert),
              # biases where the family has them (gpt-oss): the router's (n_expert), each expert's (n_expert, rows)
              "router_b": self.vector(p + "ffn_gate_inp.bias"), "exp_gate_b": self.vector(p + "ffn_gate_exps.bias"),
-             "exp_up_b": self.vector(p + "ffn_up_exps.bias"), "exp_down_b": self.vector(p + "ffn_down_exps.bias")}
+             "exp_up_b": self.vector(p + "ffn_up_exps.bias"), "exp_down_b": self.vector(p + "ffn_down_exps.bias"),
+             # DeepSeek-V3: the selection bias (e_score_correction) and the expert groups
+             "sel_bias": self.vector(p + "exp_probs_b.bias"), "n_group": e.n_group, "n_group_used": e.n_group_used}
         if d["router"][2:] != (e.n_expert, self.config.n_embd):
             raise ModelError(f"{p}ffn_gate_inp.weight has shape {d['router'][2:]}; expected "
                              f"(expert_count {e.n_expert}, n_embd {self.config.n_embd})")

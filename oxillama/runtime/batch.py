@@ -67,9 +67,10 @@ class SequencePool:
         dtype, width = kv_storage(engine.kv.kv_type, c.kv_dim // c.n_head_kv)
         n_kv_layer = engine.plan.n_kv_layer   # the attention layers (recurrent ones hold a state slot instead)
         shape = (n_kv_layer, c.n_head_kv, self.n_pages * self.page_size, width)
-        check_kv_memory(n_kv_layer, self.n_pages * self.page_size, c.kv_dim, engine.kv.kv_type)
+        self.v_is_k = engine.plan.kv_v_is_k   # latent attention: V is K's pages
+        check_kv_memory(n_kv_layer, self.n_pages * self.page_size, c.kv_dim, engine.kv.kv_type, self.v_is_k)
         self.k = kv_zeros(shape, dtype)      # untouched pages cost no memory until written
-        self.v = kv_zeros(shape, dtype)
+        self.v = self.k if self.v_is_k else kv_zeros(shape, dtype)
         self.buffers = _core.KVBuffers(self.k, self.v)
         self.recurrent = RecurrentStatePool(engine.plan, self.n_seq_max) if engine.plan.state_floats else None
         self._ctx = _core.ForwardContext(engine.plan, self.buffers, self.n_batch, engine.n_threads, self.n_ctx,
@@ -93,7 +94,8 @@ class SequencePool:
         return len(self._seqs)
 
     def memory_bytes(self) -> int:
-        return self.k.nbytes + self.v.nbytes + (self.recurrent.memory_bytes() if self.recurrent else 0)
+        return self.k.nbytes + (0 if self.v_is_k else self.v.nbytes) + (self.recurrent.memory_bytes() if self.recurrent
+                                                                        else 0)
 
     @property
     def free_state_slots(self) -> int | None:
@@ -385,8 +387,10 @@ class SequenceRows:
             raise InvalidArgumentError(f"positions [{start}, {stop}) are not within the cached [0, {len(s.tokens)})")
         at = self.pool._slots(s, start, stop)
         n = stop - start
-        return tuple(np.ascontiguousarray(a[:, :, at].transpose(0, 2, 1, 3)).reshape(self.n_layer, n, self.kv_dim)
-                     for a in (self.pool.k, self.pool.v))
+        def rows(a):
+            return np.ascontiguousarray(a[:, :, at].transpose(0, 2, 1, 3)).reshape(self.n_layer, n, self.kv_dim)
+        k = rows(self.pool.k)
+        return k, (k if self.pool.v_is_k else rows(self.pool.v))
 
     def write(self, k: np.ndarray, v: np.ndarray, pos0: int = 0) -> None:
         """Set positions [pos0, pos0 + n) to the rows (later ones are dropped); their tokens are
@@ -409,5 +413,6 @@ class SequenceRows:
         at = pool._slots(s, pos0, pos0 + n)
         _, n_head_kv, _, width = pool.k.shape
         pool.k[:, :, at] = k.reshape(self.n_layer, n, n_head_kv, width).transpose(0, 2, 1, 3)
-        pool.v[:, :, at] = v.reshape(self.n_layer, n, n_head_kv, width).transpose(0, 2, 1, 3)
+        if not pool.v_is_k:
+            pool.v[:, :, at] = v.reshape(self.n_layer, n, n_head_kv, width).transpose(0, 2, 1, 3)
         s.tokens.extend(self.tokens[pos0:pos0 + n])

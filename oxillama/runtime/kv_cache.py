@@ -43,26 +43,29 @@ _KV_MEMORY_SHARE = 0.8
 _N_CTX_STEP = 256
 
 
-def kv_memory_bytes(n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16") -> int:
-    """Bytes of K and V for n_ctx positions over n_layer layers."""
+def kv_memory_bytes(n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16", v_is_k: bool = False) -> int:
+    """Bytes of K and V for n_ctx positions over n_layer layers (v_is_k: K only, latent attention's cache)."""
+    copies = 1 if v_is_k else 2
     if kv_type == "q8_0":
-        return 2 * n_layer * n_ctx * (kv_dim // Q8_0_BLOCK) * Q8_0_BYTES
-    return 2 * n_layer * n_ctx * kv_dim * np.dtype(kv_dtype(kv_type)).itemsize
+        return copies * n_layer * n_ctx * (kv_dim // Q8_0_BLOCK) * Q8_0_BYTES
+    return copies * n_layer * n_ctx * kv_dim * np.dtype(kv_dtype(kv_type)).itemsize
 
 
-def check_kv_memory(n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16") -> None:
+def check_kv_memory(n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16", v_is_k: bool = False) -> None:
     """Raise InsufficientMemoryError, saying how much is needed and what n_ctx would fit, when a
     KV cache of n_ctx positions cannot fit in the memory available (oxillama._system.available_memory)."""
     avail = _system.available_memory()
-    if avail is not None and kv_memory_bytes(n_layer, n_ctx, kv_dim, kv_type) > avail:
-        raise _too_big(n_layer, n_ctx, kv_dim, kv_type, avail)
+    if avail is not None and kv_memory_bytes(n_layer, n_ctx, kv_dim, kv_type, v_is_k) > avail:
+        raise _too_big(n_layer, n_ctx, kv_dim, kv_type, avail, v_is_k)
 
 
-def _too_big(n_layer: int, n_ctx: int, kv_dim: int, kv_type: str, avail: int | None) -> InsufficientMemoryError:
-    need = kv_memory_bytes(n_layer, n_ctx, kv_dim, kv_type)
-    per_token = kv_memory_bytes(n_layer, 1, kv_dim, kv_type)
-    msg = (f"a KV cache of n_ctx={n_ctx} positions needs {_gib(need)} ({n_layer} layers x K and V x {kv_dim} "
-           f"values x {kv_type}, {per_token / 1024:.0f} KiB per position)")
+def _too_big(n_layer: int, n_ctx: int, kv_dim: int, kv_type: str, avail: int | None,
+             v_is_k: bool = False) -> InsufficientMemoryError:
+    need = kv_memory_bytes(n_layer, n_ctx, kv_dim, kv_type, v_is_k)
+    per_token = kv_memory_bytes(n_layer, 1, kv_dim, kv_type, v_is_k)
+    msg = (f"a KV cache of n_ctx={n_ctx} positions needs {_gib(need)} ({n_layer} layers x "
+           f"{'the latent' if v_is_k else 'K and V'} x {kv_dim} values x {kv_type}, {per_token / 1024:.0f} KiB per "
+           f"position)")
     if avail is None:
         return InsufficientMemoryError(msg + "; the allocation failed: use a smaller n_ctx (-c)")
     fit = int(avail * _KV_MEMORY_SHARE) // per_token // _N_CTX_STEP * _N_CTX_STEP
@@ -137,12 +140,12 @@ class KVCache:
     def dtype(self) -> np.dtype:
         return np.dtype(KV_DTYPES[self.kv_type])
 
+    v_is_k: bool = False   # latent attention (deepseek2): V is K's storage, each position stored once
+
     @property
     def bytes_per_token(self) -> int:
         """K and V bytes of one position over all layers."""
-        if self.kv_type == "q8_0":
-            return 2 * self.n_layer * self.kv_dim // Q8_0_BLOCK * Q8_0_BYTES
-        return 2 * self.n_layer * self.kv_dim * self.dtype.itemsize
+        return kv_memory_bytes(self.n_layer, 1, self.kv_dim, self.kv_type, self.v_is_k)
 
     def memory_bytes(self) -> int:
         raise NotImplementedError
@@ -185,9 +188,12 @@ class KVCache:
 
 class ContiguousKVCache(KVCache):
     """K and V stored head-major, (n_layer, n_head_kv, n_ctx rounded up to whole KV pages, head_dim) each, f16
-    (default) or f32; positions [0, n_past) are valid. kv_dim = n_head_kv * head_dim."""
+    (default) or f32; positions [0, n_past) are valid. kv_dim = n_head_kv * head_dim.
+    v_is_k: one array for both (a model whose every KV layer is latent attention reads its values from its K
+    rows, ForwardPlan.kv_v_is_k): half the memory; read() gives the same rows as k and v, write() stores k."""
 
-    def __init__(self, n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16", *, n_head_kv: int = 1):
+    def __init__(self, n_layer: int, n_ctx: int, kv_dim: int, kv_type: str = "f16", *, n_head_kv: int = 1,
+                 v_is_k: bool = False):
         kv_dtype(kv_type)
         if n_ctx < 1:
             raise InvalidArgumentError(f"n_ctx must be >= 1, got {n_ctx}")
@@ -201,12 +207,13 @@ class ContiguousKVCache(KVCache):
         # storage in whole pages of the C forward's paged layout, which a single sequence walks in order
         rows = -(-n_ctx // _core.KV_PAGE) * _core.KV_PAGE
         shape = (n_layer, n_head_kv, rows, width)
-        check_kv_memory(n_layer, n_ctx, kv_dim, kv_type)
+        self.v_is_k = bool(v_is_k)
+        check_kv_memory(n_layer, n_ctx, kv_dim, kv_type, self.v_is_k)
         try:
             self.k = kv_zeros(shape, dtype)
-            self.v = kv_zeros(shape, dtype)
+            self.v = self.k if self.v_is_k else kv_zeros(shape, dtype)
         except (MemoryError, OSError):
-            raise _too_big(n_layer, n_ctx, kv_dim, kv_type, None) from None
+            raise _too_big(n_layer, n_ctx, kv_dim, kv_type, None, self.v_is_k) from None
         self.buffers = _core.KVBuffers(self.k, self.v)
         self.n_past = 0
 
@@ -214,7 +221,7 @@ class ContiguousKVCache(KVCache):
     def like(cls, other: "ContiguousKVCache", n_ctx: int | None = None, n_layer: int | None = None):
         """An empty cache with other's layout and type (and its n_ctx / n_layer unless given)."""
         return cls(other.n_layer if n_layer is None else n_layer, other.n_ctx if n_ctx is None else n_ctx,
-                   other.kv_dim, other.kv_type, n_head_kv=other.n_head_kv)
+                   other.kv_dim, other.kv_type, n_head_kv=other.n_head_kv, v_is_k=other.v_is_k)
 
     def truncate(self, n: int) -> None:
         """Keep positions [0, n): later ones are overwritten by the next forward."""
@@ -226,7 +233,7 @@ class ContiguousKVCache(KVCache):
         self.n_past = 0
 
     def memory_bytes(self) -> int:
-        return self.k.nbytes + self.v.nbytes
+        return self.k.nbytes + (0 if self.v_is_k else self.v.nbytes)
 
     def _rows(self, a: np.ndarray, start: int, stop: int) -> np.ndarray:
         """(n_layer, stop - start, kv_dim) copy of positions [start, stop) of a head-major array"""
@@ -244,16 +251,18 @@ class ContiguousKVCache(KVCache):
 
     def read(self, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         start, stop = self._range(start, stop)
-        return self._rows(self.k, start, stop), self._rows(self.v, start, stop)
+        k = self._rows(self.k, start, stop)
+        return k, (k if self.v_is_k else self._rows(self.v, start, stop))
 
     def write(self, k: np.ndarray, v: np.ndarray, pos0: int = 0) -> None:
         n = self._check_rows(k, v, pos0)
         if pos0 + n > self.n_ctx:
             raise ContextOverflowError(f"{n} positions at {pos0} do not fit n_ctx={self.n_ctx}")
         self.k[:, :, pos0:pos0 + n] = self._stored(k, n)
-        self.v[:, :, pos0:pos0 + n] = self._stored(v, n)
+        if not self.v_is_k:
+            self.v[:, :, pos0:pos0 + n] = self._stored(v, n)
         self.n_past = pos0 + n
 
     def __repr__(self):
         return (f"ContiguousKVCache(n_layer={self.n_layer}, n_ctx={self.n_ctx}, kv_dim={self.kv_dim}, "
-                f"kv_type={self.kv_type!r}, n_head_kv={self.n_head_kv}, n_past={self.n_past})")
+                f"kv_type={self.kv_type!r}, n_head_kv={self.n_head_kv}, v_is_k={self.v_is_k}, n_past={self.n_past})")

@@ -33,7 +33,8 @@ class Session:
         self.model = model
         self.n_batch = n_batch
         # K/V for the attention layers only (recurrent layers keep a fixed-size state in self.recurrent)
-        self.kv = ContiguousKVCache(model.plan.n_kv_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv)
+        self.kv = ContiguousKVCache(model.plan.n_kv_layer, n_ctx, c.kv_dim, kv_type, n_head_kv=c.n_head_kv,
+                                    v_is_k=model.plan.kv_v_is_k)
         # recurrent layers: the state in slot 0 of a one-slot pool, and checkpoints of it (a recurrent state
         # cannot be truncated: going back resumes from a checkpoint and runs the tokens after it)
         self.recurrent = RecurrentStatePool(model.plan, 1) if model.plan.state_floats else None

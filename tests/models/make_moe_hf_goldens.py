@@ -64,6 +64,28 @@ MODELS = {
     "phimoe": ("PhimoeConfig", dict(intermediate_size=32, num_local_experts=8, num_experts_per_tok=2,
                                      attention_bias=True, lm_head_bias=True, rms_norm_eps=1e-5,
                                      rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    # DeepSeek-V2-Lite's shape: latent attention without a q LoRA (kv_lora_rank 24 + rope 8: a 32-value cache row),
+    # a leading dense block, then softmax top-2 of 8 experts scaled by 1.5, one shared expert
+    "deepseek_v2": ("DeepseekV2Config", dict(num_hidden_layers=3, num_key_value_heads=4, intermediate_size=96,
+                                             kv_lora_rank=24, q_lora_rank=None, qk_nope_head_dim=16,
+                                             qk_rope_head_dim=8, v_head_dim=16, first_k_dense_replace=1,
+                                             n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1,
+                                             moe_intermediate_size=32, routed_scaling_factor=1.5,
+                                             topk_method="greedy", norm_topk_prob=False,
+                                             rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    # DeepSeek-V3's: a q LoRA, the sigmoid router with a selection bias over 4 groups (2 used), renormalised and
+    # scaled by 2.5, two shared experts, YaRN with mscale = mscale_all_dim (the scores' mscale^2)
+    "deepseek_v3": ("DeepseekV3Config", dict(num_hidden_layers=3, num_key_value_heads=4, intermediate_size=96,
+                                             kv_lora_rank=24, q_lora_rank=48, qk_nope_head_dim=16,
+                                             qk_rope_head_dim=8, v_head_dim=16, first_k_dense_replace=1,
+                                             n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=2,
+                                             moe_intermediate_size=32, routed_scaling_factor=2.5, n_group=4,
+                                             topk_group=2, norm_topk_prob=True,
+                                             rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0,
+                                                              "factor": 4.0, "mscale": 0.707,
+                                                              "mscale_all_dim": 0.707, "beta_fast": 32.0,
+                                                              "beta_slow": 1.0,
+                                                              "original_max_position_embeddings": 64})),
 }
 GATE_UP_SCALE = {"gpt-oss": 4.0}
 # phimoe: expert 1's router row 0.5% from expert 0's, so that the sparsemixer's softmax over the logits within
@@ -76,8 +98,23 @@ def router_modules(model):
     out = []
     for il, layer in enumerate(model.model.layers):
         mlp = layer.mlp
-        out.append((il, getattr(mlp, "gate", None) or getattr(mlp, "router")))
+        r = getattr(mlp, "gate", None) or getattr(mlp, "router", None)
+        if r is not None and not hasattr(r, "out_features"):   # a dense block's MLP has a gate_proj, no router
+            out.append((il, r))
     return out
+
+
+def selection_scores(name, router, logits):
+    """What a router ranks its experts by: DeepSeek-V3's sigmoid plus the selection bias, else the softmax."""
+    if name == "deepseek_v3":
+        return (torch_sigmoid(logits) + router.e_score_correction_bias.double()).numpy()
+    import torch
+    return torch.softmax(logits, -1).numpy()
+
+
+def torch_sigmoid(x):
+    import torch
+    return torch.sigmoid(x)
 
 
 def make(name: str) -> None:
@@ -101,8 +138,11 @@ def make(name: str) -> None:
                         scale * fan_in ** -0.5)
             elif p_name.endswith("sinks"):   # sink logits of the scores' own size
                 p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(SEED + len(p_name))))
-        for _, r in routers:
+        for il, r in routers:
             r.weight.mul_(ROUTER_SCALE)
+            if hasattr(r, "e_score_correction_bias"):   # V3's selection bias: enough to change some choices
+                r.e_score_correction_bias.copy_(torch.randn(r.e_score_correction_bias.shape,
+                                                            generator=torch.Generator().manual_seed(SEED + il)) * 0.1)
             if name in NEAR_TWIN_ROUTER:
                 r.weight[1] = r.weight[0] * NEAR_TWIN_ROUTER[name]
     seen: dict[int, tuple] = {}
@@ -121,10 +161,15 @@ def make(name: str) -> None:
         h.remove()
     k = overrides.get("num_experts_per_tok")
     gaps = []
+    by_layer = dict(routers)
     for il in sorted(seen):
-        probs = torch.softmax(seen[il][0], -1).numpy()
+        probs = selection_scores(name, by_layer[il], seen[il][0])
         top = np.sort(probs, axis=-1)[:, ::-1]
         gaps.append((top[:, k - 1] - top[:, k]).min())
+        if name.startswith("deepseek"):   # its top-k is unsorted: best first, by what the router ranks them by
+            order = np.argsort(-np.take_along_axis(probs, seen[il][2], -1), axis=-1, kind="stable")
+            seen[il] = (seen[il][0], np.take_along_axis(seen[il][1], order, -1),
+                        np.take_along_axis(seen[il][2], order, -1))
     os.makedirs(OUT, exist_ok=True)
     state = {k_: v.detach().float().numpy() for k_, v in model.state_dict().items()}
     np.savez_compressed(os.path.join(OUT, f"{name}.npz"), **state)
@@ -138,7 +183,8 @@ def make(name: str) -> None:
         min_router_gap=np.float64(min(gaps)), transformers=np.array(transformers.__version__),
         torch=np.array(torch.__version__))
     print(f"{name}: logits {logits.shape} std {logits.std():.3f}; experts used "
-          f"{len(np.unique(seen[0][2]))}/{overrides.get('num_experts', overrides.get('num_local_experts'))}; "
+          f"{len(np.unique(seen[min(seen)][2]))}/"
+          f"{overrides.get('num_experts', overrides.get('num_local_experts', overrides.get('n_routed_experts')))}; "
           f"smallest k-th/(k+1)-th router gap {min(gaps):.3g}")
 
 

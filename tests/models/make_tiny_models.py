@@ -135,6 +135,19 @@ MODELS.update({
     "internlm2": ("LlamaConfig", dict(rms_norm_eps=1e-5, tie_word_embeddings=False,
                                        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
                   ("f32",)),
+    # DeepSeek-V3's shape: latent attention with a q LoRA (a cache row of kv_lora_rank 24 + rope 8 = 32 values,
+    # so a Q8_0 cache fits), YaRN with mscale = mscale_all_dim, a dense block then experts behind V3's router
+    # (sigmoid, a selection bias, 2 of 4 groups, renormalised, scaled), a shared expert
+    "deepseek2": ("DeepseekV3Config", dict(num_hidden_layers=3, num_key_value_heads=4, kv_lora_rank=24,
+                                            q_lora_rank=48, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+                                            first_k_dense_replace=1, n_routed_experts=8, num_experts_per_tok=2,
+                                            n_shared_experts=1, moe_intermediate_size=32, routed_scaling_factor=2.5,
+                                            n_group=4, topk_group=2, norm_topk_prob=True, rms_norm_eps=1e-6,
+                                            tie_word_embeddings=False,
+                                            rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0,
+                                                             "factor": 4.0, "mscale": 0.707, "mscale_all_dim": 0.707,
+                                                             "original_max_position_embeddings": 64}),
+                  ("f32", "q8_0")),
 })
 
 
@@ -204,6 +217,10 @@ def make(name: str) -> None:
     model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager", dtype=torch.float32)
     model.eval()
     randomize(model, torch, SEED + sum(map(ord, name)), gemma_norms=name.startswith("gemma"))
+    with torch.no_grad():   # DeepSeek-V3's selection bias is a buffer: drawn too, to weigh in the choices
+        for buf_name, b in model.named_buffers():
+            if buf_name.endswith("e_score_correction_bias"):
+                b.copy_(torch.randn(b.shape, generator=torch.Generator().manual_seed(SEED + len(buf_name))) * 0.1)
     ids = tokens()
     with torch.no_grad():
         logits = model(torch.from_numpy(ids)[None], use_cache=False).logits[0].float().numpy()

@@ -6,7 +6,8 @@ GQA, sliding windows shorter than the 32-token sequence, gemma2/gemma3 local/glo
 soft-capping, Q/K norms, biases, partial and scaled RoPE (linear, YaRN, Llama 3 frequency factors),
 tied embeddings; ALiBi (bloom, 6 heads), learned positions (gpt2), parallel residuals with one or two
 norms (falcon, gptneox, stablelm-par), post-norms without pre-norms (olmo2), granite's multipliers,
-NoPE layers (smollm3), fused QKV layouts (bloom, gptneox, falcon, internlm2). torch is not needed here. Tolerances are relative to the spread (std) of the golden logits.
+NoPE layers (smollm3), fused QKV layouts (bloom, gptneox, falcon, internlm2), DeepSeek's latent attention with its
+compressed cache, YaRN mscale and V3's grouped, biased router (deepseek2). torch is not needed here. Tolerances are relative to the spread (std) of the golden logits.
 """
 import os
 
@@ -20,7 +21,8 @@ from oxillama.runtime import InferenceEngine
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 ARCHS = ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "starcoder2", "command-r",
-         "stablelm", "gptneox", "bloom", "falcon", "gpt2", "olmo2", "granite", "smollm3", "exaone", "internlm2"]
+         "stablelm", "gptneox", "bloom", "falcon", "gpt2", "olmo2", "granite", "smollm3", "exaone", "internlm2",
+         "deepseek2"]
 # test model -> the GGUF architecture it is converted to (llama.cpp converts Mistral as llama)
 MODELS = {**{a: a for a in ARCHS}, "mistral": "llama", "llama3": "llama",   # llama3: RoPE via rope_freqs
           "stablelm-par": "stablelm",    # StableLM-2 12B's parallel block and per-head Q/K LayerNorms

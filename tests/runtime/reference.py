@@ -55,7 +55,16 @@ def route(logits, L):
     if gating == "sparsemixer":
         return _sparsemixer(logits, L["router_eps"])
     p = _softmax(logits) if gating == "softmax" else 1.0 / (1.0 + np.exp(-logits)) if gating == "sigmoid" else logits
-    sel = np.argsort(-p, axis=-1, kind="stable")[:, :k]
+    sc = p if L.get("sel_bias") is None else p + _vec(L["sel_bias"])   # DeepSeek-V3, lfm2moe: choose by p + bias
+    if L.get("n_group", 0) > 1:   # only within the n_group_used groups whose two best scores sum highest
+        ng = L["n_group"]
+        groups = sc.reshape(len(sc), ng, -1)
+        top2 = np.sort(groups, axis=-1)[..., ::-1][..., :2].sum(-1)
+        keep = np.argsort(-top2, axis=-1, kind="stable")[:, :L["n_group_used"]]
+        mask = np.zeros(top2.shape, bool)
+        np.put_along_axis(mask, keep, True, -1)
+        sc = np.where(np.repeat(mask, groups.shape[-1], axis=-1), sc, -np.inf)
+    sel = np.argsort(-sc, axis=-1, kind="stable")[:, :k]
     w = np.take_along_axis(p, sel, -1)
     if gating == "softmax_weight":
         w = _softmax(w)
@@ -220,6 +229,37 @@ def _apply_rope(x, rope, pos):
     return x
 
 
+def _mla(h, L, pos, eps, em):
+    """DeepSeek's multi-head latent attention in its expanded form (as transformers runs it): the latent c and the
+    shared k_pe per token, keys [W_kb_h^T c | k_pe] and values W_vb_h c per head, plain causal attention."""
+    n, nh = len(h), L["n_head"]
+    r, dn, dr, dv = L["mla_kv_lora_rank"], L["mla_d_nope"], L["mla_d_rope"], L["mla_d_v"]
+    if L["mla_q_lora_rank"]:
+        qa = _norm(_matmul(h, L["mla_wq_a"], em), _vec(L["mla_q_a_norm"]), None, "rms", eps)
+        q = _matmul(qa, L["mla_wq_b"], em)
+    else:
+        q = _matmul(h, L["mla_wq"], em)
+    q = q.reshape(n, nh, dn + dr)
+    ckv = _matmul(h, L["mla_wkv_a"], em)
+    c = _norm(ckv[:, :r], _vec(L["mla_kv_a_norm"]), None, "rms", eps)              # (n, r)
+    k_pe = _apply_rope(ckv[:, None, r:], L["rope"], pos)                          # (n, 1, dr)
+    q_pe = _apply_rope(q[..., dn:], L["rope"], pos)                               # (n, nh, dr)
+    if em:   # the cache stores [c | k_pe] as float16
+        c = c.astype(np.float16).astype(np.float64)
+        k_pe = k_pe.astype(np.float16).astype(np.float64)
+    k_b = _mat(L["mla_wk_b"]).reshape(nh, r, dn)                                  # per head (r, nope)
+    v_b = _mat(L["mla_wv_b"]).reshape(nh, dv, r)                                  # per head (v_dim, r)
+    k_nope = np.einsum("tr,hrd->thd", c, k_b)                                     # (n, nh, nope)
+    v = np.einsum("tr,hvr->thv", c, v_b)                                          # (n, nh, v_dim)
+    scores = (np.einsum("qhd,khd->hqk", q[..., :dn], k_nope) +
+              np.einsum("qhd,kd->hqk", q_pe, k_pe[:, 0])) * L["attn_scale"]
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    scores = np.where((j <= i)[None], scores, -np.inf)
+    p = _softmax(scores)
+    attn = np.einsum("hqk,khv->qhv", p, v).reshape(n, nh * dv)
+    return _matmul(attn, L["wo"], em)
+
+
 def reference_forward(spec: dict, tokens: list[int], *, emulate_kernels: bool = False,
                       router_trace: list | None = None) -> np.ndarray:
     """Logits (n_tokens, n_vocab) for tokens at positions 0..n-1.
@@ -243,6 +283,11 @@ def reference_forward(spec: dict, tokens: list[int], *, emulate_kernels: bool = 
         rs = L.get("residual_scale", 1.0) or 1.0                         # granite
         # no pre-norm (olmo2): the block reads x itself
         h = x if L["attn_norm"] is None else _norm(x, _vec(L["attn_norm"]), _vec(L.get("attn_norm_b")), kind, eps)
+        if L.get("kind") == "mla":
+            x = x + _mla(h, L, pos, eps, em)
+            f_in = _norm(x, _vec(L["ffn_norm"]), None, kind, eps)
+            x = x + (_moe_ffn(f_in, L, em, router_trace) if L.get("n_expert") else _dense_ffn(f_in, L, em))
+            continue
         if L.get("wk") is None:                                          # fused QKV
             qkv = _matmul(h, L["wq"], em)
             q, k, v = np.split(qkv, [nh * hd, nh * hd + nkv * hd], axis=-1)

@@ -54,7 +54,7 @@ HYBRID = ["hybrid:lfm2:Q8_0", "hybrid:qwen3next:Q8_0", "hybrid:lfm2moe:Q8_0", "h
           "hybrid:qwen35moe:Q8_0"]
 HYBRID_WRITERS = {"lfm2": write_tiny_lfm2, "qwen3next": write_tiny_qwen3next, "lfm2moe": write_tiny_lfm2moe,
                   "qwen35": write_tiny_qwen35, "qwen35moe": write_tiny_qwen35moe}
-CASES = ([(name, "f16") for name in TINY] + [("qwen3.gguf", "q8_0")] + [(name, "f16") for name in MOE]
+CASES = ([(name, "f16") for name in TINY] + [("qwen3.gguf", "q8_0"), ("deepseek2.gguf", "q8_0")] + [(name, "f16") for name in MOE]
          + [(name, "f16") for name in HYBRID])
 
 
