@@ -33,6 +33,7 @@ NAME = "smollm2-1.7b-random"
 FTYPES = {"Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18, "IQ4_XS": 30,
           "IQ4_NL": 25}
 DEFAULT_TYPES = ("Q4_0", "Q4_K_M", "Q8_0", "IQ4_XS")
+N_VOCAB = 49152   # SmolLM2's tokenizer
 
 
 def model_path(directory: str | os.PathLike, qtype: str) -> Path:
@@ -54,17 +55,44 @@ def _copy_tokenizer(writer, src: str) -> None:
             writer.add_key_value(key, value, vtype)
 
 
-def write_f16(path: Path, seed: int = 0) -> None:
-    """The F16 file (3.4 GB), under a temporary name renamed at the end."""
+def begin_f16(path: Path, arch: str, name: str) -> "gguf.GGUFWriter":
+    """A GGUFWriter for an F16 file of `arch` at path's temporary name, with its name, file type and SmolLM2's
+    tokenizer (copied from the 135M test model) and vocabulary size set: the part every real-size file shares.
+    The caller adds its own keys and tensors, then calls finish_f16."""
     import gguf
-    import numpy as np
 
     from oxillama import hub
 
+    w = gguf.GGUFWriter(str(path.with_suffix(".tmp")), arch)
+    w.add_name(name)
+    w.add_file_type(1)   # MOSTLY_F16
+    _copy_tokenizer(w, str(hub.resolve_model("smollm2-135m")))
+    w.add_vocab_size(N_VOCAB)
+    return w
+
+
+def finish_f16(w, path: Path) -> None:
+    """Write out a begin_f16 writer and rename its file to path (a file that exists is whole)."""
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(path.with_suffix(".tmp"), path)
+
+
+def rand_f16(rng, *shape) -> "np.ndarray":
+    """N(0, 0.02) weights stored as F16 (what llama_model_quantize then quantizes)"""
+    import numpy as np
+
+    return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float16)
+
+
+def write_f16(path: Path, seed: int = 0) -> None:
+    """The F16 file (3.4 GB), under a temporary name renamed at the end."""
+    import numpy as np
+
     s = SHAPES
-    tmp = path.with_suffix(".tmp")
-    w = gguf.GGUFWriter(str(tmp), "llama")
-    w.add_name(NAME)
+    w = begin_f16(path, "llama", NAME)
     w.add_block_count(s["n_layer"])
     w.add_context_length(s["n_ctx_train"])
     w.add_embedding_length(s["n_embd"])
@@ -74,18 +102,14 @@ def write_f16(path: Path, seed: int = 0) -> None:
     w.add_rope_freq_base(s["rope_theta"])
     w.add_layer_norm_rms_eps(s["rms_eps"])
     w.add_rope_dimension_count(s["n_embd"] // s["n_head"])
-    w.add_file_type(1)   # MOSTLY_F16
-    _copy_tokenizer(w, str(hub.resolve_model("smollm2-135m")))
-    n_vocab = 49152
-    w.add_vocab_size(n_vocab)
 
     rng = np.random.default_rng(seed)
 
     def rand(rows: int, cols: int) -> "np.ndarray":
-        return (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float16)
+        return rand_f16(rng, rows, cols)
 
     E, F, hd = s["n_embd"], s["n_ff"], s["n_embd"] // s["n_head"]
-    w.add_tensor("token_embd.weight", rand(n_vocab, E))
+    w.add_tensor("token_embd.weight", rand(N_VOCAB, E))
     w.add_tensor("output_norm.weight", np.ones(E, np.float32))
     for i in range(s["n_layer"]):
         p = f"blk.{i}."
@@ -98,11 +122,7 @@ def write_f16(path: Path, seed: int = 0) -> None:
         w.add_tensor(p + "ffn_gate.weight", rand(F, E))
         w.add_tensor(p + "ffn_up.weight", rand(F, E))
         w.add_tensor(p + "ffn_down.weight", rand(E, F))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    os.replace(tmp, path)
+    finish_f16(w, path)
 
 
 def quantize(src: Path, dst: Path, qtype: str, threads: int) -> None:
@@ -119,22 +139,23 @@ def quantize(src: Path, dst: Path, qtype: str, threads: int) -> None:
     os.replace(tmp, dst)
 
 
+def ensure_file(dst: Path, f16: Path, write_f16_fn, qtype: str, threads: int = 2) -> Path:
+    """dst, llama.cpp's qtype quantization of f16, made if missing (f16 written first by write_f16_fn(f16) if
+    missing too). Every real-size bench file goes through here."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if not dst.exists():
+        if not f16.exists():
+            print(f"writing {f16}", file=sys.stderr)
+            write_f16_fn(f16)
+        print(f"quantizing {dst}", file=sys.stderr)
+        quantize(f16, dst, qtype, threads)
+    return dst
+
+
 def ensure(directory: str | os.PathLike, types=DEFAULT_TYPES, threads: int = 2) -> dict[str, Path]:
     """Paths of the quantized files, making whichever is missing (the F16 file first)."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     f16 = model_path(directory, "F16")
-    out = {}
-    for qtype in types:
-        dst = model_path(directory, qtype)
-        if not dst.exists():
-            if not f16.exists():
-                print(f"writing {f16}", file=sys.stderr)
-                write_f16(f16)
-            print(f"quantizing {dst}", file=sys.stderr)
-            quantize(f16, dst, qtype, threads)
-        out[qtype] = dst
-    return out
+    return {qtype: ensure_file(model_path(directory, qtype), f16, write_f16, qtype, threads) for qtype in types}
 
 
 def measure(paths: dict[str, Path], threads: int, rounds: int, n_long: int, n_decode: int) -> dict:

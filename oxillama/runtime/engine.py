@@ -238,14 +238,16 @@ class InferenceEngine:
         cp, state = s.checkpoints.best(tokens, key=self._lora_key())
         s.truncate(cp)
         if state is not None:
-            s.recurrent.write(0, state)
+            s.recurrent.write(0, state, check=False)   # our own checkpoint
         if n > cp:
             self._run(np.asarray(tokens[cp:], dtype=np.int32))
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, rollback: bool = False) -> None:
         """Recurrent models: remember the state at the current position, to come back to it without running
-        the tokens before it again (truncate(), a prompt that shares this prefix); a no-op for others."""
-        self.session.checkpoint()
+        the tokens before it again (truncate(), a prompt that shares this prefix); a no-op for others.
+        rollback=True: a point to return to only until the next such one (speculative decoding's round start),
+        which replaces it in place instead of taking a checkpoint of the prompts' place."""
+        self.session.checkpoint(rollback)
 
     # ---- LoRA adapters (oxillama.lora) ----
 
@@ -298,7 +300,7 @@ class InferenceEngine:
             keep, state = s.checkpoints.best(ids, limit=keep if self.reuse_prefix else 0, key=self._lora_key())
         s.truncate(keep)     # keep <= the cached tokens: the pending token and the logits go too
         if state is not None:
-            s.recurrent.write(0, state)
+            s.recurrent.write(0, state, check=False)   # our own checkpoint
         # the prefix cache keys on tokens only, and holds K/V rows, not recurrent states
         use_prefix_cache = self.prefix_cache is not None and not self._lora_key() and s.recurrent is None
         if use_prefix_cache and keep < n - 1:

@@ -41,6 +41,12 @@ class Model:
         self.arch.n_ctx = self.n_ctx = int(n_ctx)
         self.long_rope = self.arch.long_rope(self.n_ctx)
         spec = self.arch.build()
+        unread = self.arch.tensors.unread() if n_layer is None else []
+        if unread:   # llama.cpp refuses such a file; its tensors may matter, so say so loudly
+            log.warning("%s: %d tensor(s) in the file are not used by oxillama's %s forward, so its output may "
+                        "differ from what the file's makers intended: %s%s", gguf.path, len(unread),
+                        self.config.arch, ", ".join(unread[:8]), " ..." if len(unread) > 8 else "")
+        self.unused_tensors = unread
         if n_layer is not None:
             spec["layers"] = spec["layers"][:n_layer]
         self.repack = bool(repack)

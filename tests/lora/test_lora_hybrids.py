@@ -86,3 +86,45 @@ def test_an_adapter_on_a_projection_the_forward_does_not_adapt_is_refused(family
     with InferenceEngine.from_gguf(WRITE[family](tmp_path / "base.gguf"), n_ctx=64) as e:
         with pytest.raises(LoraError, match=r"layer 0|blk\.0\."):
             e.add_lora(LoraAdapter.from_gguf(lora), 1.0)
+
+
+def test_bamba_q_and_k_adapters_follow_the_reordered_rows(tmp_path):
+    """Bamba's attention Q and K rows run in transformers' order (oxillama/models/granite.py): an adapter made for
+    the file's rows still equals its merged weights (its B reordered as the rows are)."""
+    from oxillama.gguf import GGUFFile
+    src = Path(__file__).parent.parent / "models" / "data" / "bamba.gguf"
+    names = ["blk.2.attn_q.weight", "blk.2.attn_k.weight"]
+    rng = np.random.default_rng(9)
+    with GGUFFile(src) as g:
+        base = {n: g.tensors[n].numpy().copy() for n in names}
+        pairs = {n: (rng.standard_normal((RANK, base[n].shape[1])).astype(np.float32) * 0.3 / np.sqrt(base[n].shape[1]),
+                     rng.standard_normal((base[n].shape[0], RANK)).astype(np.float32) * 0.3) for n in names}
+        merged_path = tmp_path / "merged.gguf"
+        w = GGUFWriter(merged_path)
+        w.add_metadata_from(g)
+        for t in g.tensors.values():
+            if t.name in pairs:
+                a, b = pairs[t.name]
+                w.add_tensor(t.name, (base[t.name].astype(np.float64) + b.astype(np.float64) @ a).astype(np.float32))
+            else:
+                w.add_tensor_from(t)
+        w.write()
+    lora = tmp_path / "a.gguf"
+    w = GGUFWriter(lora)
+    for k, v in {"general.architecture": "granitehybrid", "general.type": "adapter", "adapter.type": "lora",
+                 "adapter.lora.alpha": ALPHA}.items():
+        w.add_metadata(k, v)
+    for n, (a, b) in pairs.items():
+        w.add_tensor(n + ".lora_a", a)
+        w.add_tensor(n + ".lora_b", b)
+    w.write()
+    tokens = [int(t) % 288 for t in TOKENS]
+    with InferenceEngine.from_gguf(merged_path, n_ctx=128, kv_type="f32") as e:
+        want = e.forward(tokens, all_logits=True).copy()
+    with InferenceEngine.from_gguf(src, n_ctx=128, kv_type="f32") as e:
+        plain = e.forward(tokens, all_logits=True).copy()
+        e.reset()
+        e.add_lora(LoraAdapter.from_gguf(lora), 1.0)
+        got = e.forward(tokens, all_logits=True).copy()
+    assert np.abs(got - want).max() < 1e-4 * want.std()
+    assert np.abs(plain - want).max() > 0.05 * want.std()

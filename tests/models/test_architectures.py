@@ -105,8 +105,13 @@ def test_longrope_runs_the_short_factors_within_the_original_context():
             InferenceEngine(e.model, n_ctx=16)
 
 
+# the recurrent and hybrid families (test_ssm.py, test_hybrid.py check them against transformers and llama.cpp)
+RECURRENT_ARCHS = ["mamba2", "granitehybrid", "lfm2", "lfm2moe", "qwen3next", "qwen35", "qwen35moe", "nemotron_h"]
+
+
 def test_every_listed_architecture_is_supported():
     assert set(ARCHS) <= set(ARCHITECTURES)
+    assert set(RECURRENT_ARCHS) <= set(ARCHITECTURES)
 
 
 def test_unsupported_architecture_names_the_supported_ones(tmp_path):
@@ -123,7 +128,7 @@ def test_unsupported_architecture_names_the_supported_ones(tmp_path):
         InferenceEngine.from_gguf(path)
     msg = str(exc.value)
     assert "'mamba'" in msg
-    for arch in ARCHS:
+    for arch in ARCHS + RECURRENT_ARCHS:
         assert arch in msg
 
 
@@ -144,3 +149,23 @@ def test_decode_after_a_long_prompt_matches_the_prefill_path(name, kv_type):
         e.forward(tokens[:-4])
         stepped = np.stack([e.forward(tokens[i:i + 1]) for i in range(len(tokens) - 4, len(tokens))])
     assert np.array_equal(stepped, whole), f"max |decode - prefill| / std {rel_err(stepped, whole):.3g}"
+
+
+def test_a_tensor_the_forward_does_not_run_is_reported(tmp_path, caplog):
+    """A file carrying a tensor its architecture never reads (llama.cpp refuses such a file) loads with a warning
+    naming it, and Model.unused_tensors lists it: a forward that ignores weights must not be silent."""
+    src = os.path.join(DATA, "llama.gguf")
+    path = tmp_path / "extra.gguf"
+    with GGUFFile(src) as g:
+        w = GGUFWriter(path)
+        w.add_metadata_from(g)
+        for t in g.tensors.values():
+            w.add_tensor_from(t)
+        w.add_tensor("blk.1.attn_mystery.weight", np.ones((4, 64), np.float32))
+        w.write()
+    with caplog.at_level("WARNING", logger="oxillama"):
+        with InferenceEngine.from_gguf(path, n_ctx=64) as e:
+            assert e.model.unused_tensors == ["blk.1.attn_mystery.weight"]
+    assert "blk.1.attn_mystery.weight" in caplog.text and "not used" in caplog.text
+    with InferenceEngine.from_gguf(src, n_ctx=64) as e:
+        assert e.model.unused_tensors == []
