@@ -1,6 +1,7 @@
 """Many sequences in one forward (oxillama.runtime.batch.SequencePool) on the two real models.
 
     pytest bench/bench_batch.py --benchmark-only
+    python bench/bench_batch.py [-m MODEL ...] [-t THREADS] [--steps 24]     # 8 sequences vs 1, no pytest
 
 Each benchmark alternates the cases it compares step by step in one process, so that both see the same
 machine, and puts the medians and their ratio in extra_info:
@@ -8,7 +9,15 @@ machine, and puts the medians and their ratio in extra_info:
   the same model's prefill tokens/s, the ceiling a step over the weights can reach);
 - verify: a 5-token forward after a 64-token prefix against a 1-token forward (speculative decoding's cost);
 - kv types: decode after 1,024 positions with a Q8_0 cache against f16.
+
+Run as a script it prints, per model (default: SmolLM2-135M and the 1.7B Q4_0 / Q4_K_M files of
+bench/real_size_models.py where they exist), 8 sequences decoding together against one: steps of 1 and of 8
+alternated in one process, medians, the aggregate tokens/s ratio (issue 35: >= 5x on the 1.7B model), and a
+512-token prefill's tokens/s in the same process (the ceiling a step over the weights can reach).
 """
+import argparse
+import os
+import sys
 import time
 
 import numpy as np
@@ -107,3 +116,48 @@ def test_decode_1k_q8_0_vs_f16(benchmark, model):
         benchmark.pedantic(pair, rounds=64, iterations=1, warmup_rounds=2)
     f, q = np.median(times["f16"]), np.median(times["q8_0"])
     benchmark.extra_info.update(f16_tokens_per_s=1 / f, q8_0_tokens_per_s=1 / q, speedup=f / q)
+
+
+def batch_vs_one(path: str, threads: int, n_seq: int = 8, steps: int = 24) -> dict:
+    """Medians of alternated 1-sequence and n_seq-sequence decode steps (and a 512-token prefill's tokens/s)."""
+    with InferenceEngine.from_gguf(path, n_ctx=1200, n_threads=threads) as engine:
+        one, many = _decoding_pool(engine, 1), _decoding_pool(engine, n_seq)
+        times = {1: [], n_seq: []}
+        for _ in range(steps + 2):
+            for n, (pool, seqs, toks) in ((1, one), (n_seq, many)):
+                t = time.perf_counter()
+                out = pool.step([(s, [tok], False) for s, tok in zip(seqs, toks)])
+                times[n].append(time.perf_counter() - t)
+                toks[:] = [int(np.argmax(o)) for o in out]
+        t1, tn = np.median(times[1][2:]), np.median(times[n_seq][2:])
+        engine.reset()
+        engine.forward(_ids(engine, 64))
+        engine.reset()
+        t = time.perf_counter()
+        engine.forward(_ids(engine, 512))
+        prefill = 512 / (time.perf_counter() - t)
+    return {"one_tokens_per_s": 1 / t1, "batch_tokens_per_s": n_seq / tn, "speedup": t1 * n_seq / tn,
+            "prefill_tokens_per_s": prefill}
+
+
+def main(argv=None) -> int:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from real_size_models import model_path
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-m", "--model", action="append", help="GGUF path or known model name (repeatable)")
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=24, help="steps of each kind, alternated")
+    ap.add_argument("--dir", default=os.environ.get("OXILLAMA_BENCH_MODELS", "/work/models"))
+    args = ap.parse_args(argv)
+    models = args.model or ["smollm2-135m"] + [str(p) for p in (model_path(args.dir, q) for q in ("Q4_0", "Q4_K_M"))
+                                                if p.exists()]
+    print(f"8 sequences vs 1, {args.threads} threads, medians of {args.steps} alternated steps")
+    for m in models:
+        f = batch_vs_one(str(hub.resolve_model(m)), args.threads, 8, args.steps)
+        print(f"{os.path.basename(m):36s} 1 seq {f['one_tokens_per_s']:7.1f} tok/s   8 seqs {f['batch_tokens_per_s']:7.1f} "
+              f"tok/s: {f['speedup']:.2f}x   (prefill {f['prefill_tokens_per_s']:.1f} tok/s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from real_size_models import FTYPES, _copy_tokenizer, quantize  # noqa: E402
+from real_size_models import FTYPES, N_VOCAB, begin_f16, ensure_file, finish_f16, rand_f16  # noqa: E402
 
 LFM2 = dict(n_embd=2048, n_layer=16, n_ff=8192, n_head=32, n_head_kv=8, conv_l=3, n_ctx_train=128000,
             rope_theta=1_000_000.0, rms_eps=1e-5, attention=(2, 5, 8, 10, 12, 14))
@@ -32,15 +32,10 @@ def model_path(directory, qtype: str) -> Path:
 
 def write_lfm2_f16(path: Path, seed: int = 0) -> None:
     """The F16 file (~2.2 GB): matrices F16, norms and conv taps F32 (as llama.cpp keeps them)."""
-    import gguf
     import numpy as np
 
-    from oxillama import hub
-
     s = LFM2
-    tmp = path.with_suffix(".tmp")
-    w = gguf.GGUFWriter(str(tmp), "lfm2")
-    w.add_name(NAME)
+    w = begin_f16(path, "lfm2", NAME)
     w.add_block_count(s["n_layer"])
     w.add_context_length(s["n_ctx_train"])
     w.add_embedding_length(s["n_embd"])
@@ -50,19 +45,15 @@ def write_lfm2_f16(path: Path, seed: int = 0) -> None:
     w.add_rope_freq_base(s["rope_theta"])
     w.add_layer_norm_rms_eps(s["rms_eps"])
     w.add_uint32("lfm2.shortconv.l_cache", s["conv_l"])
-    w.add_file_type(1)   # MOSTLY_F16
-    _copy_tokenizer(w, str(hub.resolve_model("smollm2-135m")))
-    n_vocab = 49152
-    w.add_vocab_size(n_vocab)
 
     rng = np.random.default_rng(seed)
 
     def rand(rows: int, cols: int) -> "np.ndarray":
-        return (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float16)
+        return rand_f16(rng, rows, cols)
 
     E, F, hd = s["n_embd"], s["n_ff"], s["n_embd"] // s["n_head"]
     ones = np.ones(E, np.float32)
-    w.add_tensor("token_embd.weight", rand(n_vocab, E))
+    w.add_tensor("token_embd.weight", rand(N_VOCAB, E))
     w.add_tensor("token_embd_norm.weight", ones)
     for i in range(s["n_layer"]):
         p = f"blk.{i}."
@@ -83,28 +74,12 @@ def write_lfm2_f16(path: Path, seed: int = 0) -> None:
         w.add_tensor(p + "ffn_gate.weight", rand(F, E))
         w.add_tensor(p + "ffn_up.weight", rand(F, E))
         w.add_tensor(p + "ffn_down.weight", rand(E, F))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    os.replace(tmp, path)
+    finish_f16(w, path)
 
 
 def ensure(directory, types=("Q4_K_M",), threads: int = 2) -> dict[str, Path]:
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     f16 = model_path(directory, "F16")
-    out = {}
-    for qtype in types:
-        dst = model_path(directory, qtype)
-        if not dst.exists():
-            if not f16.exists():
-                print(f"writing {f16}", file=sys.stderr)
-                write_lfm2_f16(f16)
-            print(f"quantizing {dst}", file=sys.stderr)
-            quantize(f16, dst, qtype, threads)
-        out[qtype] = dst
-    return out
+    return {qtype: ensure_file(model_path(directory, qtype), f16, write_lfm2_f16, qtype, threads) for qtype in types}
 
 
 def main(argv=None) -> int:

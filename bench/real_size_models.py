@@ -1,6 +1,7 @@
 """Real-size models with random weights, for speed figures that caches do not flatter.
 
     python bench/real_size_models.py [--dir /work/models] [--types Q4_0,Q4_K_M,Q8_0,IQ4_XS]
+    python bench/real_size_models.py --table [--rounds 3] [-t 2]      # the README table
 
 writes SmolLM2-1.7B's shapes (hidden 2048, 24 layers, FFN 8192, 32 heads, 32 KV heads, tied embeddings,
 SmolLM2's tokenizer copied from the 135M test model's metadata) as an F16 GGUF with the `gguf` package, then
@@ -10,6 +11,13 @@ temporary name and renamed when complete: a file that exists is whole, and anoth
 
 The weights are N(0, 0.02) (norms 1): numbers of the right size, not a language model; greedy decode still
 runs the full network, which is all a speed figure needs.
+
+--table then measures every file against llama.cpp (bench/compare_llamacpp.py's child processes: a fresh
+process per library and figure set, libraries alternating which goes first round by round) and prints the README
+table: prefill of 512 tokens, decode after a 16-token prompt and decode after --long (2,048) tokens, oxillama vs
+llama.cpp with the ratio of the medians, and decode's share of the read-bandwidth limit (file bytes over the
+bandwidth measured in C by bench/membw.py at the start of every round of this run). A round of the four default
+files takes ~10-15 minutes on the 2-core Xeon; the table is only as steady as the machine is quiet.
 """
 from __future__ import annotations
 
@@ -25,6 +33,7 @@ NAME = "smollm2-1.7b-random"
 FTYPES = {"Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18, "IQ4_XS": 30,
           "IQ4_NL": 25}
 DEFAULT_TYPES = ("Q4_0", "Q4_K_M", "Q8_0", "IQ4_XS")
+N_VOCAB = 49152   # SmolLM2's tokenizer
 
 
 def model_path(directory: str | os.PathLike, qtype: str) -> Path:
@@ -46,17 +55,44 @@ def _copy_tokenizer(writer, src: str) -> None:
             writer.add_key_value(key, value, vtype)
 
 
-def write_f16(path: Path, seed: int = 0) -> None:
-    """The F16 file (3.4 GB), under a temporary name renamed at the end."""
+def begin_f16(path: Path, arch: str, name: str) -> "gguf.GGUFWriter":
+    """A GGUFWriter for an F16 file of `arch` at path's temporary name, with its name, file type and SmolLM2's
+    tokenizer (copied from the 135M test model) and vocabulary size set: the part every real-size file shares.
+    The caller adds its own keys and tensors, then calls finish_f16."""
     import gguf
-    import numpy as np
 
     from oxillama import hub
 
+    w = gguf.GGUFWriter(str(path.with_suffix(".tmp")), arch)
+    w.add_name(name)
+    w.add_file_type(1)   # MOSTLY_F16
+    _copy_tokenizer(w, str(hub.resolve_model("smollm2-135m")))
+    w.add_vocab_size(N_VOCAB)
+    return w
+
+
+def finish_f16(w, path: Path) -> None:
+    """Write out a begin_f16 writer and rename its file to path (a file that exists is whole)."""
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(path.with_suffix(".tmp"), path)
+
+
+def rand_f16(rng, *shape) -> "np.ndarray":
+    """N(0, 0.02) weights stored as F16 (what llama_model_quantize then quantizes)"""
+    import numpy as np
+
+    return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float16)
+
+
+def write_f16(path: Path, seed: int = 0) -> None:
+    """The F16 file (3.4 GB), under a temporary name renamed at the end."""
+    import numpy as np
+
     s = SHAPES
-    tmp = path.with_suffix(".tmp")
-    w = gguf.GGUFWriter(str(tmp), "llama")
-    w.add_name(NAME)
+    w = begin_f16(path, "llama", NAME)
     w.add_block_count(s["n_layer"])
     w.add_context_length(s["n_ctx_train"])
     w.add_embedding_length(s["n_embd"])
@@ -66,18 +102,14 @@ def write_f16(path: Path, seed: int = 0) -> None:
     w.add_rope_freq_base(s["rope_theta"])
     w.add_layer_norm_rms_eps(s["rms_eps"])
     w.add_rope_dimension_count(s["n_embd"] // s["n_head"])
-    w.add_file_type(1)   # MOSTLY_F16
-    _copy_tokenizer(w, str(hub.resolve_model("smollm2-135m")))
-    n_vocab = 49152
-    w.add_vocab_size(n_vocab)
 
     rng = np.random.default_rng(seed)
 
     def rand(rows: int, cols: int) -> "np.ndarray":
-        return (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float16)
+        return rand_f16(rng, rows, cols)
 
     E, F, hd = s["n_embd"], s["n_ff"], s["n_embd"] // s["n_head"]
-    w.add_tensor("token_embd.weight", rand(n_vocab, E))
+    w.add_tensor("token_embd.weight", rand(N_VOCAB, E))
     w.add_tensor("output_norm.weight", np.ones(E, np.float32))
     for i in range(s["n_layer"]):
         p = f"blk.{i}."
@@ -90,11 +122,7 @@ def write_f16(path: Path, seed: int = 0) -> None:
         w.add_tensor(p + "ffn_gate.weight", rand(F, E))
         w.add_tensor(p + "ffn_up.weight", rand(F, E))
         w.add_tensor(p + "ffn_down.weight", rand(E, F))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    os.replace(tmp, path)
+    finish_f16(w, path)
 
 
 def quantize(src: Path, dst: Path, qtype: str, threads: int) -> None:
@@ -111,22 +139,75 @@ def quantize(src: Path, dst: Path, qtype: str, threads: int) -> None:
     os.replace(tmp, dst)
 
 
+def ensure_file(dst: Path, f16: Path, write_f16_fn, qtype: str, threads: int = 2) -> Path:
+    """dst, llama.cpp's qtype quantization of f16, made if missing (f16 written first by write_f16_fn(f16) if
+    missing too). Every real-size bench file goes through here."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if not dst.exists():
+        if not f16.exists():
+            print(f"writing {f16}", file=sys.stderr)
+            write_f16_fn(f16)
+        print(f"quantizing {dst}", file=sys.stderr)
+        quantize(f16, dst, qtype, threads)
+    return dst
+
+
 def ensure(directory: str | os.PathLike, types=DEFAULT_TYPES, threads: int = 2) -> dict[str, Path]:
     """Paths of the quantized files, making whichever is missing (the F16 file first)."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     f16 = model_path(directory, "F16")
-    out = {}
-    for qtype in types:
-        dst = model_path(directory, qtype)
-        if not dst.exists():
-            if not f16.exists():
-                print(f"writing {f16}", file=sys.stderr)
-                write_f16(f16)
-            print(f"quantizing {dst}", file=sys.stderr)
-            quantize(f16, dst, qtype, threads)
-        out[qtype] = dst
-    return out
+    return {qtype: ensure_file(model_path(directory, qtype), f16, write_f16, qtype, threads) for qtype in types}
+
+
+def measure(paths: dict[str, Path], threads: int, rounds: int, n_long: int, n_decode: int) -> dict:
+    """Per type, per library, the figure sets of every round; and the bandwidth of every round (GB/s)."""
+    import compare_llamacpp as cl
+    from membw import read_bandwidth
+
+    runs = {q: {"oxillama": [], "llamacpp": []} for q in paths}
+    bandwidth = []
+    for r in range(rounds):
+        bandwidth.append(read_bandwidth(threads))
+        print(f"round {r + 1}/{rounds}: read bandwidth {bandwidth[-1]:.1f} GB/s", file=sys.stderr)
+        for qtype, path in paths.items():
+            for lib in (("oxillama", "llamacpp") if (r + list(paths).index(qtype)) % 2 == 0
+                        else ("llamacpp", "oxillama")):
+                runs[qtype][lib].append(cl.run_child(lib, str(path), threads, n_long, n_decode))
+                print(f"  {qtype:7s} {lib:9s} " + ", ".join(f"{k} {v:.1f}" for k, v in runs[qtype][lib][-1].items()
+                                                          if not k.endswith("_mb")), file=sys.stderr)
+    return {"runs": runs, "bandwidth": bandwidth}
+
+
+def table(paths: dict[str, Path], figures: dict, threads: int, n_long: int) -> str:
+    """The README table (markdown) of measure()'s figures: medians over the rounds."""
+    import statistics
+
+    import compare_llamacpp as cl
+
+    long_key = cl._long_key(n_long)
+    bw = statistics.median(figures["bandwidth"])
+    rounds = len(figures["bandwidth"])
+    head = (f"| 1.7B file | prefill 512 (oxillama vs llama.cpp) | decode | {long_key} | "
+            f"decode's share of the read-bandwidth limit |")
+    lines = [head, "| --- | --- | --- | --- | --- |"]
+    for qtype, path in paths.items():
+        runs = figures["runs"][qtype]
+        med = {lib: {k: statistics.median(x[k] for x in runs[lib]) for k in ("prefill", "decode", long_key)}
+               for lib in runs}
+        gb = path.stat().st_size / 1e9
+        limit = bw / gb
+        cells = [f"{qtype} ({gb:.2f} GB)"]
+        for k in ("prefill", "decode", long_key):
+            ox, lc = med["oxillama"][k], med["llamacpp"][k]
+            cells.append(f"{ox:.1f} vs {lc:.1f} tok/s: **{ox / lc:.2f}x**" if k == "prefill"
+                         else f"{ox:.1f} vs {lc:.1f}: {ox / lc:.2f}x")
+        cells.append(f"{med['oxillama']['decode'] / limit:.0%} vs {med['llamacpp']['decode'] / limit:.0%}")
+        lines.append("| " + " | ".join(cells) + " |")
+    cpu = cl._cpu_name()
+    lines.append("")
+    lines.append(f"{cpu}, {threads} threads, medians of {rounds} alternating rounds; read bandwidth {bw:.1f} GB/s "
+                 f"(C, {threads} threads, median of the rounds' {', '.join(f'{b:.1f}' for b in figures['bandwidth'])}), "
+                 f"so the decode limit is the file's bytes over it.")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -134,13 +215,36 @@ def main(argv=None) -> int:
     ap.add_argument("--dir", default=os.environ.get("OXILLAMA_BENCH_MODELS", "/work/models"))
     ap.add_argument("--types", default=",".join(DEFAULT_TYPES), help=f"of {', '.join(FTYPES)}")
     ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--table", action="store_true", help="measure every file against llama.cpp and print the "
+                                                         "README table")
+    ap.add_argument("--rounds", type=int, default=3, help="--table: alternating rounds")
+    ap.add_argument("--long", type=int, default=2048, help="--table: prompt tokens before the long decode")
+    ap.add_argument("--decode-tokens", type=int, default=64, help="--table: greedy tokens per decode figure")
+    ap.add_argument("--json", default=None, help="--table: also write the raw figures here")
     args = ap.parse_args(argv)
     types = [t.strip() for t in args.types.split(",") if t.strip()]
     unknown = [t for t in types if t not in FTYPES]
     if unknown:
         ap.error(f"unknown type(s) {unknown}; known: {sorted(FTYPES)}")
-    for qtype, path in ensure(args.dir, types, args.threads).items():
-        print(f"{qtype:8s} {path}  {path.stat().st_size / 1e9:.2f} GB")
+    paths = ensure(args.dir, types, args.threads)
+    if not args.table:
+        for qtype, path in paths.items():
+            print(f"{qtype:8s} {path}  {path.stat().st_size / 1e9:.2f} GB")
+        return 0
+    if args.rounds < 1 or args.long < 16 or args.decode_tokens < 1:
+        ap.error("--rounds and --decode-tokens must be >= 1, --long >= 16")
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        print("llama-cpp-python is not installed: the table compares with it", file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(Path(__file__).resolve().parent))          # compare_llamacpp, membw
+    figures = measure(paths, args.threads, args.rounds, args.long, args.decode_tokens)
+    if args.json:
+        import json
+        Path(args.json).write_text(json.dumps({"threads": args.threads, **figures,
+                                               "files": {q: str(p) for q, p in paths.items()}}, indent=1))
+    print(table(paths, figures, args.threads, args.long))
     return 0
 
 

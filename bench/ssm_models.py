@@ -16,6 +16,12 @@ at realistic rates):
                  12 heads, 4 KV heads), Mamba-2 d_inner 3072 (48 heads of 64), d_state 128, 1 group; 32 experts
                  of 512 (6 used) + a shared expert of 1024
 
+  lfm2           bench/hybrid_models.py's LFM2-1.2B (written and quantized there)
+
+Each model also gets its logits compared with llama.cpp's on the same file (mean and max KL, top-1 agreement
+over one 128-token prefill). The files are written by bench/real_size_models.py's helpers (begin_f16,
+finish_f16, ensure_file), shared with the dense and LFM2 files.
+
 What the issue asks (figures, not tests): decode and prefill >= 1.3x llama.cpp; for mamba2 decode at 2,000
 tokens of context <= 1.1x the cost at 64; 8 sequences >= 3x one sequence's tokens/s.
 """
@@ -31,7 +37,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
-N_VOCAB = 49152
+sys.path.insert(0, str(HERE))
+from real_size_models import N_VOCAB, begin_f16, ensure_file, finish_f16, rand_f16  # noqa: E402
 
 SHAPES = {
     "mamba2": dict(n_embd=1024, n_layer=48, d_inner=2048, d_state=128, n_group=1, n_head=32, d_conv=4),
@@ -46,21 +53,13 @@ def model_path(directory, arch: str, qtype: str) -> Path:
 
 
 def write_f16(path: Path, arch: str, seed: int = 0) -> None:
-    import gguf
     import numpy as np
-
-    sys.path.insert(0, str(HERE))
-    from real_size_models import _copy_tokenizer
-
-    from oxillama import hub
 
     s = SHAPES[arch]
     rng = np.random.default_rng(seed)
     E, di, ds, ng, nh, dc = s["n_embd"], s["d_inner"], s["d_state"], s["n_group"], s["n_head"], s["d_conv"]
     conv_dim = di + 2 * ng * ds
-    tmp = path.with_suffix(".tmp")
-    w = gguf.GGUFWriter(str(tmp), arch)
-    w.add_name(f"{arch}-random")
+    w = begin_f16(path, arch, f"{arch}-random")
     w.add_block_count(s["n_layer"])
     w.add_context_length(1 << 20)
     w.add_embedding_length(E)
@@ -70,7 +69,6 @@ def write_f16(path: Path, arch: str, seed: int = 0) -> None:
     w.add_ssm_time_step_rank(nh)
     w.add_ssm_group_count(ng)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_file_type(1)
     attn = set(s.get("attn_layers", ()))
     if arch == "mamba2":
         w.add_feed_forward_length(0)
@@ -87,11 +85,9 @@ def write_f16(path: Path, arch: str, seed: int = 0) -> None:
         w.add_residual_scale(0.22)
         w.add_logit_scale(6.0)
         w.add_rope_scaling_finetuned(False)
-    _copy_tokenizer(w, str(hub.resolve_model("smollm2-135m")))
-    w.add_vocab_size(N_VOCAB)
 
     def rand(*shape):
-        return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float16)
+        return rand_f16(rng, *shape)
 
     w.add_tensor("token_embd.weight", rand(N_VOCAB, E))
     w.add_tensor("output_norm.weight", np.ones(E, np.float32))
@@ -123,27 +119,13 @@ def write_f16(path: Path, arch: str, seed: int = 0) -> None:
             w.add_tensor(p + "ffn_gate_shexp.weight", rand(sff, E))
             w.add_tensor(p + "ffn_up_shexp.weight", rand(sff, E))
             w.add_tensor(p + "ffn_down_shexp.weight", rand(E, sff))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    os.replace(tmp, path)
+    finish_f16(w, path)
 
 
 def ensure(directory, arch: str, qtype: str = "Q4_K_M", threads: int = 2) -> Path:
-    sys.path.insert(0, str(HERE))
-    from real_size_models import quantize
-
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    dst, f16 = model_path(directory, arch, qtype), model_path(directory, arch, "F16")
-    if not dst.exists():
-        if not f16.exists():
-            print(f"writing {f16}", file=sys.stderr)
-            write_f16(f16, arch)
-        print(f"quantizing {dst}", file=sys.stderr)
-        quantize(f16, dst, qtype, threads)
-    return dst
+    """The real-size qtype file of arch, made (F16 by write_f16, then llama.cpp's quantizer) if missing."""
+    return ensure_file(model_path(directory, arch, qtype), model_path(directory, arch, "F16"),
+                       lambda f16: write_f16(f16, arch), qtype, threads)
 
 
 def batch_worker(model: str, threads: int, n_seq: int, n_steps: int = 32) -> dict:
@@ -167,6 +149,55 @@ def batch_worker(model: str, threads: int, n_seq: int, n_steps: int = 32) -> dic
     return {"tok_s": n_seq * n_steps / dt}
 
 
+N_LOGITS = 128   # teacher-forced positions of the logits comparison
+
+
+def logits_worker(lib: str, model: str, threads: int, out: str) -> None:
+    """Both libraries' log-softmax at every position of one N_LOGITS-token prefill (compare_llamacpp.py's
+    deterministic prompt, no BOS put in front by either: the very same ids), saved to out (.npy, float64)."""
+    import numpy as np
+
+    sys.path.insert(0, str(HERE))
+    from compare_llamacpp import _prompt_ids
+
+    if lib == "llamacpp":
+        import llama_cpp
+
+        llm = llama_cpp.Llama(model, logits_all=True, n_ctx=N_LOGITS + 8, n_batch=N_LOGITS, n_ubatch=N_LOGITS,
+                              n_threads=threads, verbose=False)
+        llm.eval(_prompt_ids(llm.n_vocab(), N_LOGITS, None))
+        x = np.array(llm.scores[:N_LOGITS], dtype=np.float64)
+        llm.close()
+    else:
+        from oxillama import InferenceEngine
+
+        with InferenceEngine.from_gguf(model, n_ctx=N_LOGITS + 8, n_threads=threads) as e:
+            x = e.forward(_prompt_ids(e.n_vocab, N_LOGITS, None), all_logits=True).astype(np.float64)
+    x -= x.max(axis=-1, keepdims=True)
+    np.save(out, x - np.log(np.exp(x).sum(axis=-1, keepdims=True)))
+
+
+def compare_logits(model: str, threads: int) -> dict:
+    """mean and max KL(llama.cpp || oxillama) over the positions, and top-1 agreement: the same figures
+    tests/runtime/make_llamacpp_logprobs.py gives for the dense models"""
+    import tempfile
+
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as tmp:
+        lp = {}
+        for lib in ("llamacpp", "oxillama"):
+            out = os.path.join(tmp, f"{lib}.npy")
+            code = (f"import sys; sys.path.insert(0, {str(HERE)!r}); import ssm_models; "
+                    f"ssm_models.logits_worker({lib!r}, {model!r}, {threads}, {out!r})")
+            subprocess.run([sys.executable, "-c", code], check=True)
+            lp[lib] = np.load(out)
+    ref, ox = lp["llamacpp"], lp["oxillama"]
+    kl = (np.exp(ref) * (ref - ox)).sum(axis=-1)
+    return {"mean_kl": float(kl.mean()), "max_kl": float(kl.max()),
+            "top1": float((ref.argmax(-1) == ox.argmax(-1)).mean())}
+
+
 def run_batch(model: str, threads: int, n_seq: int) -> float:
     code = (f"import sys, json; sys.path.insert(0, {str(HERE)!r}); import ssm_models; "
             f"print(json.dumps(ssm_models.batch_worker({model!r}, {threads}, {n_seq})))")
@@ -177,17 +208,27 @@ def run_batch(model: str, threads: int, n_seq: int) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", default=os.environ.get("OXILLAMA_BENCH_MODELS", "/work/models"))
-    ap.add_argument("--models", default="mamba2,granitehybrid")
+    ap.add_argument("--models", default="mamba2,granitehybrid,lfm2", help="of mamba2, granitehybrid, lfm2 "
+                                                                       "(bench/hybrid_models.py's LFM2-1.2B)")
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--long", type=int, default=2000)
+    ap.add_argument("--decode-tokens", type=int, default=128, help="greedy tokens per decode figure")
     ap.add_argument("--no-llamacpp", action="store_true", help="only oxillama's batch figures")
     args = ap.parse_args(argv)
     for arch in [m.strip() for m in args.models.split(",") if m.strip()]:
-        path = ensure(args.dir, arch, threads=args.threads)
+        if arch == "lfm2":
+            from hybrid_models import ensure as ensure_lfm2
+            path = ensure_lfm2(args.dir, threads=args.threads)["Q4_K_M"]
+        else:
+            path = ensure(args.dir, arch, threads=args.threads)
         if not args.no_llamacpp:
+            c = compare_logits(str(path), args.threads)
+            print(f"{arch}: logits vs llama.cpp over {N_LOGITS} positions: mean KL {c['mean_kl']:.2e}, max KL "
+                  f"{c['max_kl']:.2e}, top-1 agreement {c['top1']:.1%}")
             subprocess.run([sys.executable, str(HERE / "compare_llamacpp.py"), "-m", str(path), "-t",
-                            str(args.threads), "--rounds", str(args.rounds), "--long", str(args.long)], check=False)
+                            str(args.threads), "--rounds", str(args.rounds), "--long", str(args.long),
+                            "--decode-tokens", str(args.decode_tokens)], check=False)
         one, eight = [], []
         for _ in range(args.rounds):   # alternating rounds, medians
             one.append(run_batch(str(path), args.threads, 1))

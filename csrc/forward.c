@@ -496,6 +496,12 @@ static void activate(const oxl_kernel_table *kt, const oxl_layer *L, const float
         }
         break;
     }
+    case OXL_ACT_RELU_SQR:
+        for (int i = 0; i < n; i++) {
+            const float r = g[i] > 0.0f ? g[i] : 0.0f;
+            y[i] = u ? r * r * u[i] : r * r;
+        }
+        break;
     case OXL_ACT_GELU_TANH: kt->ops.gelu_mul(g, u, y, n); break;
     case OXL_ACT_GELU_ERF: kt->ops.gelu_erf_mul(g, u, y, n); break;
     default:
@@ -624,7 +630,7 @@ static int check_deltanet(const oxl_model *m, const oxl_layer *L) {
 /* A Mamba-2 layer's sizes against each other, its weights and the model's maxima (which sized the scratch). */
 static int check_mamba2(const oxl_model *m, const oxl_layer *L) {
     const int64_t di = L->ssm_d_inner, ds = L->ssm_d_state, ng = L->ssm_n_group, nh = L->ssm_n_head;
-    if (di <= 0 || ds <= 0 || ng <= 0 || nh <= 0 || L->ssm_d_conv < 1 || L->ssm_d_conv > 64) return OXL_ERR_SHAPE;
+    if (di <= 0 || ds <= 0 || ng <= 0 || nh <= 0 || L->ssm_d_conv < 1 || L->ssm_d_conv > OXL_CONV_MAX_L) return OXL_ERR_SHAPE;
     if (di % nh || nh % ng || di % ng) return OXL_ERR_SHAPE;
     const int64_t conv_dim = di + 2 * ng * ds, d_in_proj = di + conv_dim + nh;
     if (di > m->ssm_d_inner_max || conv_dim > m->ssm_conv_dim_max || d_in_proj > m->ssm_d_in_proj_max) return OXL_ERR_SHAPE;
@@ -660,6 +666,8 @@ static int check_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_sta
         } else if (L->kind == OXL_LAYER_DELTANET) {
             const int rc = check_deltanet(m, L);
             if (rc) return rc;
+        } else if (L->kind == OXL_LAYER_FFN) {
+            if (!L->w_up.data || !L->w_down.data || !L->ffn_norm) return OXL_ERR_ARG;
         } else {
             return OXL_ERR_ARG;
         }
@@ -1005,10 +1013,10 @@ static void phase_shortconv(const fwd_state *F, fwd_thread *T, const oxl_layer *
     if (c0 < c1)
         for (int s = 0; s < F->n_seqs; s++) {
             const int r0 = F->seq_row0[s];
-            float *state = seq_state(F, s) + L->state_off;   /* (n_embd, L - 1) */
+            float *state = seq_state(F, s) + L->state_off;   /* (L - 1, n_embd) */
             if (F->seqs[s].pos0 == 0)   /* a new sequence: the zero state */
-                memset(state + c0 * (c->L - 1), 0, (size_t)((c1 - c0) * (c->L - 1)) * 4);
-            oxl_shortconv_rows(bcx + (int64_t)r0 * 3 * n_embd, 3 * n_embd, F->seqs[s].n_tokens, n_embd,
+                for (int k = 0; k < c->L - 1; k++) memset(state + k * n_embd + c0, 0, (size_t)(c1 - c0) * 4);
+            oxl_shortconv_rows(kt, bcx + (int64_t)r0 * 3 * n_embd, 3 * n_embd, F->seqs[s].n_tokens, n_embd,
                                c->kernel, c->L, state, y + (int64_t)r0 * n_embd, n_embd, (int)c0, (int)c1);
         }
     const oxl_weight *out_ws[1] = {&c->out_proj};
@@ -1046,6 +1054,34 @@ static void phase_ffn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L
             else memcpy(F->xn + i * n_embd, xi, (size_t)n_embd * 4);   /* post-norm: the FFN reads x */
         }
     }
+    act_set_fill(&T->acts, kt, F->xn, n_embd, (int)T->t0, (int)T->t1);
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* a mixer with no FFN after it (nemotron_h's attention blocks): x += its output, as phase_ffn_norm adds it */
+static void phase_mixer_residual(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const int n_embd = F->m->n_embd;
+    for (int64_t i = T->t0; i < T->t1; i++) {
+        float *ti = F->tmp + i * n_embd, *xi = F->x + i * n_embd;
+        add_bias(ti, L->bo, 1, n_embd, 0, 0, 1);
+        if (L->post_attn_norm) norm_row(kt, F->m, ti, L->post_attn_norm, NULL, ti, n_embd);
+        scale_residual(L, ti, n_embd);
+        kt->ops.add(xi, ti, n_embd);
+    }
+    sync_threads(F, T);
+    (void)il;
+}
+
+/* a block with no mixer (OXL_LAYER_FFN): xn = ffn_norm(x), quantized for the FFN; nothing to add to x first */
+static void phase_block_ffn_norm(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
+    const oxl_kernel_table *kt = F->kt;
+    const int n_embd = F->m->n_embd;
+    const oxl_weight *ffn_ws[2] = {&L->w_gate, &L->w_up};
+    act_set_init(&T->acts, kt, F->base, F->S, ffn_ws, 2);
+    for (int64_t i = T->t0; i < T->t1; i++)
+        norm_row(kt, F->m, F->x + i * n_embd, L->ffn_norm, L->ffn_norm_b, F->xn + i * n_embd, n_embd);
     act_set_fill(&T->acts, kt, F->xn, n_embd, (int)T->t0, (int)T->t1);
     sync_threads(F, T);
     (void)il;
@@ -1165,12 +1201,13 @@ static void route_row(const oxl_layer *L, float *logits, int32_t *sel, float *w)
         const float inv = 1.0f / sum;
         for (int e = 0; e < ne; e++) p[e] *= inv;
     }
+    const float *bias = L->sel_bias;   /* the choice by p + bias, the weights p */
     for (int j = 0; j < k; j++) {
         int best = -1;
         for (int e = 0; e < ne; e++) {
             int taken = 0;
             for (int i = 0; i < j; i++) taken |= sel[i] == e;
-            if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            if (!taken && (best < 0 || (bias ? p[e] + bias[e] > p[best] + bias[best] : p[e] > p[best]))) best = e;
         }
         sel[j] = best;
         w[j] = p[best];
@@ -1393,8 +1430,8 @@ static void phase_ssm_conv(const fwd_state *F, fwd_thread *T, const oxl_layer *L
         if (F->seqs[s].pos0 == 0)
             for (int k = 0; k < dc - 1; k++) memset(cst + (int64_t)k * conv_dim + c0, 0, (size_t)(c1 - c0) * 4);
         const int64_t r0 = F->seq_row0[s];
-        oxl_ssm_conv(zx + r0 * ld_in + di, ld_in, xbc + r0 * conv_dim, conv_dim, F->seqs[s].n_tokens, cst, conv_dim,
-                     dc, L->ssm_conv1d, L->ssm_conv1d_b, c0, c1);
+        F->kt->ops.causal_conv(zx + r0 * ld_in + di, ld_in, xbc + r0 * conv_dim, conv_dim, F->seqs[s].n_tokens, cst,
+                               conv_dim, L->ssm_conv1d, L->ssm_conv1d_b, dc, c0, c1, 1);
     }
     sync_threads(F, T);
     (void)il;
@@ -1432,7 +1469,7 @@ static void phase_ssm_out(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
     const oxl_weight *ws[1] = {&L->ssm_out};
     act_set_init(&T->acts, kt, F->base, F->S, ws, 1);
     for (int64_t i = T->t0; i < T->t1; i++)
-        oxl_ssm_gated_norm(y + i * di, zx + i * ld_in, L->ssm_norm, di, L->ssm_n_group, F->m->norm_eps);
+        oxl_ssm_gated_norm(kt, y + i * di, zx + i * ld_in, L->ssm_norm, di, L->ssm_n_group, F->m->norm_eps);
     act_set_fill(&T->acts, kt, y, di, (int)T->t0, (int)T->t1);
     sync_threads(F, T);
     matmul_share(kt, &L->ssm_out, act_for(&T->acts, kt, &L->ssm_out, y), F->n, F->tmp, n_embd, next_counter(F, T),
@@ -1479,14 +1516,12 @@ static void phase_deltanet_conv(const fwd_state *F, fwd_thread *T, const oxl_lay
     for (int64_t it = T->ith; it < (int64_t)F->n_seqs * n_blocks; it += T->nth) {
         const int s = (int)(it / n_blocks), c0 = (int)(it % n_blocks) * DN_CONV_CHANNELS;
         const int c1 = OXL_MIN(cd, c0 + DN_CONV_CHANNELS);
-        float *cst = seq_state(F, s) + L->state_off;   /* (conv_dim, L - 1) */
-        if (F->seqs[s].pos0 == 0) memset(cst + (int64_t)c0 * (d->L - 1), 0, (size_t)(c1 - c0) * (d->L - 1) * 4);
+        float *cst = seq_state(F, s) + L->state_off;   /* (L - 1, conv_dim) */
+        if (F->seqs[s].pos0 == 0)
+            for (int k = 0; k < d->L - 1; k++) memset(cst + (int64_t)k * cd + c0, 0, (size_t)(c1 - c0) * 4);
         const int64_t r0 = F->seq_row0[s];
-        oxl_causal_conv1d_rows(qkv + r0 * cd, cd, F->seqs[s].n_tokens, d->conv, d->L, cst, cv + r0 * cd, cd, c0, c1);
-        for (int t = 0; t < F->seqs[s].n_tokens; t++) {
-            float *row = cv + (r0 + t) * cd;
-            for (int c = c0; c < c1; c++) row[c] = row[c] / (1.0f + expf(-row[c]));
-        }
+        F->kt->ops.causal_conv(qkv + r0 * cd, cd, cv + r0 * cd, cd, F->seqs[s].n_tokens, cst, cd, d->conv, NULL, d->L,
+                               c0, c1, 1);
     }
     sync_threads(F, T);
     const float *ba = (const float *)(F->base + S->dn_ba);
@@ -1498,8 +1533,9 @@ static void phase_deltanet_conv(const fwd_state *F, fwd_thread *T, const oxl_lay
         for (int j = 0; j < nk * d->d_k; j++) row[j] *= q_scale;
         const float *bai = ba + i * 2 * nv;
         float *bgi = bg + i * 2 * nv;
-        for (int h = 0; h < nv; h++) {   /* value head h: key head h / r, its b and a at [g: b (r) | a (r)] */
-            const int g = h / r, j = h % r;
+        for (int h = 0; h < nv; h++) {   /* value head h: its key head g and rank j within g, its b and a at
+                                            [g: b (r) | a (r)] */
+            const int g = d->heads_tiled ? h % nk : h / r, j = d->heads_tiled ? h / nk : h % r;
             const float b = bai[g * 2 * r + j], a = bai[g * 2 * r + r + j] + d->dt_bias[h];
             const float softplus = a > 20.0f ? a : log1pf(expf(a));
             bgi[h] = 1.0f / (1.0f + expf(-b));
@@ -1519,7 +1555,7 @@ static void phase_deltanet_scan(const fwd_state *F, fwd_thread *T, const oxl_lay
     const float *cv = (const float *)(F->base + S->dn_conv), *bg = (const float *)(F->base + S->dn_bg);
     float *out = (float *)(F->base + S->dn_out);
     for (int64_t it = T->ith; it < (int64_t)F->n_seqs * nv; it += T->nth) {
-        const int s = (int)(it / nv), h = (int)(it % nv), g = h / r;
+        const int s = (int)(it / nv), h = (int)(it % nv), g = d->heads_tiled ? h % nk : h / r;
         float *st = seq_state(F, s) + L->state_off + (int64_t)cd * (d->L - 1) + (int64_t)h * dv * dk;
         if (F->seqs[s].pos0 == 0) memset(st, 0, (size_t)dv * dk * 4);
         const int64_t r0 = F->seq_row0[s];
@@ -1547,7 +1583,7 @@ static void phase_deltanet_out(const fwd_state *F, fwd_thread *T, const oxl_laye
             float *o = out + i * vd + (int64_t)h * dv;
             const float *zh = z + i * vd + (int64_t)h * dv;
             kt->ops.rms_norm(o, d->norm, o, dv, F->m->norm_eps);
-            for (int j = 0; j < dv; j++) o[j] *= zh[j] / (1.0f + expf(-zh[j]));
+            kt->ops.silu_mul(zh, o, o, dv);   /* o = silu(z) o */
         }
     act_set_fill(&T->acts, kt, out, vd, (int)T->t0, (int)T->t1);
     sync_threads(F, T);
@@ -1567,7 +1603,6 @@ static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
         ph[k++] = phase_ssm_conv;
         ph[k++] = phase_ssm_scan;
         ph[k++] = phase_ssm_out;
-        if (!L->w_up.data && L->n_expert == 0) return k;   /* no FFN after the mixer (mamba2) */
     } else if (L->kind == OXL_LAYER_SHORTCONV) {
         ph[k++] = phase_attn_norm;
         ph[k++] = phase_shortconv;
@@ -1577,12 +1612,22 @@ static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
         ph[k++] = phase_deltanet_conv;
         ph[k++] = phase_deltanet_scan;
         ph[k++] = phase_deltanet_out;
-    } else {
+    } else if (L->kind == OXL_LAYER_ATTENTION) {
         ph[k++] = phase_attn_norm;
         ph[k++] = phase_qkv;
         ph[k++] = phase_rope_store;
         ph[k++] = phase_attention;
         ph[k++] = phase_attn_out;
+    }
+    if (L->kind == OXL_LAYER_FFN) {   /* no mixer: the FFN reads x itself, normed */
+        ph[k++] = phase_block_ffn_norm;
+        ph[k++] = phase_ffn;
+        ph[k++] = phase_ffn_residual;
+        return k;
+    }
+    if (!L->w_up.data && L->n_expert == 0) {   /* no FFN after the mixer (mamba2, nemotron_h) */
+        if (L->kind == OXL_LAYER_ATTENTION) ph[k++] = phase_mixer_residual;   /* Mamba-2's ssm_out adds its own */
+        return k;
     }
     ph[k++] = phase_ffn_norm;
     if (L->n_expert > 0) {

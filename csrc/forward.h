@@ -26,7 +26,8 @@ typedef struct {
 enum { OXL_NORM_RMS = 0, OXL_NORM_LAYER = 1 };
 /* OXL_ACT_SWIGLU_OAI (gpt-oss's experts): g = min(gate, limit), u = clamp(up, -limit, limit),
  * y = (u + 1) * g * sigmoid(alpha * g), with the layer's act_alpha and act_limit */
-enum { OXL_ACT_SILU = 0, OXL_ACT_GELU_TANH = 1, OXL_ACT_GELU_ERF = 2, OXL_ACT_SWIGLU_OAI = 3 };
+/* OXL_ACT_RELU_SQR (nemotron_h): y = max(g, 0)^2 (times up where gated) */
+enum { OXL_ACT_SILU = 0, OXL_ACT_GELU_TANH = 1, OXL_ACT_GELU_ERF = 2, OXL_ACT_SWIGLU_OAI = 3, OXL_ACT_RELU_SQR = 4 };
 enum { OXL_ROPE_NORM = 0, OXL_ROPE_NEOX = 2, OXL_ROPE_NONE = -1 };
 
 typedef struct {
@@ -40,7 +41,7 @@ typedef struct {
     float corr_low, corr_high; /* YaRN correction dims */
 } oxl_rope;
 
-/* LFM2's conv block: y = out_proj(C * conv(B * x)), [B; C; x] = in_proj(xn); state (n_embd, L - 1) floats */
+/* LFM2's conv block: y = out_proj(C * conv(B * x)), [B; C; x] = in_proj(xn); state (L - 1, n_embd) floats */
 typedef struct {
     oxl_weight in_proj;     /* (3 n_embd, n_embd): rows [B; C; x] */
     oxl_weight out_proj;    /* (n_embd, n_embd) */
@@ -53,7 +54,7 @@ typedef struct {
  * (n_v_heads d_v), w_ba(xn) per key head [b (r) | a (r)], r = n_v_heads / n_k_heads. Then the causal conv
  * (width L) + SiLU over [q | k | v], q and k L2-normalised (q / sqrt(d_k)), beta = sigmoid(b),
  * g = a_neg * softplus(a + dt_bias), the delta rule per value head, o = rms_norm(o) * norm * silu(z) per value
- * head, out = w_out(o). State: the conv state (conv_dim, L - 1), then S (n_v_heads, d_v, d_k). */
+ * head, out = w_out(o). State: the conv state (L - 1, conv_dim), then S (n_v_heads, d_v, d_k). */
 typedef struct {
     oxl_weight wqkv;        /* (conv_dim, n_embd) */
     oxl_weight wgate;       /* (n_v_heads d_v, n_embd) */
@@ -64,6 +65,9 @@ typedef struct {
     const float *dt_bias;   /* (n_v_heads) */
     const float *norm;      /* (d_v) */
     int L, n_k_heads, n_v_heads, d_k, d_v;
+    int heads_tiled;        /* 0: value head h reads key head h / r (transformers' order, qwen3next); 1: key head
+                               h % n_k_heads (llama.cpp's qwen35 files, whose value heads are reordered so), and
+                               w_ba's rows per key head g are [b | a] of its value heads g, g + n_k_heads, ... */
 } oxl_deltanet;
 
 typedef struct {
@@ -139,13 +143,18 @@ typedef struct {
     const float *exp_down_b;                 /* (n_expert * n_embd), or NULL */
     float act_alpha, act_limit;              /* OXL_ACT_SWIGLU_OAI's parameters */
     float router_eps;                        /* OXL_GATING_SPARSEMIXER's jitter epsilon */
+    const float *sel_bias;                   /* (n_expert) added to the gated probabilities for the choice only,
+                                                the weights stay unbiased (lfm2moe's expert_bias, llama.cpp's
+                                                exp_probs_b), or NULL */
 } oxl_layer;
 
-/* What a layer's mixer is (the norms, residuals and FFN around it are the same for every kind). A recurrent
+/* What a layer's mixer is (the norms, residuals and FFN around it are the same for every kind; a mixer with
+ * neither w_up nor experts has no FFN after it: mamba2, nemotron_h's Mamba-2 and attention blocks). A recurrent
  * kind keeps a fixed-size state per sequence in the state pool (oxl_state_pool) instead of KV: MAMBA2 its conv
- * and SSM states (layers/ssm.h), SHORTCONV its conv state (n_embd, L - 1) (layers/shortconv.h), DELTANET its
+ * and SSM states (layers/ssm.h), SHORTCONV its conv state (L - 1, n_embd) (layers/shortconv.h), DELTANET its
  * conv state and delta-rule state (layers/deltanet.h). */
-enum { OXL_LAYER_ATTENTION = 0, OXL_LAYER_MAMBA2 = 1, OXL_LAYER_SHORTCONV = 2, OXL_LAYER_DELTANET = 3 };
+enum { OXL_LAYER_ATTENTION = 0, OXL_LAYER_MAMBA2 = 1, OXL_LAYER_SHORTCONV = 2, OXL_LAYER_DELTANET = 3,
+       OXL_LAYER_FFN = 4 };   /* FFN: no mixer, the block is x += ffn(ffn_norm(x)) (nemotron_h's MLP blocks) */
 
 /* How a router turns its logits into the chosen experts' weights (llama.cpp's expert_gating_func values):
  * SOFTMAX: softmax over all experts, the top k kept; SIGMOID: sigmoid of each, the top k kept;

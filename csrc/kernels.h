@@ -161,7 +161,23 @@ typedef struct {
      * so tiers differ by roundings, never by order). */
     void (*ssm_scan_states)(float *h, const float *B, const float *C, const float *xdt, float dA, float *y,
                             int d_state, int n);
+    /* The causal depthwise convolution of every recurrent layer kind (Mamba-2's xBC conv, LFM2's short conv,
+     * Qwen3-Next's q|k|v conv), channels [c0, c1) over n rows of one sequence, L taps (2 .. OXL_CONV_MAX_L):
+     *   y[t][c] = act((w[c][0] x[t-L+1][c] + w[c][1] x[t-L+2][c] + ... + w[c][L-1] x[t][c]) + b[c])
+     * the taps summed in kernel order j = 0 first, the bias (b NULL: none) added last, act = SiLU
+     * v / (1 + e^-v) when silu (libm's expf in the scalar tier, the tier's polynomial exp in SIMD tiers, on every
+     * lane), else the identity. Inputs before row 0 come from
+     * state (L - 1, ld_state): row k holds the (L-1-k)-th input before, oldest row first, channel c at column c;
+     * it is left holding the last L - 1 inputs. x (n, ldx), y (n, ldy); y may be x (in place). w (n_channels, L)
+     * row-major (the GGUF's conv weight). Channels are independent and every lane of a SIMD tier does the
+     * scalar arithmetic of its channel (masked tails, no scalar tail), so a channel's result does not depend
+     * on the [c0, c1) it was computed in; a prompt whole, in chunks or token by token gives the same floats.
+     * SIMD tiers fuse the multiply-adds (tiers differ by roundings, never by order). */
+    void (*causal_conv)(const float *x, int64_t ldx, float *y, int64_t ldy, int n, float *state, int64_t ld_state,
+                        const float *w, const float *b, int L, int c0, int c1, int silu);
 } oxl_ops;
+
+#define OXL_CONV_MAX_L 64   /* the widest causal conv kernel accepted (Mamba-2, Qwen3-Next: 4, LFM2: 3) */
 
 typedef struct {
     const char *name;

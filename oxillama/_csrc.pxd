@@ -47,6 +47,8 @@ cdef extern from "kernels.h" nogil:
         float (*exp_shift_sum)(float *x, int n, float m)
         void (*ssm_scan_states)(float *h, const float *B, const float *C, const float *xdt, float dA, float *y,
                                 int d_state, int n)
+        void (*causal_conv)(const float *x, int64_t ldx, float *y, int64_t ldy, int n, float *state,
+                            int64_t ld_state, const float *w, const float *b, int L, int c0, int c1, int silu)
 
     ctypedef struct oxl_kernel_table:
         const char *name
@@ -123,6 +125,7 @@ cdef extern from "forward.h" nogil:
         const float *dt_bias
         const float *norm
         int L, n_k_heads, n_v_heads, d_k, d_v
+        int heads_tiled
 
     ctypedef struct oxl_layer:
         const float *attn_norm
@@ -186,11 +189,13 @@ cdef extern from "forward.h" nogil:
         const float *exp_down_b
         float act_alpha, act_limit
         float router_eps
+        const float *sel_bias
 
     enum: OXL_LAYER_ATTENTION
     enum: OXL_LAYER_MAMBA2
     enum: OXL_LAYER_SHORTCONV
     enum: OXL_LAYER_DELTANET
+    enum: OXL_LAYER_FFN
 
 
     ctypedef struct oxl_model:

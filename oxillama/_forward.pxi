@@ -12,7 +12,7 @@ import numpy as np
 from oxillama.errors import ContextOverflowError, ModelError
 
 _NORM_TYPES = {"rms": 0, "layer": 1}
-_ACTS = {"silu": 0, "gelu_tanh": 1, "gelu": 1, "gelu_erf": 2, "swiglu_oai": 3}
+_ACTS = {"silu": 0, "gelu_tanh": 1, "gelu": 1, "gelu_erf": 2, "swiglu_oai": 3, "relu_sqr": 4}
 _ROPE_MODES = {"norm": 0, "neox": 2, "none": -1}
 GATINGS = {"softmax": OXL_GATING_SOFTMAX, "sigmoid": OXL_GATING_SIGMOID, "softmax_weight": OXL_GATING_SOFTMAX_WEIGHT,
            "sparsemixer": OXL_GATING_SPARSEMIXER}
@@ -118,6 +118,10 @@ cdef class ForwardPlan:
                 self._shortconv(L, ls, p, il)
             elif kind == "deltanet":
                 self._deltanet(L, ls, p, il)
+            elif kind == "ffn":   # no mixer: x += ffn(ffn_norm(x))
+                L.kind = OXL_LAYER_FFN
+                if ls.get("w_up") is None or ls.get("ffn_norm") is None:
+                    raise ModelError(f"layer {il}: a block without a mixer needs its FFN and ffn_norm")
             elif kind != "attention":
                 raise ModelError(f"layer {il}: unknown layer kind {kind!r}")
             else:
@@ -139,7 +143,7 @@ cdef class ForwardPlan:
                 L.b_up = self._vec(ls.get("b_up"), n_ff, p + "ffn_up.bias")
                 L.b_gate = self._vec(ls.get("b_gate"), n_ff, p + "ffn_gate.bias")
                 L.b_down = self._vec(ls.get("b_down"), self.n_embd, p + "ffn_down.bias")
-            elif not n_expert and kind == "attention":
+            elif not n_expert and kind == "attention" and not ls.get("no_ffn", False):
                 raise ModelError(f"layer {il}: no feed-forward weights")
             if n_expert:
                 self._experts(L, ls, p)
@@ -249,6 +253,7 @@ cdef class ForwardPlan:
                              f"ssm.group_count (key heads) {nk}, and ssm.state_size {dk} at most {OXL_DELTANET_MAX_DK}")
         cd, vd = 2 * nk * dk + nv * dv, nv * dv
         L.dn.L, L.dn.n_k_heads, L.dn.n_v_heads, L.dn.d_k, L.dn.d_v = width, nk, nv, dk, dv
+        L.dn.heads_tiled = bool(ls.get("dn_heads_tiled", False))
         L.attn_norm = self._vec(ls.get("attn_norm"), self.n_embd, p + "attn_norm")
         if L.attn_norm == NULL:
             raise ModelError(f"layer {il}: {p}attn_norm is missing")
@@ -358,6 +363,7 @@ cdef class ForwardPlan:
         L.exp_down = self._weight(ls["exp_down"], p + "ffn_down_exps", ne * self.n_embd, ff, False)
         L.shexp_gate = self._vec(ls.get("shexp_gate"), self.n_embd, p + "ffn_gate_inp_shexp")
         L.router_b = self._vec(ls.get("router_b"), ne, p + "ffn_gate_inp.bias")
+        L.sel_bias = self._vec(ls.get("sel_bias"), ne, p + "exp_probs_b.bias")
         L.exp_gate_b = self._vec(ls.get("exp_gate_b"), ne * ff, p + "ffn_gate_exps.bias")
         L.exp_up_b = self._vec(ls.get("exp_up_b"), ne * ff, p + "ffn_up_exps.bias")
         L.exp_down_b = self._vec(ls.get("exp_down_b"), ne * self.n_embd, p + "ffn_down_exps.bias")

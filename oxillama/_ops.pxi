@@ -126,3 +126,30 @@ def op_ssm_scan_states(float[:, ::1] h, const float[::1] B, const float[::1] C, 
             or n < 1:
         raise ValueError("ssm_scan_states: h (d_state, n), B and C (d_state), xdt and y (n)")
     k.ops.ssm_scan_states(&h[0, 0], &B[0], &C[0], &xdt[0], dA, &y[0], d_state, n)
+
+
+def op_causal_conv(const float[:, ::1] x, float[:, ::1] state, const float[:, ::1] w, b=None, bint silu=False,
+                   int c0=0, c1=None, tier=None):
+    """The causal depthwise conv (kernels.h) of channels [c0, c1) over the rows of x (n, n_channels), from and
+    into state (L - 1, n_channels); w (n_channels, L), b (n_channels) or None. Returns y (n, n_channels), zero
+    outside [c0, c1)."""
+    cdef const oxl_kernel_table *k = _table(tier)
+    cdef int n = x.shape[0], nc = x.shape[1], L = w.shape[1]
+    cdef int hi = nc if c1 is None else c1
+    cdef const float[::1] bv
+    cdef const float *bp = NULL
+    if n < 1 or L < 1 or L > OXL_CONV_MAX_L or w.shape[0] != nc or state.shape[0] != L - 1 \
+            or (L > 1 and state.shape[1] != nc) or not 0 <= c0 <= hi <= nc:
+        raise ValueError("causal_conv: x (n, n_channels), state (L - 1, n_channels), w (n_channels, L), "
+                         "0 <= c0 <= c1 <= n_channels")
+    if b is not None:
+        bv = b
+        if bv.shape[0] != nc:
+            raise ValueError("causal_conv: b (n_channels)")
+        bp = &bv[0]
+    y = np.zeros((n, nc), dtype=np.float32)
+    cdef float[:, ::1] yv = y
+    cdef float dummy = 0.0
+    cdef float *sp = &state[0, 0] if L > 1 else &dummy
+    k.ops.causal_conv(&x[0, 0], nc, &yv[0, 0], nc, n, sp, nc, &w[0, 0], bp, L, c0, hi, silu)
+    return y

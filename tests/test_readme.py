@@ -54,3 +54,18 @@ def test_readme_batch_example_runs_as_written(capsys):
     out = capsys.readouterr().out
     assert len(re.findall(r"^'.*' (stop|length)$", out, flags=re.M | re.S)) >= 1
     assert out.count("Usage(prompt_tokens=") == 2
+
+
+def test_readme_architecture_table_lists_every_architecture():
+    """The README's Architectures table names exactly the GGUF architectures oxillama opens."""
+    from oxillama.models import ARCHITECTURES
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("## Architectures"):]
+    section = section[:section.index("\n## ")]
+    listed = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            listed.update(re.findall(r"`([^`]+)`", line.split("|")[1]))
+    assert listed == set(ARCHITECTURES), (f"missing from the README: {sorted(set(ARCHITECTURES) - listed)}; "
+                                          f"listed but not opened: {sorted(listed - set(ARCHITECTURES))}")

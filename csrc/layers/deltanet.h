@@ -1,7 +1,9 @@
-/* Qwen3-Next's gated DeltaNet (llama.cpp's qwen3next "linear attention" layers): the gated delta rule.
+/* Qwen3-Next's and Qwen3.5's gated DeltaNet (llama.cpp's qwen3next / qwen35 "linear attention" layers): the gated
+ * delta rule.
  *
  * Per value head h, with its key head g = h / (n_v_heads / n_k_heads) (transformers repeats each key head over
- * consecutive value heads), per token t in order, the state S (d_v rows of d_k values) goes
+ * consecutive value heads; llama.cpp's qwen35 files order the value heads so that g = h % n_k_heads, the
+ * oxl_deltanet's heads_tiled), per token t in order, the state S (d_v rows of d_k values) goes
  *   S      = S * exp(g_t)                      (g_t <= 0: the per-head decay)
  *   kv_j   = S_j . k_t                         (what the state recalls for the key)
  *   S_j   += beta_t (v_tj - kv_j) k_t          (the delta rule: move the recall toward v)

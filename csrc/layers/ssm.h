@@ -10,28 +10,24 @@
  * same code, one token after another, in every call: whole prompt, prefill chunks, 1-token decode, k-token
  * verify, alone or batched, any thread count. Threads split a step by (sequence, channel range) for the
  * conv and (sequence, head) for the scan; neither split changes an element's arithmetic.
- *   conv:  out[c] = ((((w[c][0] in[t-d+1][c]) + w[c][1] in[t-d+2][c]) + ...) + w[c][d-1] in[t][c]) + b[c],
- *          then SiLU; the taps summed in kernel order, the bias last.
+ *   conv:  out[c] = SiLU(((w[c][0] in[t-d+1][c] + w[c][1] in[t-d+2][c]) + ... + w[c][d-1] in[t][c]) + b[c]):
+ *          the kernel table's causal_conv (kernels.h, one conv for every recurrent kind), the taps summed in
+ *          kernel order, the bias last.
  *   scan:  per head h (group g = h / (n_head / n_group)), dt = softplus(dt_raw + dt_bias[h]) (dt_raw > 20:
  *          the identity), dA = exp(dt A[h]); for s = 0 .. d_state - 1 in order, for every dim i:
  *            h[s][i] = h[s][i] dA + B[g][s] (x[i] dt);   y[i] = y[i] + h[s][i] C[g][s]   (y starts at 0)
  *          i.e. each y[i] is summed over the states sequentially, s = 0 first; then y[i] += D[h] x[i].
  *          (kernels.h's ssm_scan_states; SIMD tiers fuse the multiply-adds, the order is the same.)
  *          This is the recurrence itself, not the chunked SSD algorithm (which reorders the sums by chunk).
- *   gate:  y = y * silu(z), then an RMS norm over each group's d_inner / n_group values (mean of squares
- *          summed in order), times the norm weight (Mamba-2 / transformers' MambaRMSNormGated: gate first). */
+ *   gate:  y = silu(z) * y (the kernel table's silu_mul), then an RMS norm over each group's d_inner / n_group
+ *          values (its rms_norm: one fixed order for a given length), times the norm weight (Mamba-2 /
+ *          transformers' MambaRMSNormGated: gate first). Per token, the same calls whatever the call shape. */
 #ifndef OXL_LAYERS_SSM_H
 #define OXL_LAYERS_SSM_H
 
 #include <stdint.h>
 
 #include "kernels.h"
-
-/* Causal conv1d + bias + SiLU of channels [c0, c1) over n tokens of one sequence.
- * in (n, ld_in): the raw xBC rows; out (n, ld_out); conv_state (d_conv - 1, conv_dim) holds the inputs before
- * the first token and is left holding the last d_conv - 1 inputs. w (conv_dim, d_conv), b (conv_dim). */
-void oxl_ssm_conv(const float *in, int64_t ld_in, float *out, int64_t ld_out, int n, float *conv_state,
-                  int conv_dim, int d_conv, const float *w, const float *b, int c0, int c1);
 
 /* The selective scan of head h over n tokens of one sequence, y (n, ld_y) at the head's dims.
  * xbc (n, ld_xbc): [x (d_inner) | B (n_group, d_state) | C (n_group, d_state)] after the conv;
@@ -42,7 +38,9 @@ void oxl_ssm_scan_head(const oxl_kernel_table *kt, const float *xbc, int64_t ld_
                        int n, float *state, int h, int head_dim, int d_inner, int d_state, int n_head, int n_group,
                        float A, float D, float dt_bias);
 
-/* y (d_inner) = groupwise RMS norm of y * silu(z), times w (d_inner; NULL: no norm, just the gate). */
-void oxl_ssm_gated_norm(float *y, const float *z, const float *w, int d_inner, int n_group, float eps);
+/* y (d_inner) = groupwise RMS norm of y * silu(z), times w (d_inner; NULL: no norm, just the gate): the kernel
+ * table's silu_mul, then its rms_norm per group. */
+void oxl_ssm_gated_norm(const oxl_kernel_table *kt, float *y, const float *z, const float *w, int d_inner, int n_group,
+                        float eps);
 
 #endif

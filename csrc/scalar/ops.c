@@ -54,6 +54,25 @@ static void ssm_scan_states_scalar(float *h, const float *B, const float *C, con
     }
 }
 
+static void causal_conv_scalar(const float *x, int64_t ldx, float *y, int64_t ldy, int n, float *state,
+                               int64_t ld_state, const float *w, const float *b, int L, int c0, int c1, int silu) {
+    const int d = L - 1;
+    float win[OXL_CONV_MAX_L];   /* the channel's last L inputs, oldest first */
+    for (int c = c0; c < c1; c++) {
+        const float *wc = w + (int64_t)c * L;
+        for (int j = 0; j < d; j++) win[j] = state[(int64_t)j * ld_state + c];
+        for (int t = 0; t < n; t++) {
+            win[d] = x[(int64_t)t * ldx + c];
+            float acc = 0.0f;
+            for (int j = 0; j < L; j++) acc += wc[j] * win[j];
+            if (b) acc += b[c];
+            y[(int64_t)t * ldy + c] = silu ? acc / (1.0f + expf(-acc)) : acc;
+            for (int j = 0; j < d; j++) win[j] = win[j + 1];
+        }
+        for (int j = 0; j < d; j++) state[(int64_t)j * ld_state + c] = win[j];
+    }
+}
+
 static void softmax_scalar(float *x, int n) {
     float m = -INFINITY;
     for (int i = 0; i < n; i++) m = fmaxf(m, x[i]);
@@ -190,5 +209,6 @@ void oxl_register_scalar_ops(oxl_kernel_table *t) {
         .attn_values_q8_0_group = attn_values_q8_0_group_scalar,
         .exp_shift_sum = exp_shift_sum_scalar,
         .ssm_scan_states = ssm_scan_states_scalar,
+        .causal_conv = causal_conv_scalar,
     };
 }

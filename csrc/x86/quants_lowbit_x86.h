@@ -64,46 +64,36 @@ static inline __m256i tq1_trit(__m256i q) {
 static inline __m256i times3(__m256i q) { return _mm256_add_epi8(q, _mm256_add_epi8(q, q)); }
 
 /* TQ1_0 block: its 256 trits as 8 runs of 32 in value order. Values 0..159: 5 runs from qs[0..32);
- * 160..239: 5 runs of 16 from qs[32..48); 240..255: 4 runs of 4 from qh (assembled into the last run). */
+ * 160..239: 5 runs of 16 from qs[32..48); 240..255: 4 runs of 4 from qh (assembled into the last run). All in
+ * registers: a run assembled through a byte array read back as a vector stalls on the store-forward. */
 static inline void tq1_0_decode(const block_tq1_0 *b, __m256i t[8]) {
     __m256i q = _mm256_loadu_si256((const __m256i *)b->qs);
     for (int n = 0; n < 5; n++, q = times3(q)) t[n] = tq1_trit(q);
     /* qs[32..48) in both halves; the upper half one power of 3 ahead: runs (5, 6), (7, 8), (9, -) of 16 */
-    uint8_t tail[32];
     const __m128i lo = _mm_loadu_si128((const __m128i *)(b->qs + 32));
     __m256i q2 = _mm256_set_m128i(_mm_add_epi8(lo, _mm_add_epi8(lo, lo)), lo);
-    const __m256i r56 = tq1_trit(q2);
+    t[5] = tq1_trit(q2);
     q2 = times3(times3(q2));
-    const __m256i r78 = tq1_trit(q2);
+    t[6] = tq1_trit(q2);
     q2 = times3(times3(q2));
     const __m256i r9 = tq1_trit(q2);   /* low half: the 5th run of 16 (values 224..239) */
-    t[5] = r56;
-    t[6] = r78;
-    /* the last run: values 224..239 then 240..255 (qh[m] trit n at 240 + 4 n + m) */
-    _mm_storeu_si128((__m128i *)tail, _mm256_castsi256_si128(r9));
+    /* values 240..255: qh[m] trit n at 240 + 4 n + m, so dword n of the broadcast qh times 3^n */
     uint32_t h;
     memcpy(&h, b->qh, 4);
-    __m128i qh = _mm_set1_epi32((int)h);
-    uint8_t hv[16];
-    for (int n = 0; n < 4; n++, qh = _mm_add_epi8(qh, _mm_add_epi8(qh, qh))) {
-        uint8_t tmp[16];
-        _mm_storeu_si128((__m128i *)tmp, _mm256_castsi256_si128(tq1_trit(_mm256_castsi128_si256(qh))));
-        memcpy(hv + 4 * n, tmp, 4);
-    }
-    memcpy(tail + 16, hv, 16);
-    t[7] = _mm256_loadu_si256((const __m256i *)tail);
+    const __m128i h0 = _mm_set1_epi32((int)h), h1 = _mm_add_epi8(h0, _mm_add_epi8(h0, h0));
+    const __m128i h2 = _mm_add_epi8(h1, _mm_add_epi8(h1, h1)), h3 = _mm_add_epi8(h2, _mm_add_epi8(h2, h2));
+    const __m128i hq = _mm_blend_epi32(_mm_blend_epi32(h0, h1, 0x2), _mm_blend_epi32(h2, h3, 0x8), 0xC);
+    t[7] = _mm256_inserti128_si256(r9, _mm256_castsi256_si128(tq1_trit(_mm256_castsi128_si256(hq))), 1);
 }
 
-/* sum over the super-block of t * y with t the trits (0..2): sum(t y) - sum(y) */
+/* sum over the super-block of t * y with t the trits (0..2): sum(t y) - sum(y). The pair sums of a run are
+ * at most 2 * 2 * 128 = 512, so 8 runs and the 16 bsums (|.| <= 2048) fit int16 lanes. */
 static inline int tq_block_dot(const __m256i t[8], const block_q8_K *y) {
     __m256i acc = _mm256_setzero_si256();
-    for (int r = 0; r < 8; r++) {
-        const __m256i qy = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * r));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(t[r], qy), _mm256_set1_epi16(1)));
-    }
-    int ysum = 0;
-    for (int g = 0; g < QK_K / 16; g++) ysum += y->bsums[g];
-    return lb_hsum_i32_8(acc) - ysum;
+    for (int r = 0; r < 8; r++)
+        acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(t[r], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * r))));
+    acc = _mm256_sub_epi16(acc, _mm256_loadu_si256((const __m256i *)y->bsums));
+    return lb_hsum_i32_8(_mm256_madd_epi16(acc, _mm256_set1_epi16(1)));
 }
 
 #endif

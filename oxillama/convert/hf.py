@@ -445,7 +445,19 @@ class HFConverter:
             if rope.get("truncate") is False and self.arch != "gpt-oss":   # gpt-oss's family knows it has it
                 raise ModelError("YaRN with truncate=False is not supported")
             return md
-        raise ModelError(f"RoPE scaling {kind!r} is not supported (supported: linear, yarn)")
+        if kind in ("longrope", "su") and self.arch in ("phi3", "phimoe"):
+            # llama.cpp's layout: the factors as rope_factors_long / _short tensors (longrope_factors()), the
+            # original context, and the magnitude on Q and K (transformers' attention_factor)
+            n_orig = int(rope.get("original_max_position_embeddings")
+                         or self.cfg.need("original_max_position_embeddings"))
+            scale = float(self.cfg.need("max_position_embeddings")) / n_orig
+            attn = rope.get("attention_factor")
+            if attn is None:
+                attn = math.sqrt(1 + math.log(scale) / math.log(n_orig)) if scale > 1.0 else 1.0
+            return {f"{a}.rope.scaling.original_context_length": n_orig,
+                    f"{a}.rope.scaling.attn_factor": float(attn)}
+        raise ModelError(f"RoPE scaling {kind!r} is not supported (supported: linear, yarn, and longrope for "
+                         f"phi3 / phimoe)")
 
     def _sliding_window(self) -> int:
         c = self.cfg
@@ -585,11 +597,29 @@ class HFConverter:
         out = np.where(wavelen < n_orig / high, 1.0, np.where(wavelen > n_orig / low, factor, out))
         return out.astype(np.float32)
 
+    def longrope_factors(self) -> dict[str, np.ndarray]:
+        """LongRoPE's per-pair frequency divisors (Phi-3.5, Phi-4-mini): rope_factors_long / _short, n_rot/2
+        values each."""
+        rope = self.cfg.rope_params("full_attention")
+        if rope["rope_type"] not in ("longrope", "su") or self.arch not in ("phi3", "phimoe"):
+            return {}
+        partial = float(self.cfg.get("partial_rotary_factor") or rope.get("partial_rotary_factor") or 1.0)
+        n_pairs = int(self.head_dim * partial) // 2
+        out = {}
+        for kind in ("long", "short"):
+            f = rope.get(f"{kind}_factor")
+            if f is None or len(f) != n_pairs:
+                raise ModelError(f"rope_scaling.{kind}_factor must hold {n_pairs} values (half the rotated "
+                                 f"dimensions), got {None if f is None else len(f)}")
+            out[f"rope_factors_{kind}.weight"] = np.asarray(f, np.float32)
+        return out
+
     def tensors(self):
         """(gguf name, float32 array) in a stable order."""
         factors = self.rope_factors()
         if factors is not None:
             yield "rope_freqs.weight", factors
+        yield from self.longrope_factors().items()
         tied = self.tied()
         head_norms: dict[tuple[str, str], dict[int, np.ndarray]] = {}   # stablelm: (layer, q|k) -> head -> weight
         per_expert: dict[tuple[int, str], dict[int, str]] = {}   # (layer, gate|up|down) -> expert -> HF name

@@ -127,9 +127,13 @@ class LoraAdapter:
         if self.arch is not None and self.arch != arch:
             raise LoraError(f"adapter {self.name!r} is for a {self.arch!r} model, this one is {arch!r}")
         weights = {}
+        # rows the architecture put in another order than the file's (Bamba's Q and K): B's rows follow them
+        row_orders = getattr(getattr(getattr(engine, "model", None), "arch", None), "row_orders", {})
         for base, (a, b) in self.tensors.items():
             if base not in engine.gguf.tensors:
                 raise LoraError(f"adapter {self.name!r} adapts {base!r}, which the model does not have")
+            if base in row_orders:
+                b = np.ascontiguousarray(b[row_orders[base]])
             weights[slot_of(base)] = (a, b)
         lw = _core.LoraWeights(plan, weights)
         self._bound = (plan, lw)

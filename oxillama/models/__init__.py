@@ -15,13 +15,16 @@ from oxillama.models.gptneox import GPTNeoX
 from oxillama.models.granite import Granite, GraniteHybrid
 from oxillama.models.internlm2 import InternLM2
 from oxillama.models.lfm2 import Lfm2
+from oxillama.models.lfm2moe import Lfm2Moe
 from oxillama.models.llama import Llama
 from oxillama.models.mamba2 import Mamba2
+from oxillama.models.nemotron_h import NemotronH
 from oxillama.models.moe import OLMoE, PhiMoe, Qwen2Moe, Qwen3Moe
 from oxillama.models.olmo2 import OLMo2
 from oxillama.models.phi3 import Phi3
 from oxillama.models.qwen2 import Qwen2
 from oxillama.models.qwen3 import Qwen3
+from oxillama.models.qwen35 import Qwen35, Qwen35Moe
 from oxillama.models.qwen3next import Qwen3Next
 from oxillama.models.smollm3 import SmolLM3
 from oxillama.models.stablelm import StableLM
@@ -31,7 +34,8 @@ FAMILIES: tuple[type[Architecture], ...] = (Llama, Qwen2, Qwen3, Gemma, Gemma2, 
                                             Qwen3Moe, Qwen2Moe, OLMoE, PhiMoe, GptOss, Mamba2,
                                             GraniteHybrid,
                                             StableLM, GPTNeoX, Bloom, Falcon, GPT2, OLMo2, Granite, SmolLM3, Exaone,
-                                            InternLM2, Lfm2, Qwen3Next, Bert, NomicBert)
+                                            InternLM2, Lfm2, Lfm2Moe, Qwen3Next, Qwen35, Qwen35Moe, NemotronH,
+                                            Bert, NomicBert)
 ARCHITECTURES: dict[str, type[Architecture]] = {name: cls for cls in FAMILIES for name in cls.arch_names}
 
 __all__ = ["ARCHITECTURES", "Architecture", "ModelConfig", "architecture_for"]

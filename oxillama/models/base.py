@@ -8,6 +8,7 @@ spec: a dict of hyper-parameters, weights as (bytes, type id, rows, cols) and fl
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 import math
 from dataclasses import dataclass, field
 
@@ -100,6 +101,32 @@ def yarn_corr_dims(n_rot: int, n_ctx_orig: int, base: float, beta_fast: float, b
     return float(max(0, lo)), float(min(n_rot - 1, hi))
 
 
+class _ReadTensors(Mapping):
+    """The file's tensors, remembering which ones the architecture read (get / []), so that a file with tensors
+    the forward never runs is reported instead of silently giving other numbers than llama.cpp would."""
+
+    def __init__(self, tensors: Mapping):
+        self._tensors = tensors
+        self.read: set[str] = set()
+
+    def __getitem__(self, name):
+        t = self._tensors[name]
+        self.read.add(name)
+        return t
+
+    def __iter__(self):
+        return iter(self._tensors)
+
+    def __len__(self):
+        return len(self._tensors)
+
+    def __contains__(self, name):
+        return name in self._tensors
+
+    def unread(self) -> list[str]:
+        return sorted(n for n in self._tensors if n not in self.read)
+
+
 class Architecture:
     """The llama-style decoder block; families override the class attributes and hooks below."""
 
@@ -129,8 +156,17 @@ class Architecture:
     def __init__(self, gguf: GGUFFile):
         self.gguf = gguf
         self.arch = gguf.architecture
-        self.tensors = gguf.tensors
+        self.tensors = _ReadTensors(gguf.tensors)
         self.config = self.read_config()
+        self.n_ctx = 0   # the context the model will run with (Model sets it before build()); 0: not known
+
+    def long_rope(self, n_ctx: int) -> bool | None:
+        """Whether a context of n_ctx positions runs LongRoPE's long factors (Phi-3.5 / Phi-4-mini files carry
+        rope_factors_long and rope_factors_short): as llama.cpp, the long ones once the context exceeds the
+        trained original context. None: the file has no such pair."""
+        if "rope_factors_long.weight" not in self.tensors:
+            return None
+        return n_ctx > self.hp_int("rope.scaling.original_context_length", self.config.n_ctx_train, lo=1)
 
     # ---- metadata ----
 
@@ -201,10 +237,11 @@ class Architecture:
         """The mixture-of-experts hyper-parameters, checked against the first block's tensors (before any weight
         is read); None for a dense model."""
         n_expert = self.hp_int("expert_count", 0, lo=0, hi=MAX_EXPERTS)
-        has_tensors = self.has("blk.0.ffn_gate_inp.weight") or self.has("blk.0.ffn_up_exps.weight")
+        b = f"blk.{self.first_moe_block()}."
+        has_tensors = self.has(b + "ffn_gate_inp.weight") or self.has(b + "ffn_up_exps.weight")
         if n_expert == 0:
             if has_tensors:
-                raise ModelError(f"{self.arch} model has expert tensors (blk.0.ffn_gate_inp / ffn_up_exps) but "
+                raise ModelError(f"{self.arch} model has expert tensors ({b}ffn_gate_inp / ffn_up_exps) but "
                                  f"{self.arch}.expert_count is missing or 0")
             return None
         if n_expert < 1:
@@ -226,26 +263,31 @@ class Architecture:
             raise ModelError(f"{self.arch}.expert_weights_norm must be a bool, got {_short(norm)}")
         scale = self.hp_float("expert_weights_scale", 1.0, lo=0.0, lo_open=True)
         n_embd = self.tensor("token_embd.weight").shape[1]
-        router = self.tensor("blk.0.ffn_gate_inp.weight")
+        router = self.tensor(b + "ffn_gate_inp.weight")
         if router.shape != (n_expert, n_embd):
-            raise ModelError(f"blk.0.ffn_gate_inp.weight (the router) has shape {router.shape}; "
+            raise ModelError(f"{b}ffn_gate_inp.weight (the router) has shape {router.shape}; "
                              f"{self.arch}.expert_count {n_expert} and n_embd {n_embd} give ({n_expert}, {n_embd})")
-        up = self.tensor("blk.0.ffn_up_exps.weight")
+        up = self.tensor(b + "ffn_up_exps.weight")
         if len(up.shape) != 3 or up.shape[0] != n_expert or up.shape[2] != n_embd:
-            raise ModelError(f"blk.0.ffn_up_exps.weight has shape {up.shape}; {self.arch}.expert_count {n_expert} "
+            raise ModelError(f"{b}ffn_up_exps.weight has shape {up.shape}; {self.arch}.expert_count {n_expert} "
                              f"gives ({n_expert}, n_ff_exp, {n_embd})")
         n_ff_exp = self.hp_int("expert_feed_forward_length", up.shape[1], lo=1)
         if up.shape[1] != n_ff_exp:
-            raise ModelError(f"blk.0.ffn_up_exps.weight has {up.shape[1]} rows per expert but "
+            raise ModelError(f"{b}ffn_up_exps.weight has {up.shape[1]} rows per expert but "
                              f"{self.arch}.expert_feed_forward_length is {n_ff_exp}")
         n_ff_shared = 0
-        if self.has("blk.0.ffn_up_shexp.weight"):
+        if self.has(b + "ffn_up_shexp.weight"):
             n_ff_shared = self.hp_int("expert_shared_feed_forward_length",
-                                      self.tensor("blk.0.ffn_up_shexp.weight").shape[0], lo=1)
+                                      self.tensor(b + "ffn_up_shexp.weight").shape[0], lo=1)
         if gating == "sparsemixer" and n_used != 2:
             raise ModelError(f"{self.arch}.expert_used_count = {n_used}: the sparsemixer router picks 2 experts")
         return Experts(n_expert=n_expert, n_used=n_used, n_ff_exp=n_ff_exp, gating=gating, norm_topk=bool(norm),
                        scale=scale, n_ff_shared=n_ff_shared, router_eps=self.router_eps)
+
+    def first_moe_block(self) -> int:
+        """The first block with experts, whose tensors the expert keys are checked against (lfm2moe: after its
+        leading dense blocks)."""
+        return 0
 
     def validate(self, c: ModelConfig) -> None:
         """What the hyper-parameters must satisfy together, and with the tensors' shapes, before a
@@ -351,6 +393,18 @@ class Architecture:
         sc = c.rope_scaling
         spec = {"mode": self.rope_mode, "base": c.rope_base, "n_rot": c.n_rot,
                 "freq_factors": self.vector("rope_freqs.weight")}
+        long = self.long_rope(self.n_ctx)
+        if long is not None and spec["freq_factors"] is None:
+            # LongRoPE: per-pair frequency divisors for the context, and a magnitude on Q and K (the cos/sin
+            # scaled, as transformers' attention_factor; the converter stores sqrt(1 + ln s / ln n_orig))
+            for name in ("rope_factors_long.weight", "rope_factors_short.weight"):
+                if name not in self.tensors:
+                    raise ModelError(f"{name!r} is missing: LongRoPE files carry both rope_factors_long and "
+                                     f"rope_factors_short")
+            # both read: both checked, neither reported unused
+            factors = {k: self.vector(f"rope_factors_{k}.weight") for k in ("long", "short")}
+            spec["freq_factors"] = factors["long" if long else "short"]
+            spec["attn_factor"] = self.hp_float("rope.scaling.attn_factor", 1.0, lo=0.0, lo_open=True)
         if sc.kind == "linear":
             spec["freq_scale"] = 1.0 / sc.factor
         elif sc.kind == "yarn":

@@ -51,10 +51,41 @@ class GraniteHybrid(Mamba2):
     expert_gating = "softmax"
     expert_norm_topk = True
 
+    def __init__(self, gguf):
+        self.row_orders: dict[str, np.ndarray] = {}   # tensor name -> the file's row of each plan row
+        super().__init__(gguf)
+
     @property
     def rope_mode(self) -> str:
-        finetuned = self.hp("rope.scaling.finetuned", True)
-        return "norm" if bool(finetuned) else "none"
+        """NoPE unless rope.scaling.finetuned (Bamba). llama.cpp's converter permutes each head's Q and K rows for
+        adjacent-pair RoPE over the whole head; a partial rotation (rope.dimension_count < head_dim: Bamba rotates
+        half of each head, transformers' partial_rotary_factor 0.5) is then run on the rows put back in
+        transformers' order (unpermuted_qk) as halves over the first n_rot dims, as transformers computes it.
+        (llama.cpp itself rotates adjacent pairs of the permuted rows there, which is another function.)"""
+        if not bool(self.hp("rope.scaling.finetuned", True)):
+            return "none"
+        return "neox" if self.partial_rope() else "norm"
+
+    def partial_rope(self) -> bool:
+        n_embd = self.tensor("token_embd.weight").shape[1]
+        head_dim = self.hp_int("attention.key_length", 0) or n_embd // self.hp_int("attention.head_count", required=True,
+                                                                                   lo=1)
+        return self.hp_int("rope.dimension_count", head_dim, lo=0) < head_dim
+
+    def unpermuted_qk(self, w, n_head: int, name: str):
+        """A Q or K matrix (bytes, type, rows, cols) whose rows llama.cpp's converter interleaved per head (rows
+        i and i + head_dim/2 of transformers' head at 2i and 2i + 1), put back in transformers' order: a copy."""
+        data, qtype, rows, cols = w
+        head_dim = rows // n_head
+        if rows % n_head or head_dim % 2:
+            raise ModelError(f"{name} has {rows} rows, not {n_head} heads of an even head_dim")
+        half = head_dim // 2
+        # transformers' row r of a head is the permuted row 2r (r < half) or 2(r - half) + 1
+        order = np.concatenate([2 * np.arange(half), 2 * np.arange(half) + 1])
+        order = (np.arange(n_head)[:, None] * head_dim + order[None, :]).reshape(-1)
+        arr = np.asarray(data, dtype=np.uint8).reshape(rows, -1)
+        self.row_orders[name] = order   # a LoRA's B on this matrix is reordered alike (oxillama/lora)
+        return (np.ascontiguousarray(arr[order]).reshape(-1), qtype, rows, cols)
 
     def read_config(self) -> ModelConfig:
         a = self.arch
@@ -135,6 +166,10 @@ class GraniteHybrid(Mamba2):
             d.update(self.ffn(il))
         else:
             d = Architecture.layer(self, il)
+            if d["rope"]["mode"] == "neox":   # a partial rotation over llama.cpp's permuted rows: see rope_mode
+                p = f"blk.{il}."
+                d["wq"] = self.unpermuted_qk(d["wq"], c.n_head, p + "attn_q.weight")
+                d["wk"] = self.unpermuted_qk(d["wk"], c.n_head_kv, p + "attn_k.weight")
         d["residual_scale"] = self.hp_float("residual_scale", 1.0)
         return d
 

@@ -7,6 +7,10 @@ Every block is norm -> mixer -> residual -> norm -> SwiGLU FFN -> residual. The 
 - grouped-query attention with per-head RMS-normed Q and K and NeoX RoPE.
 The GGUF says which layer is which by `lfm2.attention.head_count_kv`, an array over the blocks: 0 marks a conv
 layer (llama.cpp's lfm2: is_recurrent(il) = n_head_kv(il) == 0). The final norm is stored as token_embd_norm.
+Where the file sets `lfm2.attention.sliding_window` > 0, every attention layer attends to the last that many
+positions (itself included), as llama.cpp's lfm2 makes all its attention layers SWA then. Bidirectional files
+(`lfm2.attention.causal` false: LFM2.5's embedding models) are refused: their convolution is centred, not causal;
+so are files with LFM2-ColBERT's dense_2_out projection, which an embedding would have to go through.
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ import numpy as np
 from oxillama.errors import ModelError
 from oxillama.models.base import Architecture
 
-MAX_CONV_L = 64   # csrc/layers/shortconv.h OXL_CONV_MAX_L
+MAX_CONV_L = 64   # csrc/kernels.h OXL_CONV_MAX_L
 
 
 class Lfm2(Architecture):
@@ -55,7 +59,19 @@ class Lfm2(Architecture):
             return self.hp_int("attention.head_count", required=True, lo=1)
         return values.pop()
 
+    def sliding_window(self, il: int) -> int:
+        return self.hp_int("attention.sliding_window", 0, lo=0)
+
     def read_extra(self) -> dict:
+        causal = self.hp("attention.causal", True)
+        if not isinstance(causal, (bool, np.bool_)):
+            raise ModelError(f"{self.arch}.attention.causal must be a bool, got {causal!r:.60}")
+        if not causal:
+            raise ModelError(f"{self.arch}.attention.causal is false: bidirectional LFM2 models (embedding models, "
+                             f"whose short convolutions are centred) are not supported")
+        if self.has("dense_2_out.weight"):   # LFM2-ColBERT: its embeddings go through this projection
+            raise ModelError("dense_2_out.weight: LFM2 embedding models with an output projection (LFM2-ColBERT) are "
+                             "not supported")
         kinds = ["shortconv" if v == 0 else "attention" for v in self._kv_heads_array()]
         extra = {"layer_kinds": tuple(kinds), "conv_L": 0}
         lkey = f"{self.arch}.shortconv.l_cache"
@@ -88,12 +104,16 @@ class Lfm2(Architecture):
             raise ModelError(f"{p}shortconv.conv.weight has shape {kernel.shape}; {self.arch}.shortconv.l_cache "
                              f"{width} and n_embd {c.n_embd} give ({c.n_embd}, {width})")
         return {
-            "kind": "shortconv", "n_ff": c.n_ff, "act": self.act,
+            "kind": "shortconv", "act": self.act,
             "attn_norm": self.vector(p + "attn_norm.weight", optional=False),
             "conv_in": self.weight(p + "shortconv.in_proj.weight"),
             "conv_out": self.weight(p + "shortconv.out_proj.weight"),
             "conv_kernel": self.vector(p + "shortconv.conv.weight", optional=False), "conv_L": width,
-            "ffn_norm": self.vector(p + "ffn_norm.weight", optional=False),
-            "w_gate": self.weight(p + "ffn_gate.weight"), "w_up": self.weight(p + "ffn_up.weight"),
-            "w_down": self.weight(p + "ffn_down.weight"),
+            "ffn_norm": self.vector(p + "ffn_norm.weight", optional=False), **self.ffn(il),
         }
+
+    def ffn(self, il: int) -> dict:
+        """A conv block's FFN (an attention block's is Architecture.layer's): the dense SwiGLU."""
+        p = f"blk.{il}."
+        return {"n_ff": self.config.n_ff, "w_gate": self.weight(p + "ffn_gate.weight"),
+                "w_up": self.weight(p + "ffn_up.weight"), "w_down": self.weight(p + "ffn_down.weight")}

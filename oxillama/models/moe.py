@@ -10,7 +10,7 @@ the Experts config); a family states its block and its router's defaults:
   logits, RoPE over halves; the sparsemixer router (top-2, each weight a softmax over the logits within 2%
   of the chosen one), as transformers' PhimoeSparseMoeBlock in eval mode. llama.cpp runs these files with RMS
   norms and a softmax top-2 router instead, so its logits differ from transformers' and ours.
-  Phi-3.5-MoE's own LongRoPE scaling is not supported yet (the converter refuses it).
+  Phi-3.5-MoE's LongRoPE scaling is read as phi3's (Architecture.long_rope / rope()).
 - gpt-oss: oxillama/models/gpt_oss.py.
 """
 from oxillama.models.base import Architecture

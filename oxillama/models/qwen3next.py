@@ -21,7 +21,7 @@ import numpy as np
 from oxillama.errors import ModelError
 from oxillama.models.base import MAX_LAYERS, Architecture
 
-MAX_CONV_L = 64      # csrc/layers/shortconv.h OXL_CONV_MAX_L
+MAX_CONV_L = 64      # csrc/kernels.h OXL_CONV_MAX_L
 MAX_D_K = 1024       # csrc/layers/deltanet.h OXL_DELTANET_MAX_DK
 
 
@@ -64,6 +64,12 @@ class Qwen3Next(Architecture):
             extra.update(self._read_deltanet(kinds.index("deltanet")))
         return extra
 
+    ba_tensors = ("ssm_ba.weight",)   # b and a of the value heads, per key head [b (r) | a (r)]
+    heads_tiled = False                # value head h reads key head h / r (see csrc/layers/deltanet.h)
+
+    def dn_w_ba(self, il: int):
+        return self.weight(f"blk.{il}.ssm_ba.weight")
+
     def run_layers(self) -> int:
         return len(self.config.extra["layer_kinds"])
 
@@ -89,7 +95,9 @@ class Qwen3Next(Architecture):
             ("ssm_conv1d.weight", 1, width, f"{k['conv_kernel']} {width}"),
             ("ssm_a", 0, n_v, f"{k['time_step_rank']} {n_v}"),
             ("ssm_dt.bias", 0, n_v, f"{k['time_step_rank']} {n_v}"),
-            ("ssm_ba.weight", 0, 2 * n_v, f"2 x {k['time_step_rank']} {n_v}"),
+            *[(name, 0, 2 * n_v // len(self.ba_tensors),
+               f"{'2 x ' if len(self.ba_tensors) == 1 else ''}{k['time_step_rank']} {n_v}")
+              for name in self.ba_tensors],
             ("ssm_norm.weight", 0, d_v, f"{k['inner_size']} {inner} / {k['time_step_rank']} {n_v}"),
             ("attn_gate.weight", 0, inner, f"{k['inner_size']} {inner}"),
             ("ssm_out.weight", 1, inner, f"{k['inner_size']} {inner}"),
@@ -102,7 +110,7 @@ class Qwen3Next(Architecture):
             t = self.tensor(p + name)
             if len(t.shape) <= axis or t.shape[axis] != want:
                 raise ModelError(f"{p}{name} has shape {tuple(t.shape)}; its dimension {axis} should be {want}: {why}")
-        for name in ("attn_qkv.weight", "attn_gate.weight", "ssm_ba.weight"):
+        for name in ("attn_qkv.weight", "attn_gate.weight", *self.ba_tensors):
             if self.tensor(p + name).shape[1] != n_embd:
                 raise ModelError(f"{p}{name} has shape {tuple(self.tensor(p + name).shape)}; expected {n_embd} columns")
         return {"dn_L": width, "dn_d_k": d_k, "dn_n_k_heads": n_k, "dn_n_v_heads": n_v, "dn_d_v": d_v}
@@ -118,7 +126,8 @@ class Qwen3Next(Architecture):
              "attn_norm": self.vector(p + "attn_norm.weight", optional=False),
              "ffn_norm": self.vector(p + f"{self.ffn_norm_tensor}.weight", optional=False),
              "dn_wqkv": self.weight(p + "attn_qkv.weight"), "dn_wgate": self.weight(p + "attn_gate.weight"),
-             "dn_w_ba": self.weight(p + "ssm_ba.weight"), "dn_w_out": self.weight(p + "ssm_out.weight"),
+             "dn_w_ba": self.dn_w_ba(il), "dn_heads_tiled": self.heads_tiled,
+             "dn_w_out": self.weight(p + "ssm_out.weight"),
              "dn_conv": self.vector(p + "ssm_conv1d.weight", optional=False),
              "dn_a": self.vector(p + "ssm_a", optional=False),
              "dn_dt_bias": self.vector(p + "ssm_dt.bias", optional=False),

@@ -22,6 +22,7 @@ from oxillama.errors import ContextOverflowError, InvalidArgumentError, ModelErr
 from oxillama.gguf import GGUFFile
 from oxillama.grammar import GrammarMatcher
 from oxillama.lora import LoraAdapter, bound, check_loras, check_scale
+from oxillama.models import architecture_for
 from oxillama.runtime import snapshot as _snap
 from oxillama.runtime.beam import BeamSearchConfig, beam_search
 from oxillama.runtime.completion import Completion, Timings, Usage
@@ -56,8 +57,8 @@ class InferenceEngine:
                  prefix_cache: PrefixKvCache | None = None, n_seq_max: int = 1, type_k=None, type_v=None,
                  repack: bool = True):
         # the loaded model (immutable, shareable: a Model given is not closed with this engine's session)
-        self.model = gguf if isinstance(gguf, Model) else Model(gguf, tokenizer=tokenizer, repack=repack)
-        c = self.config
+        arch = gguf.arch if isinstance(gguf, Model) else architecture_for(gguf)
+        c = arch.config
         if n_ctx < 0:
             raise InvalidArgumentError(f"n_ctx must be >= 0, got {n_ctx}")
         if n_ctx == 0:
@@ -72,6 +73,15 @@ class InferenceEngine:
         if n_ctx > c.n_ctx_train:
             log.warning("n_ctx=%d is above the %d positions the model was trained on: expect its output to "
                         "degrade past them", n_ctx, c.n_ctx_train)
+        if not isinstance(gguf, Model):
+            self.model = Model(gguf, tokenizer=tokenizer, repack=repack, arch=arch, n_ctx=n_ctx)
+        elif arch.long_rope(n_ctx) != gguf.long_rope:
+            raise InvalidArgumentError(
+                f"this Model was loaded for a context of {gguf.n_ctx} positions, which runs LongRoPE's "
+                f"{'long' if gguf.long_rope else 'short'} factors; n_ctx={n_ctx} needs the other ones: load the "
+                f"Model with n_ctx={n_ctx}")
+        else:
+            self.model = gguf
         if n_batch < 1:
             raise InvalidArgumentError(f"n_batch must be >= 1, got {n_batch}")
         self.n_threads = resolve_threads(n_threads)   # at most the logical CPUs, unless asked
@@ -228,14 +238,16 @@ class InferenceEngine:
         cp, state = s.checkpoints.best(tokens, key=self._lora_key())
         s.truncate(cp)
         if state is not None:
-            s.recurrent.write(0, state)
+            s.recurrent.write(0, state, check=False)   # our own checkpoint
         if n > cp:
             self._run(np.asarray(tokens[cp:], dtype=np.int32))
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, rollback: bool = False) -> None:
         """Recurrent models: remember the state at the current position, to come back to it without running
-        the tokens before it again (truncate(), a prompt that shares this prefix); a no-op for others."""
-        self.session.checkpoint()
+        the tokens before it again (truncate(), a prompt that shares this prefix); a no-op for others.
+        rollback=True: a point to return to only until the next such one (speculative decoding's round start),
+        which replaces it in place instead of taking a checkpoint of the prompts' place."""
+        self.session.checkpoint(rollback)
 
     # ---- LoRA adapters (oxillama.lora) ----
 
@@ -288,7 +300,7 @@ class InferenceEngine:
             keep, state = s.checkpoints.best(ids, limit=keep if self.reuse_prefix else 0, key=self._lora_key())
         s.truncate(keep)     # keep <= the cached tokens: the pending token and the logits go too
         if state is not None:
-            s.recurrent.write(0, state)
+            s.recurrent.write(0, state, check=False)   # our own checkpoint
         # the prefix cache keys on tokens only, and holds K/V rows, not recurrent states
         use_prefix_cache = self.prefix_cache is not None and not self._lora_key() and s.recurrent is None
         if use_prefix_cache and keep < n - 1:

@@ -32,11 +32,21 @@ class Model:
     `repacked_bytes` of RAM beside the mapped file)."""
 
     def __init__(self, gguf: GGUFFile, *, tokenizer: Tokenizer | None = None, n_layer: int | None = None,
-                 arch=None, owns_file: bool = True, repack: bool = True, _repacked: dict | None = None):
+                 arch=None, owns_file: bool = True, repack: bool = True, _repacked: dict | None = None,
+                 n_ctx: int = 0):
         self.gguf = gguf
         self.arch = architecture_for(gguf) if arch is None else arch
         self.config = self.arch.config
+        # the context it runs with, where the weights depend on it (LongRoPE's long or short factors)
+        self.arch.n_ctx = self.n_ctx = int(n_ctx)
+        self.long_rope = self.arch.long_rope(self.n_ctx)
         spec = self.arch.build()
+        unread = self.arch.tensors.unread() if n_layer is None else []
+        if unread:   # llama.cpp refuses such a file; its tensors may matter, so say so loudly
+            log.warning("%s: %d tensor(s) in the file are not used by oxillama's %s forward, so its output may "
+                        "differ from what the file's makers intended: %s%s", gguf.path, len(unread),
+                        self.config.arch, ", ".join(unread[:8]), " ..." if len(unread) > 8 else "")
+        self.unused_tensors = unread
         if n_layer is not None:
             spec["layers"] = spec["layers"][:n_layer]
         self.repack = bool(repack)
@@ -60,7 +70,7 @@ class Model:
             raise InvalidArgumentError(f"a layer draft needs 1 <= n_layer < {full} (the target's layers), "
                                        f"got {n_layer!r}")
         return Model(self.gguf, tokenizer=self.tokenizer, n_layer=int(n_layer), arch=self.arch, owns_file=False,
-                     repack=self.repack, _repacked=self._repacked)
+                     repack=self.repack, _repacked=self._repacked, n_ctx=self.n_ctx)
 
     @property
     def repacked_bytes(self) -> int:

@@ -85,13 +85,19 @@ class RecurrentStatePool:
     def clear(self, slot: int) -> None:
         self.data[self._check(slot)] = 0.0
 
-    def read(self, slot: int) -> np.ndarray:
-        """A copy of the slot's state, (slot_floats,) float32."""
-        return self.data[self._check(slot)].copy()
+    def read(self, slot: int, out: np.ndarray | None = None) -> np.ndarray:
+        """A copy of the slot's state, (slot_floats,) float32: into out when it is such an array (no new
+        allocation: a large model's state is tens of MB, fresh pages cost more than the copy), else a new one."""
+        row = self.data[self._check(slot)]
+        if out is None or out.shape != row.shape or out.dtype != row.dtype:
+            return row.copy()
+        np.copyto(out, row)
+        return out
 
-    def write(self, slot: int, state: np.ndarray) -> None:
-        """Restore a state read() from a pool of the same model (checked by check_state)."""
-        self.data[self._check(slot)] = check_state(state, self.slot_floats, InvalidArgumentError)
+    def write(self, slot: int, state: np.ndarray, check: bool = True) -> None:
+        """Restore a state read() from a pool of the same model (checked by check_state; check=False for a
+        checkpoint this pool's read() made, which skips a pass over tens of MB)."""
+        self.data[self._check(slot)] = check_state(state, self.slot_floats, InvalidArgumentError) if check else state
 
     def views(self, slot: int) -> dict:
         """{(layer, name): array view of that buffer in the slot}, e.g. (3, "ssm") -> (n_head, d_state, head_dim)."""
@@ -118,26 +124,49 @@ def check_state(state, slot_floats: int, error=SnapshotError) -> np.ndarray:
 class StateCheckpoints:
     """A sequence's recurrent state saved at a few positions, to resume from without running the tokens
     before them again: {n_tokens: (token ids, key, state)}; `key` names what else the state depends on (the
-    LoRA adapters it was computed with). At most `capacity` kept, the oldest dropped first."""
+    LoRA adapters it was computed with). At most `capacity` kept, the oldest dropped first.
+
+    One of them may be the *rollback* checkpoint (save(..., rollback=True)): where speculative decoding's
+    round returns after a rejected draft. It is only needed until the next round's, so each one replaces the
+    last (its array handed back by take_rollback() for the copy to reuse) instead of evicting the prompts'
+    checkpoints that prefix reuse resumes from."""
 
     def __init__(self, capacity: int = 8):
         self.capacity = capacity
         self._cp: dict[int, tuple[tuple[int, ...], object, np.ndarray]] = {}
+        self._rollback_n: int | None = None
 
     def __len__(self) -> int:
         return len(self._cp)
 
     def clear(self) -> None:
         self._cp.clear()
+        self._rollback_n = None
 
-    def save(self, tokens, state: np.ndarray, key=()) -> None:
+    def take_rollback(self) -> np.ndarray | None:
+        """Drop the rollback checkpoint and return its array, for the next one to be copied into (None if
+        there is none)."""
+        n, self._rollback_n = self._rollback_n, None
+        entry = self._cp.pop(n, None) if n is not None else None
+        return entry[2] if entry is not None else None
+
+    def save(self, tokens, state: np.ndarray, key=(), rollback: bool = False) -> None:
         n = len(tokens)
         if n == 0 or self.capacity < 1:
             return
         self._cp.pop(n, None)
+        if n == self._rollback_n:
+            self._rollback_n = None
         self._cp[n] = (tuple(int(t) for t in tokens), key, state)
+        if rollback:
+            self._rollback_n = n
         while len(self._cp) > self.capacity:
-            del self._cp[next(iter(self._cp))]
+            oldest = next(iter(self._cp))
+            if oldest == self._rollback_n and len(self._cp) > 1:   # the rollback point outlives older prompts'
+                oldest = next(k for k in self._cp if k != self._rollback_n)
+            if oldest == self._rollback_n:
+                self._rollback_n = None
+            del self._cp[oldest]
 
     def best(self, tokens, limit: int | None = None, key=()) -> tuple[int, np.ndarray | None]:
         """(n, state) of the longest checkpoint of `key` whose tokens are a prefix of `tokens`, n <= limit;

@@ -92,10 +92,12 @@ class Session:
             self.has_logits = False
         # n == len(tokens) with a pending token: nothing to drop
 
-    def checkpoint(self) -> None:
-        """Recurrent models: remember the state at the current position (a no-op for others)."""
+    def checkpoint(self, rollback: bool = False) -> None:
+        """Recurrent models: remember the state at the current position (a no-op for others). rollback: the
+        point a speculative round returns to, replacing the previous round's (whose array the copy reuses)."""
         if self.recurrent is not None and self.cached:
-            self.checkpoints.save(self.cached, self.recurrent.read(0), key=self.lora_key)
+            buf = self.checkpoints.take_rollback() if rollback else None
+            self.checkpoints.save(self.cached, self.recurrent.read(0, out=buf), key=self.lora_key, rollback=rollback)
 
     def extend_cached(self, ids: np.ndarray, start: int, stop: int) -> None:
         """Record ids[start:stop] as cached (their K/V were written by another road, the prefix cache)."""

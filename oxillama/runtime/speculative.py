@@ -166,8 +166,9 @@ def _sync_cache(engine, seq: np.ndarray) -> np.ndarray:
         n = int(np.argmax(a != seq[:n]))
     engine.truncate(n)
     # a recurrent model's state cannot be truncated: remember it here, where the round's rollback returns to
-    # (it then runs only the kept tokens after it again); a no-op for attention-only models
-    engine.checkpoint()
+    # (it then runs only the kept tokens after it again); one such checkpoint, copied into the last round's
+    # array; a no-op for attention-only models
+    engine.checkpoint(rollback=True)
     return seq[n:]
 
 

@@ -138,3 +138,65 @@ def test_ssm_scan_states(tier, d_state, n):
     np.testing.assert_allclose(h, want_h, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-4 * d_state ** 0.5)
     np.testing.assert_allclose(y, got["scalar"][1], rtol=1e-5, atol=1e-4 * d_state ** 0.5)
+
+
+def _conv_ref(x, state, w, b, silu):
+    """NumPy float64 causal conv: the rows of x after state's L - 1 rows, each output the L-tap window"""
+    L = w.shape[1]
+    full = np.concatenate([state, x]).astype(np.float64)
+    y = np.stack([(full[t:t + L].T * w).sum(1) for t in range(x.shape[0])])
+    if b is not None:
+        y = y + b
+    return y / (1 + np.exp(-y)) if silu else y
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("n_ch,L,bias,silu", [(3328, 4, True, True), (45, 3, False, False), (7, 4, False, True),
+                                              (33, 2, True, False), (20, 1, True, True)])
+def test_causal_conv(tier, n_ch, L, bias, silu):
+    """The one causal conv of the recurrent layers (kernels.h) against NumPy and the scalar tier; the state it
+    leaves is the last L - 1 inputs; a prompt whole, in chunks or token by token, and any channel split, gives
+    the same floats (the invariant)."""
+    rng = np.random.default_rng(n_ch * 10 + L)
+    n = 11
+    x = rng.standard_normal((n, n_ch)).astype(np.float32)
+    w = (rng.standard_normal((n_ch, L)) * 0.5).astype(np.float32)
+    b = rng.standard_normal(n_ch).astype(np.float32) if bias else None
+    s0 = rng.standard_normal((L - 1, n_ch)).astype(np.float32)
+    st = s0.copy()
+    y = _core.op_causal_conv(x, st, w, b, silu, tier=tier)
+    np.testing.assert_allclose(y, _conv_ref(x, s0, w, b, silu), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(st, np.concatenate([s0, x])[n:])
+    ref_st = s0.copy()
+    np.testing.assert_allclose(y, _core.op_causal_conv(x, ref_st, w, b, silu, tier="scalar"), rtol=1e-5, atol=1e-5)
+    for cuts in ([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], [0, 5, 11], [0, 2, 9, 11]):
+        st2 = s0.copy()
+        parts = [_core.op_causal_conv(np.ascontiguousarray(x[a:e]), st2, w, b, silu, tier=tier)
+                 for a, e in zip(cuts, cuts[1:])]
+        np.testing.assert_array_equal(np.concatenate(parts), y)
+        np.testing.assert_array_equal(st2, st)
+    st3 = s0.copy()
+    split = [0, 5, 21, n_ch] if n_ch > 21 else [0, n_ch // 2, n_ch]
+    y3 = sum(_core.op_causal_conv(x, st3, w, b, silu, c0=a, c1=e, tier=tier) for a, e in zip(split, split[1:]))
+    np.testing.assert_array_equal(y3, y)
+    np.testing.assert_array_equal(st3, st)
+
+
+@pytest.mark.skipif(not {"avx2", "avx512"} <= set(TIERS), reason="needs the AVX2 and AVX-512 tiers")
+def test_recurrent_ops_same_floats_in_avx2_and_avx512():
+    """The AVX-512 scan and conv do every lane's arithmetic as the AVX2 tier does (same fused operations, the
+    same polynomial exp), so a model's logits do not change between those two machines' tiers."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((9, 3329)) * 3).astype(np.float32)
+    w, b = rng.standard_normal((3329, 4)).astype(np.float32), rng.standard_normal(3329).astype(np.float32)
+    convs = [_core.op_causal_conv(x, np.zeros((3, 3329), np.float32), w, b, True, tier=t) for t in ("avx2", "avx512")]
+    np.testing.assert_array_equal(convs[0], convs[1])
+    h0 = rng.standard_normal((128, 67)).astype(np.float32)
+    B, C, xdt = (rng.standard_normal(k).astype(np.float32) for k in (128, 128, 67))
+    out = []
+    for t in ("avx2", "avx512"):
+        h, y = h0.copy(), np.zeros(67, np.float32)
+        _core.op_ssm_scan_states(h, B, C, xdt, 0.8, y, t)
+        out.append((h, y))
+    np.testing.assert_array_equal(out[0][0], out[1][0])
+    np.testing.assert_array_equal(out[0][1], out[1][1])

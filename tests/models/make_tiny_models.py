@@ -66,6 +66,14 @@ MODELS = {
     "phi3": ("Phi3Config", dict(sliding_window=WINDOW, rms_norm_eps=1e-5, original_max_position_embeddings=256,
                                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
                                                   "partial_rotary_factor": 0.5}), ("f32",)),
+    # LongRoPE (Phi-3.5, Phi-4-mini): a trained context of 16 stretched to 256; 32 tokens run the long factors
+    # (transformers switches past 16 positions), their first 16 alone the short ones (saved as logits_short)
+    "phi3-longrope": ("Phi3Config", dict(rms_norm_eps=1e-5, original_max_position_embeddings=16,
+                                          rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                                                           "short_factor": [1.0, 1.3, 1.9, 2.6, 3.1, 4.7, 6.2, 8.5],
+                                                           "long_factor": [1.1, 2.0, 3.5, 5.0, 8.0, 12.0, 17.0,
+                                                                           24.0],
+                                                           "original_max_position_embeddings": 16}), ("f32",)),
     "starcoder2": ("Starcoder2Config", dict(sliding_window=WINDOW, norm_epsilon=1e-5, use_bias=True,
                                              tie_word_embeddings=False, hidden_act="gelu_pytorch_tanh"), ("f32",)),
     "command-r": ("CohereConfig", dict(layer_norm_eps=1e-5, logit_scale=0.5, tie_word_embeddings=True,
@@ -199,6 +207,11 @@ def make(name: str) -> None:
     ids = tokens()
     with torch.no_grad():
         logits = model(torch.from_numpy(ids)[None], use_cache=False).logits[0].float().numpy()
+        extra = {}
+        if name == "phi3-longrope":
+            n_orig = overrides["original_max_position_embeddings"]
+            extra["logits_short"] = model(torch.from_numpy(ids[:n_orig])[None],
+                                          use_cache=False).logits[0].float().numpy()
     os.makedirs(DATA, exist_ok=True)
     for outtype in outtypes:
         suffix = "" if outtype == "f32" else f".{outtype}"
@@ -217,7 +230,7 @@ def make(name: str) -> None:
             with open(os.path.join(DATA, "hf", f"{name}.config.json"), "w", encoding="utf-8") as f:
                 json.dump(config, f, indent=1, sort_keys=True)
     np.savez_compressed(os.path.join(DATA, f"{name}.npz"), tokens=ids.astype(np.int32),
-                        logits=logits.astype(np.float32))
+                        logits=logits.astype(np.float32), **extra)
     meta = {"config": cls_name, "overrides": overrides, "transformers": transformers.__version__,
             "torch": torch.__version__, "outtypes": list(outtypes)}
     with open(os.path.join(DATA, f"{name}.json"), "w", encoding="utf-8") as f:

@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 
-from oxillama.errors import UnsupportedArchitectureError
+from oxillama.errors import InvalidArgumentError, UnsupportedArchitectureError
 from oxillama.gguf import GGUFFile, GGUFWriter
 from oxillama.models import ARCHITECTURES
 from oxillama.runtime import InferenceEngine
@@ -24,7 +24,8 @@ ARCHS = ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi
 # test model -> the GGUF architecture it is converted to (llama.cpp converts Mistral as llama)
 MODELS = {**{a: a for a in ARCHS}, "mistral": "llama", "llama3": "llama",   # llama3: RoPE via rope_freqs
           "stablelm-par": "stablelm",    # StableLM-2 12B's parallel block and per-head Q/K LayerNorms
-          "falcon40b": "falcon"}         # Falcon-40B's KV groups and two norms
+          "falcon40b": "falcon",         # Falcon-40B's KV groups and two norms
+          "phi3-longrope": "phi3"}       # Phi-3.5 / Phi-4-mini LongRoPE: at n_ctx 64 past its 16, the long factors
 
 # max |ours - transformers| / std(transformers logits)
 F32_TOL = 1e-5        # F32 weights, F32 KV cache: float activations throughout (measured 1.2-3.6e-6;
@@ -86,8 +87,31 @@ def test_quantized_weights_stay_close(name, variant, tol, min_top1):
     assert np.mean(out.argmax(1) == ref.argmax(1)) >= min_top1
 
 
+def test_longrope_runs_the_short_factors_within_the_original_context():
+    """Phi-3.5's LongRoPE: a context within the trained original one (16 here) runs rope_factors_short, a longer
+    one rope_factors_long (as llama.cpp picks them by n_ctx; transformers by the sequence's length), both with the
+    attention factor on Q and K."""
+    g = np.load(os.path.join(DATA, "phi3-longrope.npz"))
+    tokens, short, long_ = g["tokens"], g["logits_short"], g["logits"]
+    path = os.path.join(DATA, "phi3-longrope.gguf")
+    with InferenceEngine.from_gguf(path, n_ctx=16, n_threads=2, kv_type="f32") as e:
+        assert e.model.long_rope is False
+        out = e.forward(tokens[:16], all_logits=True)
+    assert rel_err(out, short) < F32_TOL
+    assert rel_err(long_[:16], short) > 0.1    # the two factor sets really differ on these positions
+    with InferenceEngine.from_gguf(path, n_ctx=64, n_threads=2, kv_type="f32") as e:
+        assert e.model.long_rope is True
+        with pytest.raises(InvalidArgumentError, match="LongRoPE"):   # its Model cannot serve a short context
+            InferenceEngine(e.model, n_ctx=16)
+
+
+# the recurrent and hybrid families (test_ssm.py, test_hybrid.py check them against transformers and llama.cpp)
+RECURRENT_ARCHS = ["mamba2", "granitehybrid", "lfm2", "lfm2moe", "qwen3next", "qwen35", "qwen35moe", "nemotron_h"]
+
+
 def test_every_listed_architecture_is_supported():
     assert set(ARCHS) <= set(ARCHITECTURES)
+    assert set(RECURRENT_ARCHS) <= set(ARCHITECTURES)
 
 
 def test_unsupported_architecture_names_the_supported_ones(tmp_path):
@@ -104,7 +128,7 @@ def test_unsupported_architecture_names_the_supported_ones(tmp_path):
         InferenceEngine.from_gguf(path)
     msg = str(exc.value)
     assert "'mamba'" in msg
-    for arch in ARCHS:
+    for arch in ARCHS + RECURRENT_ARCHS:
         assert arch in msg
 
 
@@ -125,3 +149,23 @@ def test_decode_after_a_long_prompt_matches_the_prefill_path(name, kv_type):
         e.forward(tokens[:-4])
         stepped = np.stack([e.forward(tokens[i:i + 1]) for i in range(len(tokens) - 4, len(tokens))])
     assert np.array_equal(stepped, whole), f"max |decode - prefill| / std {rel_err(stepped, whole):.3g}"
+
+
+def test_a_tensor_the_forward_does_not_run_is_reported(tmp_path, caplog):
+    """A file carrying a tensor its architecture never reads (llama.cpp refuses such a file) loads with a warning
+    naming it, and Model.unused_tensors lists it: a forward that ignores weights must not be silent."""
+    src = os.path.join(DATA, "llama.gguf")
+    path = tmp_path / "extra.gguf"
+    with GGUFFile(src) as g:
+        w = GGUFWriter(path)
+        w.add_metadata_from(g)
+        for t in g.tensors.values():
+            w.add_tensor_from(t)
+        w.add_tensor("blk.1.attn_mystery.weight", np.ones((4, 64), np.float32))
+        w.write()
+    with caplog.at_level("WARNING", logger="oxillama"):
+        with InferenceEngine.from_gguf(path, n_ctx=64) as e:
+            assert e.model.unused_tensors == ["blk.1.attn_mystery.weight"]
+    assert "blk.1.attn_mystery.weight" in caplog.text and "not used" in caplog.text
+    with InferenceEngine.from_gguf(src, n_ctx=64) as e:
+        assert e.model.unused_tensors == []

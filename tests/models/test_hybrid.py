@@ -1,10 +1,11 @@
-"""LFM2 (short convolutions + attention) and Qwen3-Next (gated DeltaNet + gated attention + MoE) against
-transformers and llama.cpp, through the engine, and their bad files.
+"""LFM2 (short convolutions + attention, with a sliding window, with experts: lfm2moe), Qwen3-Next and Qwen3.5
+(gated DeltaNet + gated attention, with experts: qwen3next, qwen35moe) against transformers and llama.cpp, through
+the engine, and their bad files.
 
 The tiny models are written at test time (tiny_hybrid.py); the reference logits were computed once by
-make_hybrid_goldens.py from the same weights (transformers' Lfm2ForCausalLM / Qwen3NextForCausalLM in float32;
-llama.cpp 0.3.36 on the GGUF files). The forward runs here through the C plan directly (ForwardContext with a recurrent-state pool),
-over a prompt of 150 tokens fed in chunks of 64 (crossing chunks, KV pages and the conv state).
+make_hybrid_goldens.py from the same weights (transformers in float32; llama.cpp 0.3.36 on the GGUF files, F32 and
+Q8_0). The forward runs here through the C plan directly (ForwardContext with a recurrent-state pool), over a
+prompt of 150 tokens fed in chunks of 64 (crossing chunks, KV pages and the conv state).
 """
 import sys
 from pathlib import Path
@@ -91,6 +92,32 @@ def test_lfm2_matches_llama_cpp(lfm2_path, goldens):
     assert np.abs(got - goldens["lfm2/llama_cpp"]).max() < TOL_F32
 
 
+@pytest.fixture(scope="module")
+def lfm2_swa_path(tmp_path_factory):
+    return tiny_hybrid.write_tiny_lfm2(tmp_path_factory.mktemp("lfm2swa") / "lfm2_swa.gguf",
+                                       overrides={"lfm2.attention.sliding_window": tiny_hybrid.LFM2_SWA})
+
+
+def test_lfm2_sliding_window_matches_transformers_and_llama_cpp(lfm2_swa_path, goldens):
+    """lfm2.attention.sliding_window (24 here, the prompt 150): every attention layer sees the last 24 positions,
+    as transformers does under the sliding-window mask and llama.cpp on the same file. Fed in chunks of 64 and
+    then token by token, so the window slides over cached positions. The window matters: without it the logits
+    are far off."""
+    rig = Rig(lfm2_swa_path)
+    attention = [il for il, kind in enumerate(tiny_hybrid.LFM2_KINDS) if kind == "attention"]
+    assert [rig.model.arch.layer(il)["sliding_window"] for il in attention] == [tiny_hybrid.LFM2_SWA] * 2
+    toks = goldens["tokens"]
+    got = rig.logits(toks[:100], chunk=PREFILL_CHUNK)
+    got = np.concatenate([got] + [rig.logits(toks[i:i + 1], pos0=i) for i in range(100, len(toks))])
+    ref = goldens["lfm2_swa/transformers"]
+    assert np.abs(got - ref).max() < TOL_F32
+    assert (got.argmax(-1) == ref.argmax(-1)).all()
+    if "lfm2_swa/llama_cpp" in goldens:   # its first 64 positions (40 past the window)
+        ref = goldens["lfm2_swa/llama_cpp"]
+        assert np.abs(got[:len(ref)] - ref).max() < TOL_F32
+    assert np.abs(got - goldens["lfm2/transformers"]).max() > 100 * TOL_F32
+
+
 def test_lfm2_the_conv_state_matters(lfm2_path, goldens):
     """A forward that lost the state between chunks (a fresh sequence at every chunk) is visibly wrong: the
     parity above can fail."""
@@ -138,6 +165,9 @@ BAD_FILES = [
     # a conv layer without its conv
     ({}, ("blk.1.shortconv.conv.weight",), {}, HCKV),
     ({}, ("token_embd_norm.weight",), {}, "token_embd_norm"),
+    # bidirectional (embedding) files
+    ({"lfm2.attention.causal": False}, (), {}, "lfm2.attention.causal"),
+    ({}, (), {"dense_2_out.weight": np.zeros((32, tiny_hybrid.N_EMBD), np.float32)}, "dense_2_out"),
 ]
 
 
@@ -387,3 +417,184 @@ def test_lfm2_prompt_reuse_gives_the_fresh_text(lfm2, lfm2_path, goldens):
         reused.append(lfm2.last_prefix_reused)
     assert got == want
     assert reused[1] > 0 and reused[3] > 0
+
+
+# ---- LFM2-MoE: LFM2's blocks, a dense first block, then sigmoid-routed experts whose choice an expert bias moves ----
+
+@pytest.fixture(scope="module")
+def l2m_path(tmp_path_factory):
+    return tiny_hybrid.write_tiny_lfm2moe(tmp_path_factory.mktemp("lfm2moe") / "lfm2moe.gguf")
+
+
+def test_lfm2moe_reads_its_blocks(l2m_path):
+    rig = Rig(l2m_path)
+    assert rig.plan.kinds == tiny_hybrid.LFM2_KINDS
+    arch = rig.model.arch
+    assert arch.config.experts.gating == "sigmoid" and arch.config.experts.norm_topk
+    ffn = [arch.layer(il) for il in range(len(tiny_hybrid.LFM2_KINDS))]
+    assert [d["n_expert"] for d in ffn] == [0] + [tiny_hybrid.L2M["n_expert"]] * (len(ffn) - 1)
+    assert ffn[0]["w_up"] is not None and all(d["w_up"] is None and d["sel_bias"] is not None for d in ffn[1:])
+
+
+def test_lfm2moe_matches_transformers_and_llama_cpp(l2m_path, goldens):
+    got = Rig(l2m_path).logits(goldens["tokens"], chunk=PREFILL_CHUNK)
+    ref = goldens["lfm2moe/transformers"]
+    assert np.abs(got - ref).max() < TOL_F32
+    assert (got.argmax(-1) == ref.argmax(-1)).all()
+    if "lfm2moe/llama_cpp" in goldens:   # its first 64 positions
+        ref = goldens["lfm2moe/llama_cpp"]
+        assert np.abs(got[:len(ref)] - ref).max() < TOL_F32
+
+
+def test_lfm2moe_the_expert_bias_moves_the_choice(tmp_path, l2m_path, goldens):
+    """Without its expert bias (zeros) the same file routes some rows elsewhere: far from the goldens, so the
+    parity above needs the bias in the choice (and only there: weighting by it would be off as well)."""
+    t = tiny_hybrid.lfm2moe_tensors()
+    zero = {k: np.zeros_like(v) for k, v in t.items() if k.endswith("exp_probs_b.bias")}
+    path = tiny_hybrid.write_tiny_lfm2moe(tmp_path / "nobias.gguf", reshape=zero)
+    got = Rig(path).logits(goldens["tokens"][:64])
+    assert np.abs(got - goldens["lfm2moe/transformers"][:64]).max() > 100 * TOL_F32
+
+
+def test_lfm2moe_through_the_engine(l2m_path, goldens):
+    from oxillama import InferenceEngine, Scheduler
+    with InferenceEngine.from_gguf(l2m_path, n_ctx=256, n_threads=2, kv_type="f32") as e:
+        toks = goldens["tokens"]
+        got = np.concatenate([e.forward(toks[i:i + 50], all_logits=True) for i in range(0, len(toks), 50)])
+        assert np.abs(got - goldens["lfm2moe/transformers"]).max() < TOL_F32
+        prompts = [toks[:n].tolist() for n in (5, 40, 17)]
+        with Scheduler(e, n_seq_max=2) as sched:
+            outs = [h.result(120) for h in [sched.submit(p, max_tokens=6, temperature=0) for p in prompts]]
+        for p, out in zip(prompts, outs):
+            e.reset()
+            assert out.tokens == e.generate(p, max_tokens=6, temperature=0).tokens
+
+
+L2 = "lfm2moe."
+L2M_BAD = [
+    ({L2 + "leading_dense_block_count": 2}, (), {}, L2 + "leading_dense_block_count"),
+    ({L2 + "leading_dense_block_count": 0}, (), {}, L2 + "leading_dense_block_count"),
+    ({L2 + "leading_dense_block_count": 6}, (), {}, L2 + "leading_dense_block_count"),
+    ({L2 + "expert_count": None}, (), {}, L2 + "expert_count"),
+    ({L2 + "expert_count": 6}, (), {}, L2 + "expert_count"),
+    ({L2 + "expert_feed_forward_length": 16}, (), {}, L2 + "expert_feed_forward_length"),
+    ({L2 + "expert_gating_func": 7}, (), {}, L2 + "expert_gating_func"),
+    ({}, ("blk.3.exp_probs_b.bias",), {}, "blk.3.exp_probs_b.bias"),
+    ({}, (), {"blk.2.exp_probs_b.bias": np.zeros(5, np.float32)}, "exp_probs_b"),
+]
+
+
+@pytest.mark.parametrize("overrides, drop, reshape, key", L2M_BAD)
+def test_bad_lfm2moe_metadata_is_a_model_error_naming_the_key(tmp_path, overrides, drop, reshape, key):
+    path = tiny_hybrid.write_tiny_lfm2moe(tmp_path / "bad.gguf", overrides=overrides, drop=drop, reshape=reshape)
+    with pytest.raises(ModelError, match=key.replace(".", r"\.")):
+        Model(GGUFFile(path))
+
+
+# ---- Qwen3.5 (qwen35, qwen35moe): Qwen3-Next's blocks, b and a from ssm_beta / ssm_alpha, value heads tiled ----
+
+def test_qwen35_reads_its_layers(tmp_path):
+    from oxillama.models.qwen35 import Qwen35
+    path = tiny_hybrid.write_tiny_qwen35(tmp_path / "q35.gguf")
+    rig = Rig(path)
+    assert rig.plan.kinds == tiny_hybrid.Q3N_KINDS
+    arch = rig.model.arch
+    assert isinstance(arch, Qwen35) and arch.config.experts is None
+    d = arch.layer(0)
+    assert d["dn_heads_tiled"] and d["dn_w_ba"][2:] == (2 * tiny_hybrid.Q3N["n_v_heads"], tiny_hybrid.N_EMBD)
+
+
+@pytest.mark.parametrize("name", ["qwen35", "qwen35moe"])
+def test_qwen35_matches_transformers_and_llama_cpp(tmp_path, goldens, name):
+    path = tiny_hybrid.write_tiny_qwen35(tmp_path / f"{name}.gguf", moe=name == "qwen35moe")
+    got = Rig(path).logits(goldens["tokens"], chunk=PREFILL_CHUNK)
+    ref = goldens[f"{name}/transformers"]
+    assert np.abs(got - ref).max() < TOL_F32
+    assert (got.argmax(-1) == ref.argmax(-1)).all()
+    if f"{name}/llama_cpp" in goldens:   # its first 64 positions
+        ref = goldens[f"{name}/llama_cpp"]
+        assert np.abs(got[:len(ref)] - ref).max() < TOL_F32
+
+
+def test_qwen35_the_tiled_value_heads_matter(tmp_path, goldens, monkeypatch):
+    """Read as Qwen3-Next reads its heads (value head h on key head h / r, b and a grouped so), the same file is far
+    off: the parity above needs the tiled order."""
+    from oxillama.models.qwen35 import Qwen35
+    path = tiny_hybrid.write_tiny_qwen35(tmp_path / "q35.gguf")
+    monkeypatch.setattr(Qwen35, "heads_tiled", False)
+    got = Rig(path).logits(goldens["tokens"][:64])
+    assert np.abs(got - goldens["qwen35/transformers"][:64]).max() > 100 * TOL_F32
+
+
+@pytest.mark.parametrize("qtypes", [{"ssm_beta.weight": "Q8_0", "ssm_alpha.weight": "Q8_0"},
+                                    {"ssm_beta.weight": "Q8_0"}])
+def test_qwen35_quantized_b_and_a(tmp_path, goldens, qtypes):
+    """b and a quantized alike (their rows gathered as they are) or differently (both read as float32)."""
+    path = tiny_hybrid.write_tiny_qwen35(tmp_path / "q35q.gguf", qtypes=qtypes)
+    got = Rig(path).logits(goldens["tokens"], chunk=PREFILL_CHUNK)
+    ref = goldens["qwen35/transformers"]
+    scale = np.abs(ref).max()
+    assert np.median(np.abs(got - ref).max(-1)) < TOL_Q8_MEDIAN * scale
+    assert (got.argmax(-1) == ref.argmax(-1)).mean() >= Q8_ARGMAX_AGREE
+
+
+def test_qwen35moe_through_the_engine(tmp_path, goldens):
+    from oxillama import InferenceEngine, Scheduler
+    path = tiny_hybrid.write_tiny_qwen35(tmp_path / "q35moe.gguf", moe=True)
+    with InferenceEngine.from_gguf(path, n_ctx=256, n_threads=2, kv_type="f32") as e:
+        toks = goldens["tokens"]
+        got = np.concatenate([e.forward(toks[i:i + 50], all_logits=True) for i in range(0, len(toks), 50)])
+        assert np.abs(got - goldens["qwen35moe/transformers"]).max() < TOL_F32
+        prompts = [toks[:n].tolist() for n in (5, 40, 17)]
+        with Scheduler(e, n_seq_max=2) as sched:
+            outs = [h.result(120) for h in [sched.submit(p, max_tokens=6, temperature=0) for p in prompts]]
+        for p, out in zip(prompts, outs):
+            e.reset()
+            assert out.tokens == e.generate(p, max_tokens=6, temperature=0).tokens
+
+
+Q5 = "qwen35."
+Q35_BAD = [
+    ({}, ("blk.1.ssm_beta.weight",), {}, "ssm_beta"),
+    ({}, (), {"blk.0.ssm_alpha.weight": np.zeros((2, tiny_hybrid.N_EMBD), np.float32)}, Q5 + "ssm.time_step_rank"),
+    ({Q5 + "ssm.time_step_rank": 2}, (), {}, Q5 + "ssm.time_step_rank"),
+    ({Q5 + "attention.recurrent_layers": [True, True, False, False]}, (), {}, Q5 + "attention.recurrent_layers"),
+]
+
+
+@pytest.mark.parametrize("overrides, drop, reshape, key", Q35_BAD)
+def test_bad_qwen35_metadata_is_a_model_error_naming_the_key(tmp_path, overrides, drop, reshape, key):
+    path = tiny_hybrid.write_tiny_qwen35(tmp_path / "bad.gguf", overrides=overrides, drop=drop, reshape=reshape)
+    with pytest.raises(ModelError, match=key.replace(".", r"\.")):
+        Model(GGUFFile(path))
+
+
+# ---- quantized files against llama.cpp on the same files ----
+
+Q8_WRITERS = {"lfm2": tiny_hybrid.write_tiny_lfm2, "lfm2moe": tiny_hybrid.write_tiny_lfm2moe,
+              "qwen3next": tiny_hybrid.write_tiny_qwen3next, "qwen35moe": tiny_hybrid.write_tiny_qwen35moe}
+# relative to the std of llama.cpp's logits: both quantize weights and activations to Q8_0 and differ in the order
+# of their float sums only, so most rows agree to ~1e-6; a router whose top choices were near a tie may flip on
+# those last bits and move a row. Measured (median row, max row, top-1): lfm2 4.5e-7, 1.1e-2, 100%; lfm2moe 4.7e-7,
+# 7.1e-7, 100%; qwen3next 2.4e-7, 0.105, 98.4%; qwen35moe 2.3e-7, 4.6e-7, 100%
+Q8_LLAMA_CPP_MEDIAN = 1e-5
+Q8_LLAMA_CPP_MAX = 0.25
+
+
+@pytest.mark.parametrize("name", list(Q8_WRITERS))
+def test_q8_0_files_match_llama_cpp(tmp_path, goldens, name):
+    """Q8_0 weights on both sides (the norms, convs and routers F32, as llama.cpp's quantize keeps them): ours
+    against llama.cpp 0.3.36's logits on the same file, the first 64 positions of the 150-token prompt."""
+    import hashlib
+    key = f"{name}/q8_0/llama_cpp"
+    if key not in goldens:
+        pytest.skip("the goldens were made without llama-cpp-python")
+    path = Q8_WRITERS[name](tmp_path / f"{name}-q8.gguf", qtype="Q8_0")
+    with open(path, "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() == str(goldens[f"{name}/q8_0/sha256"]), "the file drifted"
+    ref = goldens[key]
+    got = Rig(path).logits(goldens["tokens"][:len(ref)], chunk=PREFILL_CHUNK)
+    rows = np.abs(got - ref).max(-1) / ref.std()
+    assert np.median(rows) < Q8_LLAMA_CPP_MEDIAN, f"median row {np.median(rows):.2e}"
+    assert rows.max() < Q8_LLAMA_CPP_MAX, f"max row {rows.max():.2e}"
+    assert (got.argmax(-1) == ref.argmax(-1)).mean() >= Q8_ARGMAX_AGREE

@@ -1,9 +1,12 @@
 """Tiny random hybrid (recurrent + attention) GGUF files in llama.cpp's layout, written at test time (no torch).
 
 lfm2: LFM2's gated short-convolution layers and GQA attention layers (per-head Q/K RMS norms, NeoX RoPE), the
-layer kinds given by `lfm2.attention.head_count_kv` (0 = conv), the final norm as token_embd_norm.
-The same weights, mapped to Hugging Face names (`lfm2_hf_tensors`), make make_hybrid_goldens.py's transformers
-model, whose logits are committed in data/hybrid_goldens.npz.
+layer kinds given by `lfm2.attention.head_count_kv` (0 = conv), the final norm as token_embd_norm; lfm2moe: the same
+blocks, the first dense, the others a sigmoid-routed mixture with an expert bias. qwen3next: gated DeltaNet layers,
+gated full attention every 4th, experts with a gated shared expert; qwen35 / qwen35moe: Qwen3.5's split b / a
+projections and tiled value heads, a dense FFN or Qwen3-Next's experts.
+The same weights under Hugging Face names (`*_hf_tensors`) make make_hybrid_goldens.py's transformers models, whose
+logits are committed in data/hybrid_goldens.npz.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ CONV_L = 3
 # conv, conv, attention, conv, attention, conv (LFM2's real files interleave them like this)
 LFM2_KINDS = ("shortconv", "shortconv", "attention", "shortconv", "attention", "shortconv")
 ROPE_BASE = 1_000_000.0
+LFM2_SWA = 24   # the sliding window of the lfm2_swa goldens: far shorter than their 150-token prompt
 NORM_EPS = 1e-5
 
 
@@ -307,3 +311,239 @@ def qwen3next_hf_config() -> dict:
             "shared_expert_intermediate_size": c["n_ff_shared"], "decoder_sparse_step": 1, "norm_topk_prob": True,
             "mlp_only_layers": [],
             "layer_types": ["linear_attention" if k == "deltanet" else "full_attention" for k in Q3N_KINDS]}
+
+
+# ---- lfm2moe (LFM2-8B-A1B): LFM2's blocks, the first dense, the rest a sigmoid-routed mixture with an expert bias ----
+
+L2M = dict(n_dense=1, n_expert=8, n_used=2, n_ff_exp=32)
+
+
+def lfm2moe_tensors(seed: int = 17) -> dict[str, np.ndarray]:
+    """The tiny LFM2-MoE's weights by GGUF name: lfm2_tensors' blocks, the FFN of every block after the first
+    n_dense a mixture (router, stacked experts, exp_probs_b: the expert bias that shifts the choice only)."""
+    c = L2M
+    t = lfm2_tensors(seed)
+    rng = np.random.default_rng(seed + 1)
+    E, ne, ff = N_EMBD, c["n_expert"], c["n_ff_exp"]
+    for il in range(c["n_dense"], len(LFM2_KINDS)):
+        p = f"blk.{il}."
+        for name in ("ffn_gate", "ffn_up", "ffn_down"):
+            del t[p + name + ".weight"]
+        t[p + "ffn_gate_inp.weight"] = (3.0 * rng.standard_normal((ne, E)) / np.sqrt(E)).astype(np.float32)
+        t[p + "ffn_gate_exps.weight"] = (rng.standard_normal((ne, ff, E)) / np.sqrt(E)).astype(np.float32)
+        t[p + "ffn_up_exps.weight"] = (rng.standard_normal((ne, ff, E)) / np.sqrt(E)).astype(np.float32)
+        t[p + "ffn_down_exps.weight"] = (rng.standard_normal((ne, E, ff)) / np.sqrt(ff)).astype(np.float32)
+        # a bias of the sigmoid's scale: it overturns some choices, so a router that ignored it (or weighted by
+        # it) would be visibly wrong
+        t[p + "exp_probs_b.bias"] = (0.3 * rng.standard_normal(ne)).astype(np.float32)
+    return t
+
+
+def lfm2moe_metadata() -> dict:
+    a, c = "lfm2moe", L2M
+    md = {k.replace("lfm2.", "lfm2moe."): v for k, v in lfm2_metadata().items()}
+    md.update({"general.architecture": a, "general.name": "tiny-lfm2moe", f"{a}.expert_count": c["n_expert"],
+               f"{a}.expert_used_count": c["n_used"], f"{a}.expert_feed_forward_length": c["n_ff_exp"],
+               f"{a}.leading_dense_block_count": c["n_dense"], f"{a}.expert_gating_func": 2})   # 2: sigmoid
+    return md
+
+
+def write_tiny_lfm2moe(path, *, seed: int = 17, qtype: str = "F32", overrides: dict | None = None,
+                       drop: tuple[str, ...] = (), reshape: dict | None = None) -> str:
+    """Write the tiny LFM2-MoE to path (overrides / drop / reshape as write_tiny_lfm2)."""
+    md = lfm2moe_metadata()
+    for k, v in (overrides or {}).items():
+        if v is None:
+            md.pop(k, None)
+        else:
+            md[k] = v
+    t = lfm2moe_tensors(seed)
+    t.update(reshape or {})
+    w = GGUFWriter(path)
+    for k, v in md.items():
+        is_int = isinstance(v, int) and not isinstance(v, bool)
+        w.add_metadata(k, v, type="UINT32" if is_int else None)
+    for k, v in _minimal_vocab(N_VOCAB).items():
+        w.add_metadata(k, v)
+    for k, v in t.items():
+        if k in drop:
+            continue
+        keep = (v.ndim < 2 or k.endswith(("shortconv.conv.weight", "ffn_gate_inp.weight"))
+                or k == "token_embd.weight")
+        w.add_tensor(k, v, qtype="F32" if keep else qtype)
+    w.write()
+    return str(path)
+
+
+def lfm2moe_hf_tensors(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The same weights under transformers' Lfm2MoeForCausalLM names (tied output)."""
+    dense = {k: v for k, v in t.items() if "_exps" not in k and "ffn_gate_inp" not in k and "exp_probs_b" not in k}
+    hf = lfm2_hf_tensors({**lfm2_tensors(), **dense})   # the shared names; the MoE blocks' dense FFN dropped below
+    for il in range(L2M["n_dense"], len(LFM2_KINDS)):
+        p, q = f"blk.{il}.", f"model.layers.{il}.feed_forward."
+        for w in ("w1", "w2", "w3"):
+            del hf[q + w + ".weight"]
+        hf[q + "gate.weight"] = t[p + "ffn_gate_inp.weight"]
+        hf[q + "experts.gate_up_proj"] = np.concatenate([t[p + "ffn_gate_exps.weight"], t[p + "ffn_up_exps.weight"]],
+                                                        axis=1)
+        hf[q + "experts.down_proj"] = t[p + "ffn_down_exps.weight"]
+        hf[q + "expert_bias"] = t[p + "exp_probs_b.bias"]
+    return hf
+
+
+def lfm2moe_hf_config() -> dict:
+    c = L2M
+    cfg = lfm2_hf_config()
+    for k in ("block_auto_adjust_ff_dim",):
+        cfg.pop(k)
+    cfg.update({"moe_intermediate_size": c["n_ff_exp"], "num_dense_layers": c["n_dense"],
+                "num_experts": c["n_expert"], "num_experts_per_tok": c["n_used"], "use_expert_bias": True,
+                "norm_topk_prob": True, "routed_scaling_factor": 1.0})
+    return cfg
+
+
+# ---- qwen35 / qwen35moe (Qwen3.5): Qwen3-Next's blocks, in_proj_qkv / z / b / a, value heads tiled in the GGUF ----
+
+# the multi-section RoPE's sections: n_rot / 2 pairs (Qwen3.5's own: [11, 11, 10] of 32); text gives every section
+# the same position
+Q35_MROPE = [1, 1, 0]
+
+
+def qwen35_hf_tensors(moe: bool, seed: int = 19) -> dict[str, np.ndarray]:
+    """The tiny Qwen3.5's weights under transformers' Qwen3_5ForCausalLM (moe: Qwen3_5MoeForCausalLM) names:
+    Qwen3-Next's, its DeltaNet input split into in_proj_qkv ([q | k | v], grouped by key head as transformers reads it),
+    in_proj_z, in_proj_b and in_proj_a; a dense FFN unless moe."""
+    c = Q3N
+    t = qwen3next_hf_tensors(seed)
+    rng = np.random.default_rng(seed + 1)
+    E, nk, nv, dk, dv = N_EMBD, c["n_k_heads"], c["n_v_heads"], c["d_k"], c["d_v"]
+    for il, kind in enumerate(Q3N_KINDS):
+        q = f"model.layers.{il}."
+        if kind == "deltanet":
+            a = q + "linear_attn."
+            del t[a + "in_proj_qkvz.weight"], t[a + "in_proj_ba.weight"]
+            t[a + "in_proj_qkv.weight"] = (rng.standard_normal((2 * nk * dk + nv * dv, E))
+                                           / np.sqrt(E)).astype(np.float32)
+            t[a + "in_proj_z.weight"] = (rng.standard_normal((nv * dv, E)) / np.sqrt(E)).astype(np.float32)
+            t[a + "in_proj_b.weight"] = (rng.standard_normal((nv, E)) / np.sqrt(E)).astype(np.float32)
+            t[a + "in_proj_a.weight"] = (rng.standard_normal((nv, E)) / np.sqrt(E)).astype(np.float32)
+        if not moe:
+            m = q + "mlp."
+            for k in [k for k in t if k.startswith(m)]:
+                del t[k]
+            t[m + "gate_proj.weight"] = (rng.standard_normal((c["n_ff"], E)) / np.sqrt(E)).astype(np.float32)
+            t[m + "up_proj.weight"] = (rng.standard_normal((c["n_ff"], E)) / np.sqrt(E)).astype(np.float32)
+            t[m + "down_proj.weight"] = (rng.standard_normal((E, c["n_ff"])) / np.sqrt(c["n_ff"])).astype(np.float32)
+    return t
+
+
+def _tile_v_heads(x: np.ndarray, axis: int, head_dim: int) -> np.ndarray:
+    """convert_hf_to_gguf.py's _reorder_v_heads: value heads from grouped by key head [G0v0, G0v1, G1v0, ...] to
+    tiled [G0v0, G1v0, G0v1, ...] along axis."""
+    nk, nv = Q3N["n_k_heads"], Q3N["n_v_heads"]
+    x = np.moveaxis(x, axis, 0)
+    rest = x.shape[1:]
+    x = x.reshape(nk, nv // nk, head_dim, *rest).swapaxes(0, 1).reshape(nv * head_dim, *rest)
+    return np.ascontiguousarray(np.moveaxis(x, 0, axis))
+
+
+def qwen35_gguf_tensors(hf: dict[str, np.ndarray], moe: bool) -> dict[str, np.ndarray]:
+    """transformers' weights as llama.cpp's convert_hf_to_gguf.py writes them for qwen35 / qwen35moe: Qwen3-Next's
+    conversion (norms + 1 but the DeltaNet's, A -> -exp(A_log), the conv squeezed, the experts split and stacked),
+    in_proj_qkv / z / b / a as attn_qkv / attn_gate / ssm_beta / ssm_alpha, and every value-head axis tiled."""
+    c = Q3N
+    nk, dk, dv = c["n_k_heads"], c["d_k"], c["d_v"]
+    base = {k: v for k, v in hf.items() if "linear_attn.in_proj" not in k}
+    for il, kind in enumerate(Q3N_KINDS):   # placeholders so qwen3next_gguf_tensors maps the rest
+        if kind == "deltanet":
+            a = f"model.layers.{il}.linear_attn."
+            base[a + "in_proj_qkvz.weight"] = np.zeros((2 * nk * dk + 2 * c["n_v_heads"] * dv, N_EMBD), np.float32)
+            base[a + "in_proj_ba.weight"] = np.zeros((2 * c["n_v_heads"], N_EMBD), np.float32)
+        if not moe:
+            m = f"model.layers.{il}.mlp."
+            base.update({m + "gate.weight": np.zeros((1, N_EMBD), np.float32),
+                         m + "experts.gate_up_proj": np.zeros((1, 2 * c["n_ff_exp"], N_EMBD), np.float32),
+                         m + "experts.down_proj": np.zeros((1, N_EMBD, c["n_ff_exp"]), np.float32),
+                         m + "shared_expert.gate_proj.weight": np.zeros((1, N_EMBD), np.float32),
+                         m + "shared_expert.up_proj.weight": np.zeros((1, N_EMBD), np.float32),
+                         m + "shared_expert.down_proj.weight": np.zeros((N_EMBD, 1), np.float32),
+                         m + "shared_expert_gate.weight": np.zeros((1, N_EMBD), np.float32)})
+    t = qwen3next_gguf_tensors(base)
+    for il, kind in enumerate(Q3N_KINDS):
+        p, q = f"blk.{il}.", f"model.layers.{il}."
+        if kind == "deltanet":
+            a = q + "linear_attn."
+            qkv = hf[a + "in_proj_qkv.weight"]
+            t[p + "attn_qkv.weight"] = np.concatenate([qkv[:2 * nk * dk], _tile_v_heads(qkv[2 * nk * dk:], 0, dv)])
+            t[p + "attn_gate.weight"] = _tile_v_heads(hf[a + "in_proj_z.weight"], 0, dv)
+            del t[p + "ssm_ba.weight"]
+            t[p + "ssm_beta.weight"] = _tile_v_heads(hf[a + "in_proj_b.weight"], 0, 1)
+            t[p + "ssm_alpha.weight"] = _tile_v_heads(hf[a + "in_proj_a.weight"], 0, 1)
+            t[p + "ssm_a"] = _tile_v_heads(t[p + "ssm_a"], 0, 1)
+            t[p + "ssm_dt.bias"] = _tile_v_heads(t[p + "ssm_dt.bias"], 0, 1)
+            conv = t[p + "ssm_conv1d.weight"]
+            t[p + "ssm_conv1d.weight"] = np.concatenate([conv[:2 * nk * dk], _tile_v_heads(conv[2 * nk * dk:], 0, dv)])
+            t[p + "ssm_out.weight"] = _tile_v_heads(t[p + "ssm_out.weight"], 1, dv)
+        if not moe:
+            for k in [k for k in t if k.startswith(p) and ("_exps" in k or "shexp" in k or "gate_inp" in k)]:
+                del t[k]
+            m = q + "mlp."
+            t[p + "ffn_gate.weight"] = hf[m + "gate_proj.weight"]
+            t[p + "ffn_up.weight"] = hf[m + "up_proj.weight"]
+            t[p + "ffn_down.weight"] = hf[m + "down_proj.weight"]
+    return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in t.items()}
+
+
+def qwen35_metadata(moe: bool) -> dict:
+    a = "qwen35moe" if moe else "qwen35"
+    md = {k.replace("qwen3next.", f"{a}."): v for k, v in qwen3next_metadata().items()}
+    md.update({"general.architecture": a, "general.name": f"tiny-{a}",
+               f"{a}.rope.dimension_sections": np.array(Q35_MROPE + [0], np.int32)})
+    if not moe:
+        for k in ("expert_count", "expert_used_count", "expert_feed_forward_length",
+                  "expert_shared_feed_forward_length"):
+            del md[f"{a}.{k}"]
+    return md
+
+
+def write_tiny_qwen35(path, *, moe: bool = False, seed: int = 19, qtype: str = "F32", overrides: dict | None = None,
+                      drop: tuple[str, ...] = (), reshape: dict | None = None, qtypes: dict | None = None) -> str:
+    """Write the tiny Qwen3.5 (moe: Qwen3.5-MoE) to path (overrides / drop / reshape as write_tiny_lfm2; qtypes: a
+    tensor-name ending -> its type, over the defaults)."""
+    md = qwen35_metadata(moe)
+    for k, v in (overrides or {}).items():
+        if v is None:
+            md.pop(k, None)
+        else:
+            md[k] = v
+    t = qwen35_gguf_tensors(qwen35_hf_tensors(moe, seed), moe)
+    t.update(reshape or {})
+    w = GGUFWriter(path)
+    for k, v in md.items():
+        is_int = isinstance(v, int) and not isinstance(v, bool)
+        w.add_metadata(k, v, type="UINT32" if is_int else None)
+    for k, v in _minimal_vocab(N_VOCAB).items():
+        w.add_metadata(k, v)
+    for k, v in t.items():
+        if k in drop:
+            continue
+        keep = (v.ndim < 2 or k.endswith(("ssm_conv1d.weight", "ffn_gate_inp.weight", "ssm_beta.weight",
+                                          "ssm_alpha.weight")) or k == "token_embd.weight")
+        chosen = [t for end, t in (qtypes or {}).items() if k.endswith(end)]
+        w.add_tensor(k, v, qtype=chosen[0] if chosen else "F32" if keep else qtype)
+    w.write()
+    return str(path)
+
+
+def write_tiny_qwen35moe(path, **kw) -> str:
+    return write_tiny_qwen35(path, moe=True, **kw)
+
+
+def qwen35_hf_config(moe: bool) -> dict:
+    cfg = qwen3next_hf_config()
+    cfg["rope_parameters"] = {**cfg["rope_parameters"], "mrope_section": Q35_MROPE, "mrope_interleaved": True}
+    if not moe:
+        for k in ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
+                  "decoder_sparse_step", "norm_topk_prob", "mlp_only_layers"):
+            cfg.pop(k)
+    return cfg

@@ -212,6 +212,10 @@ def test_avx512_tiers_match_scalar_through_simde(simde_results, tier):
         # its own multi-row kernels, checked bit for bit against the AVX-512 vec_dots it inherits
         for qtype in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q1_0"):
             assert results[(qtype, "gemm")].owner == "avx512vnni" and results[(qtype, "gemm")].cases > 0
+        # TQ2_0 by vpdpbusd: one exact integer per super-block, the scalar floats bit for bit
+        for kernel in ("vec_dot", "gemm"):
+            r = results[("TQ2_0", kernel)]
+            assert r.owner == "avx512vnni" and r.cases > 0 and r.worst == 0, r
 
 
 @pytest.mark.parametrize("tier", sorted(ARM_TIERS))
@@ -223,6 +227,10 @@ def test_neon_and_dotprod_tiers_match_scalar(arm_results, tier):
     # the 32-value block kernels replay the scalar float steps in order: equal bit for bit
     for qtype in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "IQ4_NL"):
         assert results[(qtype, "vec_dot")].worst == 0, results[(qtype, "vec_dot")]
+    # so do the low-bit ones (exact integer sums per block or sub-block; NVFP4 per 16-value sub-block)
+    for qtype in ("NVFP4", "Q1_0", "TQ1_0", "TQ2_0", "IQ2_XXS", "IQ2_S", "IQ3_S", "IQ1_M"):
+        r = results[(qtype, "vec_dot")]
+        assert r.owner == "neon" and r.cases > 0 and r.worst == 0, r
 
 
 # A kernel whose two 256-bit halves land in the wrong place: the harness must notice.

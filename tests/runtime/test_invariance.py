@@ -11,7 +11,8 @@ from oxillama import InferenceEngine
 from oxillama.runtime.batch import SequencePool
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "models"))
-from tiny_hybrid import write_tiny_lfm2, write_tiny_qwen3next  # noqa: E402  tests/models/tiny_hybrid.py
+from tiny_hybrid import (write_tiny_lfm2, write_tiny_lfm2moe, write_tiny_qwen35, write_tiny_qwen35moe,  # noqa: E402
+                         write_tiny_qwen3next)   # tests/models/tiny_hybrid.py
 from tiny_moe import write_tiny_moe  # noqa: E402  tests/models/tiny_moe.py
 
 DATA = Path(__file__).parent.parent / "models" / "data"
@@ -49,7 +50,10 @@ def assert_same(a, b, what):
 # and the mixture-of-experts families, written at test time ("moe:<family>:<expert weights' type>")
 MOE = ["moe:qwen3moe:F32", "moe:qwen2moe:Q8_0", "moe:olmoe:F32", "moe:mixtral:Q8_0", "moe:gpt-oss:MXFP4", "moe:phimoe:Q8_0"]
 # and the hybrids of recurrent and attention layers ("hybrid:<family>:<weights' type>")
-HYBRID = ["hybrid:lfm2:Q8_0", "hybrid:qwen3next:Q8_0"]
+HYBRID = ["hybrid:lfm2:Q8_0", "hybrid:qwen3next:Q8_0", "hybrid:lfm2moe:Q8_0", "hybrid:qwen35:Q8_0",
+          "hybrid:qwen35moe:Q8_0"]
+HYBRID_WRITERS = {"lfm2": write_tiny_lfm2, "qwen3next": write_tiny_qwen3next, "lfm2moe": write_tiny_lfm2moe,
+                  "qwen35": write_tiny_qwen35, "qwen35moe": write_tiny_qwen35moe}
 CASES = ([(name, "f16") for name in TINY] + [("qwen3.gguf", "q8_0")] + [(name, "f16") for name in MOE]
          + [(name, "f16") for name in HYBRID])
 
@@ -63,7 +67,7 @@ def tiny(request, tmp_path_factory):
         path = write_tiny_moe(tmp_path_factory.mktemp("moe") / f"{family}.gguf", family, qtype=qtype)
     if name.startswith("hybrid:"):
         _, family, qtype = name.split(":")
-        path = {"lfm2": write_tiny_lfm2, "qwen3next": write_tiny_qwen3next}[family](tmp_path_factory.mktemp("hybrid") / f"{family}.gguf", qtype=qtype)
+        path = HYBRID_WRITERS[family](tmp_path_factory.mktemp("hybrid") / f"{family}.gguf", qtype=qtype)
     with InferenceEngine.from_gguf(path, n_ctx=256, n_threads=2, kv_type=kv_type) as e:
         yield e
 

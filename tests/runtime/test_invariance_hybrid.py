@@ -1,5 +1,5 @@
-"""The invariant for models with recurrent layers (LFM2's short convolutions, Qwen3-Next's gated DeltaNet, beside
-attention): a position's logits are the same floats whether its prompt goes whole, in chunks or token by token,
+"""The invariant for models with recurrent layers (LFM2's short convolutions, with a sliding window or experts,
+Qwen3-Next's and Qwen3.5's gated DeltaNet, beside attention): a position's logits are the same floats whether its prompt goes whole, in chunks or token by token,
 alone or in a batched step beside other sequences, with 1 or 2 threads. The recurrent state carries exactly what a
 longer call would have read, and the kernels sum in one order (csrc/layers/shortconv.h, deltanet.h). Every
 comparison is exact (np.array_equal)."""
@@ -27,10 +27,19 @@ def assert_same(a, b, what):
                     f"max |diff| {np.abs(a - b).max():.3g}")
 
 
-WRITERS = {"lfm2": tiny_hybrid.write_tiny_lfm2, "qwen3next": tiny_hybrid.write_tiny_qwen3next}
+def write_lfm2_swa(path, qtype):
+    """LFM2 whose attention layers see a sliding window of 24 positions: chunks of 37 cross its edge."""
+    return tiny_hybrid.write_tiny_lfm2(path, qtype=qtype,
+                                       overrides={"lfm2.attention.sliding_window": tiny_hybrid.LFM2_SWA})
 
 
-@pytest.fixture(scope="module", params=["lfm2:F32", "lfm2:Q8_0", "qwen3next:F32", "qwen3next:Q8_0"])
+WRITERS = {"lfm2": tiny_hybrid.write_tiny_lfm2, "qwen3next": tiny_hybrid.write_tiny_qwen3next,
+           "lfm2swa": write_lfm2_swa, "lfm2moe": tiny_hybrid.write_tiny_lfm2moe,
+           "qwen35": tiny_hybrid.write_tiny_qwen35, "qwen35moe": tiny_hybrid.write_tiny_qwen35moe}
+
+
+@pytest.fixture(scope="module", params=["lfm2:F32", "lfm2:Q8_0", "lfm2swa:Q8_0", "lfm2moe:Q8_0", "qwen3next:F32",
+                                                   "qwen3next:Q8_0", "qwen35:Q8_0", "qwen35moe:Q8_0"])
 def path(request, tmp_path_factory):
     family, qtype = request.param.split(":")
     return WRITERS[family](tmp_path_factory.mktemp(family) / f"{family}.gguf", qtype=qtype)

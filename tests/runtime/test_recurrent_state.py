@@ -104,6 +104,39 @@ def test_checkpoints_key_on_tokens_and_adapters():
     assert cps.best([1, 2, 3]) == (0, None) and len(cps) == 2
 
 
+def test_rollback_checkpoints_replace_each_other_and_keep_the_prompts():
+    """Speculative decoding's round-start checkpoints (rollback=True): each replaces the last, copied into its
+    array, and never evicts the prompts' checkpoints that prefix reuse resumes from."""
+    cps = StateCheckpoints(capacity=2)
+    prompt = np.full(4, 1, dtype=np.float32)
+    cps.save([1, 2, 3], prompt)
+    first = np.full(4, 2, dtype=np.float32)
+    cps.save([1, 2, 3, 4], first, rollback=True)
+    assert cps.best([1, 2, 3, 4, 5])[0] == 4
+    for n in range(5, 12):   # more rounds than the capacity
+        buf = cps.take_rollback()
+        assert buf is first   # the last round's array, for the copy
+        buf[:] = n
+        cps.save(list(range(1, n + 1)), buf, rollback=True)
+    assert len(cps) == 2
+    assert cps.best([1, 2, 3, 9]) == (3, prompt)        # the prompt's checkpoint survived every round
+    n, state = cps.best(list(range(1, 20)))
+    assert n == 11 and state[0] == 11
+    cps.save([5, 6], np.zeros(4, np.float32))            # an ordinary checkpoint past capacity: the oldest goes,
+    assert cps.best(list(range(1, 20)))[0] == 11         # not the rollback point
+    assert cps.best([1, 2, 3, 9]) == (0, None)
+
+
+def test_pool_read_into_a_buffer(mamba2):
+    pool = mamba2.session.recurrent
+    mamba2.reset()
+    mamba2.forward(toks(5, seed=2).tolist())
+    buf = np.empty(pool.slot_floats, np.float32)
+    assert pool.read(0, out=buf) is buf
+    np.testing.assert_array_equal(buf, pool.data[0])
+    assert pool.read(0, out=np.empty(3, np.float32)) is not buf   # the wrong size: a new array
+
+
 def test_snapshot_resume_continues_token_for_token(mamba2, tmp_path):
     ids = toks(40, seed=5).tolist()
     mamba2.reset()

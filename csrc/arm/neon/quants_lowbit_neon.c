@@ -1,6 +1,6 @@
-/* NEON kernels for the 1-bit, ternary and 1- to 3-bit i-quant types: exact integer block sums and the
- * scalar tier's float steps in its order (csrc/scalar/quants_lowbit.c, csrc/iq_decode.h), so every result
- * is the scalar float bit for bit. The dotprod tier inherits them. */
+/* NEON kernels for the 1-bit, ternary, NVFP4 and 1- to 3-bit i-quant types: exact integer block sums and
+ * the scalar tier's float steps in its order (csrc/scalar/quants_lowbit.c, quants_fp4.c, csrc/iq_decode.h),
+ * so every result is the scalar float bit for bit. The dotprod tier inherits them. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
@@ -42,6 +42,33 @@ static void vec_dot_q1_0_q8_0_neon(int n, float *OXL_RESTRICT s, const void *OXL
                 sumi += vaddlvq_s8(vbslq_s8(bit_mask16(q[2 * h], q[2 * h + 1]), qy, vnegq_s8(qy)));
             }
             sum += sumi * dx * oxl_fp16_to_fp32(yb->d);
+        }
+    }
+    *s = sum;
+}
+
+/* ---- NVFP4: per 16-value sub-block s, sum += sumi * d_s * d_y (d_y: Q8_0 block 2i + s / 2) -------- */
+
+/* Sub-block s holds its values 0..7 in the low nibbles of qs[8 s .. 8 s + 8), 8..15 in the high ones: one
+ * 16-byte load gives two sub-blocks, their codes mapped to E2M1 integers (kvalues_mxfp4) by one table
+ * lookup each. */
+static void vec_dot_nvfp4_q8_0_neon(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+    const block_nvfp4 *x = (const block_nvfp4 *)vx;
+    const block_q8_0 *y = (const block_q8_0 *)vy;
+    const int8x16_t kv = vld1q_s8(kvalues_mxfp4);
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    float sum = 0.0f;
+    for (int i = 0; i < n / QK_NVFP4; i++) {
+        for (int h = 0; h < 2; h++) {   /* sub-blocks 2h, 2h + 1: Q8_0 block 2i + h */
+            const block_q8_0 *yb = y + 2 * i + h;
+            const uint8x16_t q = vld1q_u8(x[i].qs + 16 * h);
+            const uint8x16_t lo = vandq_u8(q, m4), hi = vshrq_n_u8(q, 4);
+            const int8x16_t w0 = vqtbl1q_s8(kv, vcombine_u8(vget_low_u8(lo), vget_low_u8(hi)));
+            const int8x16_t w1 = vqtbl1q_s8(kv, vcombine_u8(vget_high_u8(lo), vget_high_u8(hi)));
+            const int sumi0 = dot16(w0, vld1q_s8(yb->qs)), sumi1 = dot16(w1, vld1q_s8(yb->qs + 16));
+            const float dy = oxl_fp16_to_fp32(yb->d);
+            sum += sumi0 * oxl_ue4m3_to_fp32_half(x[i].d[2 * h]) * dy;
+            sum += sumi1 * oxl_ue4m3_to_fp32_half(x[i].d[2 * h + 1]) * dy;
         }
     }
     *s = sum;
@@ -229,6 +256,7 @@ void oxl_register_neon_lowbit(oxl_kernel_table *t) {
     t->type[OXL_TYPE_Q1_0].vec_dot = vec_dot_q1_0_q8_0_neon;
     t->type[OXL_TYPE_TQ1_0].vec_dot = vec_dot_tq1_0_q8_K_neon;
     t->type[OXL_TYPE_TQ2_0].vec_dot = vec_dot_tq2_0_q8_K_neon;
+    t->type[OXL_TYPE_NVFP4].vec_dot = vec_dot_nvfp4_q8_0_neon;
     t->type[OXL_TYPE_IQ2_XXS].vec_dot = vec_dot_iq2_xxs_q8_K_neon;
     t->type[OXL_TYPE_IQ2_XS].vec_dot = vec_dot_iq2_xs_q8_K_neon;
     t->type[OXL_TYPE_IQ2_S].vec_dot = vec_dot_iq2_s_q8_K_neon;

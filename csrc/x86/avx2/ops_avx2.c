@@ -77,6 +77,35 @@ static double exp_shift_sum_d_avx2(float *x, int n, float m) {
 
 static float exp_shift_sum_avx2(float *x, int n, float m) { return (float)exp_shift_sum_d_avx2(x, n, m); }
 
+/* The causal conv, 8 channels a pass with the window of L inputs in registers and a masked last pass (every lane
+ * computes what the scalar tier's order says, fused: mul, then fma per tap, then + b, then SiLU v / (1 + exp8(-v))) */
+static void causal_conv_avx2(const float *x, int64_t ldx, float *y, int64_t ldy, int n, float *state,
+                             int64_t ld_state, const float *w, const float *b, int L, int c0, int c1, int silu) {
+    const int d = L - 1;
+    __m256 win[OXL_CONV_MAX_L], wt[OXL_CONV_MAX_L];
+    for (int c = c0; c < c1; c += 8) {
+        const int nl = c1 - c < 8 ? c1 - c : 8;
+        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        float tap[8];
+        for (int j = 0; j < L; j++) {
+            for (int l = 0; l < 8; l++) tap[l] = l < nl ? w[(int64_t)(c + l) * L + j] : 0.0f;
+            wt[j] = _mm256_loadu_ps(tap);
+        }
+        const __m256 vb = b ? _mm256_maskload_ps(b + c, m) : _mm256_setzero_ps();
+        for (int j = 0; j < d; j++) win[j] = _mm256_maskload_ps(state + (int64_t)j * ld_state + c, m);
+        for (int t = 0; t < n; t++) {
+            win[d] = _mm256_maskload_ps(x + (int64_t)t * ldx + c, m);
+            __m256 acc = _mm256_mul_ps(wt[0], win[0]);
+            for (int j = 1; j < L; j++) acc = _mm256_fmadd_ps(wt[j], win[j], acc);
+            if (b) acc = _mm256_add_ps(acc, vb);
+            if (silu) acc = _mm256_div_ps(acc, _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(_mm256_sub_ps(_mm256_setzero_ps(), acc))));
+            _mm256_maskstore_ps(y + (int64_t)t * ldy + c, m, acc);
+            for (int j = 0; j < d; j++) win[j] = win[j + 1];
+        }
+        for (int j = 0; j < d; j++) _mm256_maskstore_ps(state + (int64_t)j * ld_state + c, m, win[j]);
+    }
+}
+
 /* The scan over the states with y held in registers: 32 dims at a time, then 8, then the scalar tail (fmaf, the
  * same fused operations lane by lane). */
 static void ssm_scan_states_avx2(float *h, const float *B, const float *C, const float *xdt, float dA, float *y,
@@ -596,6 +625,7 @@ void oxl_register_avx2_ops(oxl_kernel_table *t) {
     t->ops.attn_values_f16 = attn_values_f16_avx2;
     t->ops.exp_shift_sum = exp_shift_sum_avx2;
     t->ops.ssm_scan_states = ssm_scan_states_avx2;
+    t->ops.causal_conv = causal_conv_avx2;
     t->ops.attn_scores_f16_group = attn_scores_f16_group_avx2;
     t->ops.attn_values_f16_group = attn_values_f16_group_avx2;
     t->ops.attn_scores_q8_0_group = attn_scores_q8_0_group_avx2;

@@ -8,131 +8,16 @@
  * int16 saturation), vpmaddwd by the runs' scales (16 int16 lanes per half-run), int32 sums. A super-block's
  * dot is one exact integer, so every output is the scalar tier's float:
  *     sum += (float)bsum * (d_x * d_y);  result = IQ_FACTOR * sum
- * and the multi-row kernel (each block decoded once for up to IQ5_GROUP activation rows) gives vec_dot's. */
+ * and the multi-row kernel (csrc/x86/quants_iq_x86.h's driver: each block decoded once for up to IQ_GROUP
+ * activation rows) gives vec_dot's. Blocks are decoded whole here (the AVX2 tier decodes run by run with
+ * that header's run decoder); nothing a block needs goes through memory but its own bytes and the grids. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-#include <immintrin.h>
-
-#include "../../iq_decode.h"
-#include "../avx2_util.h"
-
-#define IQ5_GROUP 4
-
-static inline uint32_t ksigns4_512(uint32_t aux) {
-    return (uint32_t)ksigns_iq2xs[aux & 127] | (uint32_t)ksigns_iq2xs[(aux >> 7) & 127] << 8 |
-           (uint32_t)ksigns_iq2xs[(aux >> 14) & 127] << 16 | (uint32_t)ksigns_iq2xs[(aux >> 21) & 127] << 24;
-}
-
-static inline int64_t iq1_delta8(int neg) { return neg ? -1 : 0x0101010101010101; }
-
-/* 8 * g + delta (IQ1: the signed weights) */
-static inline __m256i iq1_w(__m256i g, __m256i delta) {
-    const __m256i g2 = _mm256_add_epi8(g, g), g4 = _mm256_add_epi8(g2, g2);
-    return _mm256_add_epi8(_mm256_add_epi8(g4, g4), delta);
-}
-
-/* run ib of a block: magnitudes (returned), sign bits (*signs: bit j set where weight j is negative) and the
- * two scales (ls[0]: values 0..15, ls[1]: 16..31) */
-OXL_INLINE __m256i iq_run_avx512(int type, const void *blk, int ib, uint32_t *signs, int16_t ls[2]) {
-    __m256i g;
-    int l0, l1;
-    switch (type) {
-    case OXL_TYPE_IQ2_XXS: {
-        const block_iq2_xxs *b = (const block_iq2_xxs *)blk;
-        uint32_t aux[2];
-        memcpy(aux, b->qs + 4 * ib, 8);
-        const uint8_t *i8 = (const uint8_t *)&aux[0];
-        g = _mm256_set_epi64x((int64_t)iq2xxs_grid[i8[3]], (int64_t)iq2xxs_grid[i8[2]], (int64_t)iq2xxs_grid[i8[1]],
-                              (int64_t)iq2xxs_grid[i8[0]]);
-        *signs = ksigns4_512(aux[1]);
-        l0 = l1 = 2 * (int)(aux[1] >> 28) + 1;
-        break;
-    }
-    case OXL_TYPE_IQ2_XS: {
-        const block_iq2_xs *b = (const block_iq2_xs *)blk;
-        const uint16_t *q = b->qs + 4 * ib;
-        *signs = (uint32_t)ksigns_iq2xs[q[0] >> 9] | (uint32_t)ksigns_iq2xs[q[1] >> 9] << 8 |
-                 (uint32_t)ksigns_iq2xs[q[2] >> 9] << 16 | (uint32_t)ksigns_iq2xs[q[3] >> 9] << 24;
-        g = _mm256_set_epi64x((int64_t)iq2xs_grid[q[3] & 511], (int64_t)iq2xs_grid[q[2] & 511],
-                              (int64_t)iq2xs_grid[q[1] & 511], (int64_t)iq2xs_grid[q[0] & 511]);
-        l0 = 2 * (b->scales[ib] & 0xF) + 1;
-        l1 = 2 * (b->scales[ib] >> 4) + 1;
-        break;
-    }
-    case OXL_TYPE_IQ2_S: {
-        const block_iq2_s *b = (const block_iq2_s *)blk;
-        const uint8_t *qs = b->qs + 4 * ib;
-        const int qh = b->qh[ib];
-        memcpy(signs, b->qs + QK_K / 8 + 4 * ib, 4);
-        g = _mm256_set_epi64x((int64_t)iq2s_grid[qs[3] | ((qh << 2) & 0x300)], (int64_t)iq2s_grid[qs[2] | ((qh << 4) & 0x300)],
-                              (int64_t)iq2s_grid[qs[1] | ((qh << 6) & 0x300)], (int64_t)iq2s_grid[qs[0] | ((qh << 8) & 0x300)]);
-        l0 = 2 * (b->scales[ib] & 0xF) + 1;
-        l1 = 2 * (b->scales[ib] >> 4) + 1;
-        break;
-    }
-    case OXL_TYPE_IQ3_XXS: {
-        const block_iq3_xxs *b = (const block_iq3_xxs *)blk;
-        const uint8_t *q = b->qs + 8 * ib;
-        uint32_t aux;
-        memcpy(&aux, b->qs + QK_K / 4 + 4 * ib, 4);
-        g = _mm256_set_epi32((int)iq3xxs_grid[q[7]], (int)iq3xxs_grid[q[6]], (int)iq3xxs_grid[q[5]], (int)iq3xxs_grid[q[4]],
-                             (int)iq3xxs_grid[q[3]], (int)iq3xxs_grid[q[2]], (int)iq3xxs_grid[q[1]], (int)iq3xxs_grid[q[0]]);
-        *signs = ksigns4_512(aux);
-        l0 = l1 = 2 * (int)(aux >> 28) + 1;
-        break;
-    }
-    case OXL_TYPE_IQ3_S: {
-        const block_iq3_s *b = (const block_iq3_s *)blk;
-        const uint8_t *q = b->qs + 8 * ib;
-        const int qh = b->qh[ib];
-        memcpy(signs, b->signs + 4 * ib, 4);
-        int gi[8];
-        for (int k = 0; k < 8; k++) gi[k] = (int)iq3s_grid[q[k] | ((qh << (8 - k)) & 256)];
-        g = _mm256_set_epi32(gi[7], gi[6], gi[5], gi[4], gi[3], gi[2], gi[1], gi[0]);
-        l0 = l1 = 1 + 2 * ((b->scales[ib / 2] >> 4 * (ib % 2)) & 0xF);
-        break;
-    }
-    case OXL_TYPE_IQ1_S: {
-        const block_iq1_s *b = (const block_iq1_s *)blk;
-        const uint8_t *q = b->qs + 4 * ib;
-        const int qh = b->qh[ib];
-        const __m256i w = iq1_w(_mm256_set_epi64x((int64_t)iq1s_grid[q[3] | (((qh >> 9) & 7) << 8)],
-                                                  (int64_t)iq1s_grid[q[2] | (((qh >> 6) & 7) << 8)],
-                                                  (int64_t)iq1s_grid[q[1] | (((qh >> 3) & 7) << 8)],
-                                                  (int64_t)iq1s_grid[q[0] | ((qh & 7) << 8)]),
-                                _mm256_set1_epi64x(iq1_delta8(qh & 0x8000)));
-        *signs = (uint32_t)_mm256_movepi8_mask(w);
-        g = _mm256_abs_epi8(w);
-        l0 = l1 = 2 * ((qh >> 12) & 7) + 1;
-        break;
-    }
-    default: { /* OXL_TYPE_IQ1_M */
-        const block_iq1_m *b = (const block_iq1_m *)blk;
-        const uint8_t *q = b->qs + 4 * ib;
-        const int h0 = b->qh[2 * ib], h1 = b->qh[2 * ib + 1];
-        uint16_t sc[4];
-        memcpy(sc, b->scales, 8);
-        const __m256i w = iq1_w(_mm256_set_epi64x((int64_t)iq1s_grid[q[3] | (((h1 >> 4) & 7) << 8)],
-                                                  (int64_t)iq1s_grid[q[2] | ((h1 & 7) << 8)],
-                                                  (int64_t)iq1s_grid[q[1] | (((h0 >> 4) & 7) << 8)],
-                                                  (int64_t)iq1s_grid[q[0] | ((h0 & 7) << 8)]),
-                                _mm256_set_epi64x(iq1_delta8(h1 & 0x80), iq1_delta8(h1 & 8), iq1_delta8(h0 & 0x80),
-                                                  iq1_delta8(h0 & 8)));
-        *signs = (uint32_t)_mm256_movepi8_mask(w);
-        g = _mm256_abs_epi8(w);
-        l0 = 2 * ((sc[ib / 2] >> (6 * (ib % 2))) & 7) + 1;
-        l1 = 2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 7) + 1;
-        break;
-    }
-    }
-    ls[0] = (int16_t)l0;
-    ls[1] = (int16_t)l1;
-    return g;
-}
+#include "../quants_iq_x86.h"
 
 /* 32 seven-bit sign fields (bytes, one per 8 weights, in order) completed to ggml's even-parity sign bytes
  * (bit 7 = the parity of the other 7: ksigns_iq2xs), as 4 masks of 64 weights */
@@ -142,18 +27,28 @@ static inline void signs_from7(__m256i v7, __mmask64 neg[4]) {
     const __m256i m15 = _mm256_set1_epi8(15);
     const __m256i par = _mm256_xor_si256(_mm256_shuffle_epi8(ptab, _mm256_and_si256(v7, m15)),
                                          _mm256_shuffle_epi8(ptab, _mm256_and_si256(_mm256_srli_epi16(v7, 4), m15)));
-    uint64_t u[4];
-    _mm256_storeu_si256((__m256i *)u, _mm256_or_si256(v7, par));
-    for (int p = 0; p < 4; p++) neg[p] = (__mmask64)u[p];
+    const __m256i v = _mm256_or_si256(v7, par);
+    const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+    neg[0] = (__mmask64)_mm_cvtsi128_si64(lo);
+    neg[1] = (__mmask64)_mm_extract_epi64(lo, 1);
+    neg[2] = (__mmask64)_mm_cvtsi128_si64(hi);
+    neg[3] = (__mmask64)_mm_extract_epi64(hi, 1);
 }
 
-/* the four 7-bit fields of aux (bits 0..27) as bytes */
-static inline uint32_t fields7(uint32_t aux) {
-#if defined(__BMI2__)
-    return _pdep_u32(aux, 0x7F7F7F7Fu);
-#else
-    return (aux & 127) | ((aux >> 7) & 127) << 8 | ((aux >> 14) & 127) << 16 | ((aux >> 21) & 127) << 24;
-#endif
+/* fields7 of 8 dwords at once */
+static inline __m256i fields7_x8(__m256i a) {
+    const __m256i m7 = _mm256_set1_epi32(127);
+    const __m256i f0 = _mm256_and_si256(a, m7);
+    const __m256i f1 = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a, 7), m7), 8);
+    const __m256i f2 = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a, 14), m7), 16);
+    const __m256i f3 = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(a, 21), m7), 24);
+    return _mm256_or_si256(_mm256_or_si256(f0, f1), _mm256_or_si256(f2, f3));
+}
+
+/* 2 (a >> 28) + 1 of 8 dwords (one scale per run) as the 16 half-run int16 lanes */
+static inline __m256i run_scales(__m256i a) {
+    const __m256i ls = _mm256_add_epi32(_mm256_slli_epi32(_mm256_srli_epi32(a, 28), 1), _mm256_set1_epi32(1));
+    return _mm256_or_si256(ls, _mm256_slli_epi32(ls, 16));
 }
 
 static inline void neg_from_bytes(const uint8_t *signs, __mmask64 neg[4]) {
@@ -171,24 +66,32 @@ static inline __m256i nibble_scales(const uint8_t *scales) {
     return _mm256_cvtepu8_epi16(_mm_add_epi8(_mm_add_epi8(s, s), _mm_set1_epi8(1)));
 }
 
+/* IQ1: 64 weights 8 g + delta (g the grid bytes -1/0/1; delta -1 in the qwords set in dneg, else +1) as
+ * magnitudes and sign mask */
+static inline void iq1_split(__m512i g, __mmask8 dneg, __m512i *mag, __mmask64 *neg) {
+    const __m512i d = _mm512_or_si512(_mm512_movm_epi64(dneg), _mm512_set1_epi8(1));
+    const __m512i g2 = _mm512_add_epi8(g, g), g4 = _mm512_add_epi8(g2, g2);
+    const __m512i w = _mm512_add_epi8(_mm512_add_epi8(g4, g4), d);
+    *neg = _mm512_movepi8_mask(w);
+    *mag = _mm512_abs_epi8(w);
+}
+
 /* a super-block as 4 registers of two runs each: magnitudes, sign masks, and the 16 half-run scales (int16,
  * half-run h of run ib at lane 2 ib + h) */
 OXL_INLINE void iq_block_avx512(int type, const void *blk, __m512i mag[4], __mmask64 neg[4], __m256i *lsv) {
-    int16_t ls[16];
     switch (type) {
     case OXL_TYPE_IQ2_XXS: {
         const block_iq2_xxs *b = (const block_iq2_xxs *)blk;
-        uint32_t aux[16], f[8];
-        memcpy(aux, b->qs, 64);   /* run ib: grid indices aux[2 ib] (bytes), signs and scale aux[2 ib + 1] */
-        for (int ib = 0; ib < 8; ib++) {
-            f[ib] = fields7(aux[2 * ib + 1]);
-            ls[2 * ib] = ls[2 * ib + 1] = (int16_t)(2 * (aux[2 * ib + 1] >> 28) + 1);
-        }
-        signs_from7(_mm256_loadu_si256((const __m256i *)f), neg);
-        for (int p = 0; p < 4; p++) {
-            const __m128i idx8 = _mm_set_epi32(0, 0, (int)aux[4 * p + 2], (int)aux[4 * p]);
-            mag[p] = _mm512_i32gather_epi64(_mm256_cvtepu8_epi32(idx8), (const void *)iq2xxs_grid, 8);
-        }
+        /* run ib: grid indices in dword 2 ib (bytes), signs and scale in dword 2 ib + 1 */
+        const __m512i q = _mm512_loadu_si512((const void *)b->qs);
+        const __m256i aux = _mm512_cvtepi64_epi32(_mm512_srli_epi64(q, 32));
+        signs_from7(fields7_x8(aux), neg);
+        *lsv = run_scales(aux);
+        const __m256i idx = _mm512_cvtepi64_epi32(q);   /* run ib's four index bytes in dword ib */
+        const __m128i lo = _mm256_castsi256_si128(idx), hi = _mm256_extracti128_si256(idx, 1);
+        const __m128i i8[4] = {lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)};
+        for (int p = 0; p < 4; p++)
+            mag[p] = _mm512_i32gather_epi64(_mm256_cvtepu8_epi32(i8[p]), (const void *)iq2xxs_grid, 8);
         break;
     }
     case OXL_TYPE_IQ2_XS: {
@@ -207,26 +110,22 @@ OXL_INLINE void iq_block_avx512(int type, const void *blk, __m512i mag[4], __mma
     case OXL_TYPE_IQ2_S: {
         const block_iq2_s *b = (const block_iq2_s *)blk;
         neg_from_bytes(b->qs + QK_K / 8, neg);
+        /* entry l of run ib: qs[4 ib + l] | ((qh[ib] >> 2 l) & 3) << 8 */
+        const __m256i sh = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
         for (int p = 0; p < 4; p++) {
-            const uint8_t *qs = b->qs + 8 * p;
-            const int h0 = b->qh[2 * p], h1 = b->qh[2 * p + 1];
-            mag[p] = _mm512_set_epi64((int64_t)iq2s_grid[qs[7] | ((h1 << 2) & 0x300)], (int64_t)iq2s_grid[qs[6] | ((h1 << 4) & 0x300)],
-                                      (int64_t)iq2s_grid[qs[5] | ((h1 << 6) & 0x300)], (int64_t)iq2s_grid[qs[4] | ((h1 << 8) & 0x300)],
-                                      (int64_t)iq2s_grid[qs[3] | ((h0 << 2) & 0x300)], (int64_t)iq2s_grid[qs[2] | ((h0 << 4) & 0x300)],
-                                      (int64_t)iq2s_grid[qs[1] | ((h0 << 6) & 0x300)], (int64_t)iq2s_grid[qs[0] | ((h0 << 8) & 0x300)]);
+            const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * p)));
+            const __m256i qh = _mm256_set_m128i(_mm_set1_epi32(b->qh[2 * p + 1]), _mm_set1_epi32(b->qh[2 * p]));
+            const __m256i hi = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(qh, sh), _mm256_set1_epi32(3)), 8);
+            mag[p] = _mm512_i32gather_epi64(_mm256_or_si256(lo, hi), (const void *)iq2s_grid, 8);
         }
         *lsv = nibble_scales(b->scales);
         break;
     }
     case OXL_TYPE_IQ3_XXS: {
         const block_iq3_xxs *b = (const block_iq3_xxs *)blk;
-        uint32_t aux[8], f[8];
-        memcpy(aux, b->qs + QK_K / 4, 32);
-        for (int ib = 0; ib < 8; ib++) {
-            f[ib] = fields7(aux[ib]);
-            ls[2 * ib] = ls[2 * ib + 1] = (int16_t)(2 * (aux[ib] >> 28) + 1);
-        }
-        signs_from7(_mm256_loadu_si256((const __m256i *)f), neg);
+        const __m256i aux = _mm256_loadu_si256((const __m256i *)(b->qs + QK_K / 4));   /* run ib: dword ib */
+        signs_from7(fields7_x8(aux), neg);
+        *lsv = run_scales(aux);
         for (int p = 0; p < 4; p++)
             mag[p] = _mm512_i32gather_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b->qs + 16 * p))),
                                             (const void *)iq3xxs_grid, 4);
@@ -243,20 +142,58 @@ OXL_INLINE void iq_block_avx512(int type, const void *blk, __m512i mag[4], __mma
             const __m512i hi = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(qh, k), _mm512_set1_epi32(1)), 8);
             mag[p] = _mm512_i32gather_epi32(_mm512_or_si512(lo, hi), (const void *)iq3s_grid, 4);
         }
-        for (int ib = 0; ib < 8; ib++) ls[2 * ib] = ls[2 * ib + 1] = (int16_t)(1 + 2 * ((b->scales[ib / 2] >> 4 * (ib % 2)) & 0xF));
+        uint32_t u;
+        memcpy(&u, b->scales, 4);
+        const __m128i sc = _mm_cvtsi32_si128((int)u), m15 = _mm_set1_epi8(15);
+        const __m128i nib = _mm_unpacklo_epi8(_mm_and_si128(sc, m15), _mm_and_si128(_mm_srli_epi16(sc, 4), m15));
+        const __m128i ls2 = _mm_unpacklo_epi8(nib, nib);   /* run ib's scale nibble at bytes 2 ib, 2 ib + 1 */
+        *lsv = _mm256_cvtepu8_epi16(_mm_add_epi8(_mm_add_epi8(ls2, ls2), _mm_set1_epi8(1)));
         break;
     }
-    default:   /* IQ1_S, IQ1_M: run by run */
+    case OXL_TYPE_IQ1_S: {
+        const block_iq1_s *b = (const block_iq1_s *)blk;
+        /* entry l of run ib: qs[4 ib + l] | ((qh[ib] >> 3 l) & 7) << 8; the run's shift +-1 by qh[ib] bit 15 */
+        const __m256i sh = _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9);
         for (int p = 0; p < 4; p++) {
-            uint32_t s0, s1;
-            const __m256i g0 = iq_run_avx512(type, blk, 2 * p, &s0, ls + 4 * p);
-            const __m256i g1 = iq_run_avx512(type, blk, 2 * p + 1, &s1, ls + 4 * p + 2);
-            mag[p] = _mm512_inserti64x4(_mm512_castsi256_si512(g0), g1, 1);
-            neg[p] = (__mmask64)s0 | (__mmask64)s1 << 32;
+            const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * p)));
+            const __m256i qh = _mm256_set_m128i(_mm_set1_epi32(b->qh[2 * p + 1]), _mm_set1_epi32(b->qh[2 * p]));
+            const __m256i hi = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(qh, sh), _mm256_set1_epi32(7)), 8);
+            const __m512i g = _mm512_i32gather_epi64(_mm256_or_si256(lo, hi), (const void *)iq1s_grid, 8);
+            const __mmask8 dneg = (__mmask8)((b->qh[2 * p] >> 15 ? 0x0F : 0) | (b->qh[2 * p + 1] >> 15 ? 0xF0 : 0));
+            iq1_split(g, dneg, &mag[p], &neg[p]);
         }
+        const __m128i v = _mm_loadu_si128((const __m128i *)b->qh);
+        const __m128i ls = _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(v, 12), _mm_set1_epi16(7)), 1),
+                                         _mm_set1_epi16(1));
+        *lsv = _mm256_set_m128i(_mm_unpackhi_epi16(ls, ls), _mm_unpacklo_epi16(ls, ls));
         break;
     }
-    if (type != OXL_TYPE_IQ2_XS && type != OXL_TYPE_IQ2_S) *lsv = _mm256_loadu_si256((const __m256i *)ls);
+    default: { /* OXL_TYPE_IQ1_M */
+        const block_iq1_m *b = (const block_iq1_m *)blk;
+        /* entry l of run ib: qs[4 ib + l] | (h & 7) << 8 with h = qh[2 ib + l / 2] >> 4 (l % 2), and its 8
+         * values' shift +-1 by h bit 3: lane k of register p reads qh byte 4 p + k / 2 */
+        const __m256i sh = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
+        for (int p = 0; p < 4; p++) {
+            const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * p)));
+            uint32_t q4;
+            memcpy(&q4, b->qh + 4 * p, 4);
+            const __m128i qb = _mm_cvtsi32_si128((int)q4);
+            const __m256i h = _mm256_srlv_epi32(_mm256_cvtepu8_epi32(_mm_unpacklo_epi8(qb, qb)), sh);
+            const __m256i hi = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(7)), 8);
+            const __m512i g = _mm512_i32gather_epi64(_mm256_or_si256(lo, hi), (const void *)iq1s_grid, 8);
+            iq1_split(g, _mm256_test_epi32_mask(h, _mm256_set1_epi32(8)), &mag[p], &neg[p]);
+        }
+        /* half-run lane k: 3-bit field k % 4 of scale word k / 4 */
+        uint64_t u;
+        memcpy(&u, b->scales, 8);
+        const __m256i words = _mm256_permutexvar_epi16(_mm256_setr_epi16(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                                       _mm256_castsi128_si256(_mm_cvtsi64_si128((long long)u)));
+        const __m256i f = _mm256_and_si256(_mm256_srlv_epi16(words, _mm256_setr_epi16(0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9)),
+                                           _mm256_set1_epi16(7));
+        *lsv = _mm256_add_epi16(_mm256_add_epi16(f, f), _mm256_set1_epi16(1));
+        break;
+    }
+    }
 }
 
 OXL_INLINE void iq_rows_avx512(int type, const int C, const char *x, int nb, const char *y, size_t y_row, float *out,
@@ -264,7 +201,7 @@ OXL_INLINE void iq_rows_avx512(int type, const int C, const char *x, int nb, con
     const size_t bx = iq_block_bytes(type);
     const __m512i sel0 = _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16,
                                                             15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3);
-    float sum[IQ5_GROUP] = {0};
+    float sum[IQ_GROUP] = {0};
     for (int i = 0; i < nb; i++) {
         const void *blk = x + i * bx;
         __m512i mag[4], lsv[4];
@@ -289,50 +226,6 @@ OXL_INLINE void iq_rows_avx512(int type, const int C, const char *x, int nb, con
     for (int j = 0; j < C; j++) out[j * lds] = iq_factor(type) * sum[j];
 }
 
-OXL_INLINE void iq_gemm_avx512(int type, int n, float *S, int64_t lds, const void *w, size_t w_row, int nr, const void *y,
-                               size_t y_row, int nc) {
-    const char *wc = (const char *)w, *yc = (const char *)y;
-    for (int r = 0; r < nr; r++) {
-        oxl_stream_row(wc + r * w_row, w_row, wc + (size_t)nr * w_row);
-        for (int j = 0; j < nc; j += IQ5_GROUP) {
-            const char *x = wc + r * w_row, *yj = yc + j * y_row;
-            float *out = S + j * lds + r;
-            switch (OXL_MIN(IQ5_GROUP, nc - j)) {
-            case 4: iq_rows_avx512(type, 4, x, n / QK_K, yj, y_row, out, lds); break;
-            case 3: iq_rows_avx512(type, 3, x, n / QK_K, yj, y_row, out, lds); break;
-            case 2: iq_rows_avx512(type, 2, x, n / QK_K, yj, y_row, out, lds); break;
-            default: iq_rows_avx512(type, 1, x, n / QK_K, yj, y_row, out, lds); break;
-            }
-        }
-    }
-}
-
-#define IQ_AVX512(t, T) \
-    static void vec_dot_##t##_q8_K_avx512(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x, \
-                                          const void *OXL_RESTRICT y) { \
-        iq_rows_avx512(T, 1, (const char *)x, n / QK_K, (const char *)y, 0, s, 0); \
-    } \
-    static void gemm_##t##_avx512(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, \
-                                  int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) { \
-        iq_gemm_avx512(T, n, S, lds, w, w_row, nr, y, y_row, nc); \
-    }
-
-IQ_AVX512(iq2_xxs, OXL_TYPE_IQ2_XXS)
-IQ_AVX512(iq2_xs, OXL_TYPE_IQ2_XS)
-IQ_AVX512(iq2_s, OXL_TYPE_IQ2_S)
-IQ_AVX512(iq3_xxs, OXL_TYPE_IQ3_XXS)
-IQ_AVX512(iq3_s, OXL_TYPE_IQ3_S)
-IQ_AVX512(iq1_s, OXL_TYPE_IQ1_S)
-IQ_AVX512(iq1_m, OXL_TYPE_IQ1_M)
-
-void oxl_register_avx512_iq(oxl_kernel_table *t) {
-#define SET_IQ(T, t_) do { t->type[T].vec_dot = vec_dot_##t_##_q8_K_avx512; t->type[T].gemm = gemm_##t_##_avx512; } while (0)
-    SET_IQ(OXL_TYPE_IQ2_XXS, iq2_xxs);
-    SET_IQ(OXL_TYPE_IQ2_XS, iq2_xs);
-    SET_IQ(OXL_TYPE_IQ2_S, iq2_s);
-    SET_IQ(OXL_TYPE_IQ3_XXS, iq3_xxs);
-    SET_IQ(OXL_TYPE_IQ3_S, iq3_s);
-    SET_IQ(OXL_TYPE_IQ1_S, iq1_s);
-    SET_IQ(OXL_TYPE_IQ1_M, iq1_m);
-#undef SET_IQ
-}
+#define IQ_TIER avx512
+#define IQ_ROWS iq_rows_avx512
+#include "../quants_iq_x86.h"

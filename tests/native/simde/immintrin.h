@@ -88,6 +88,35 @@ static inline int oxl_model_mm512_reduce_add_epi32(simde__m512i a) {
     return (int)s;
 }
 
+/* VCVTPS2DQ zmm: 16 float -> int32, rounded to nearest even (the default MXCSR mode; the kernels only convert
+ * values that are already whole) */
+static inline simde__m512i oxl_model_mm512_cvtps_epi32(simde__m512 a) {
+    float f[16];
+    int32_t i[16];
+    memcpy(f, &a, sizeof(f));
+    for (int k = 0; k < 16; k++) i[k] = (int32_t)__builtin_lrintf(f[k]);
+    simde__m512i r;
+    memcpy(&r, i, sizeof(i));
+    return r;
+}
+
+/* VMOVUPS zmm{k}{z}, m512 / m512{k}, zmm: the masked-off lanes read as zero and are not written (nor touched:
+ * the kernels use them for the last, partial pass over a row) */
+static inline simde__m512 oxl_model_mm512_maskz_loadu_ps(simde__mmask16 k, const void *p) {
+    float f[16];
+    for (int i = 0; i < 16; i++) f[i] = (k >> i) & 1 ? ((const float *)p)[i] : 0.0f;
+    simde__m512 r;
+    memcpy(&r, f, sizeof(f));
+    return r;
+}
+
+static inline void oxl_model_mm512_mask_storeu_ps(void *p, simde__mmask16 k, simde__m512 a) {
+    float f[16];
+    memcpy(f, &a, sizeof(f));
+    for (int i = 0; i < 16; i++)
+        if ((k >> i) & 1) ((float *)p)[i] = f[i];
+}
+
 /* SIMDe 0.7.4's alias of _mm512_madd_epi16 (VPMADDWD) takes the masked form's four arguments */
 #undef _mm512_madd_epi16
 #define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16(a, b)
@@ -105,5 +134,11 @@ static inline int oxl_model_mm512_reduce_add_epi32(simde__m512i a) {
 #define _mm512_i32gather_epi32(i, b, s) oxl_model_mm512_i32gather_epi32(i, b, s)
 #undef _mm512_reduce_add_epi32
 #define _mm512_reduce_add_epi32(a) oxl_model_mm512_reduce_add_epi32(a)
+#undef _mm512_cvtps_epi32
+#define _mm512_cvtps_epi32(a) oxl_model_mm512_cvtps_epi32(a)
+#undef _mm512_maskz_loadu_ps
+#define _mm512_maskz_loadu_ps(k, p) oxl_model_mm512_maskz_loadu_ps(k, p)
+#undef _mm512_mask_storeu_ps
+#define _mm512_mask_storeu_ps(p, k, a) oxl_model_mm512_mask_storeu_ps(p, k, a)
 
 #endif
