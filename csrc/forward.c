@@ -281,7 +281,7 @@ static const void *act_for(const act_set *a, const oxl_kernel_table *kt, const o
  * (a counter zeroed before the parallel region, one per product of the forward). */
 static void matmul_share(const oxl_kernel_table *kt, const oxl_weight *w, const void *xq, int n, float *Y,
                          int64_t ldy, atomic_int *next, int nth) {
-    const int64_t align = n == 1 ? 4 : 16;
+    const int64_t align = n == 1 && !w->packed ? 4 : 16;   /* a repacked range starts at OXL_REPACK_ROW_ALIGN */
     const int64_t row_bytes = oxl_row_size(w->type, w->cols);
     int64_t n_chunks = OXL_MIN((int64_t)nth * CHUNKS_PER_THREAD, w->rows * row_bytes / CHUNK_MIN_BYTES);
     n_chunks = OXL_MIN(OXL_MAX(n_chunks, nth), (w->rows + align - 1) / align);

@@ -78,10 +78,14 @@ static inline void oxl_stream_row(const void *row, size_t row_bytes, const void 
 
 /* A repacked weight layout (ggml-cpu's repack "extra buffer type"): a type's rows rewritten once at load
  * into the form one tier's multi-row kernel reads with the least work, kept beside the mapped file, which
- * stays the truth. Rows stay rows (a thread's row range is the same rows in either layout), each
- * row_size(cols) bytes. gemm reads them as the type's gemm reads file rows and gives every element the
+ * stays the truth. Rows stay rows in the large: each takes row_size(cols) bytes, and a range of rows that
+ * starts at a multiple of OXL_REPACK_ROW_ALIGN is the same rows in either layout (a layout may interleave
+ * the rows of such a group). gemm reads them as the type's gemm reads file rows and gives every element the
  * very float of the type's vec_dot; it returns 0, or -1 if it could not run (no memory for its working
  * buffer): the caller then multiplies the file rows. */
+/* A layout may interleave groups of up to this many rows: a repacked product's row range (and the rows a
+ * thread repacks) starts at a multiple of it. */
+#define OXL_REPACK_ROW_ALIGN 16
 typedef int (*oxl_gemm_packed_fn)(int n, float *OXL_RESTRICT s, int64_t lds, const void *OXL_RESTRICT w,
                                   size_t w_row, int nr, const void *OXL_RESTRICT y, size_t y_row, int nc);
 typedef struct {

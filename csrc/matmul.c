@@ -110,8 +110,8 @@ int oxl_repack(const oxl_kernel_table *k, int type, const void *W, int64_t rows,
 #pragma omp parallel for num_threads(nth) schedule(static)
 #endif
     for (int t = 0; t < nth; t++) {
-        int64_t b, e;
-        oxl_split_range(rows, nth, t, 1, &b, &e);
+        int64_t b, e;   /* in whole groups of a layout that interleaves up to OXL_REPACK_ROW_ALIGN rows */
+        oxl_split_range(rows, nth, t, OXL_REPACK_ROW_ALIGN, &b, &e);
         if (b < e) k->type[type].repacked.repack((const char *)W + b * row, (char *)dst + b * prow, e - b, cols);
     }
     return OXL_OK;
@@ -124,6 +124,7 @@ int oxl_gemm_packed_range(const oxl_kernel_table *k, int type, const void *P, in
     const int64_t xrow = oxl_row_size(k->type[type].vec_dot_type, cols);
     const char *p = (const char *)P;
     if (r1 <= r0) return 0;
+    if (r0 % OXL_REPACK_ROW_ALIGN) return -1;   /* inside an interleaved group: the caller reads the file rows */
     for (int64_t jb = 0; jb < n; jb += OXL_GEMM_MAX_ACT_ROWS) {
         const int nc = (int)OXL_MIN(OXL_GEMM_MAX_ACT_ROWS, n - jb);
         if (nc <= GEMM_SMALL_BATCH) stream_start(p + r0 * prow, p + r1 * prow);

@@ -29,8 +29,10 @@ void oxl_gemm_range(const oxl_kernel_table *k, int type, const void *W, int64_t 
 /* Repacked weights (kernels.h, oxl_repacked_layout): bytes of one repacked row of `cols` values, -1 where the
  * active tier has no layout for the type or width; oxl_repack writes rows [0, rows) of W into dst
  * (rows * that many bytes) on n_threads threads. oxl_gemm_packed_range is oxl_gemm_range over repacked rows
- * P, the same floats; it returns 0, or -1 if the kernel could not run (then nothing is to be trusted in Y's
- * range and the caller runs oxl_gemm_range on the file rows). */
+ * P, the same floats, for a range that starts at a multiple of OXL_REPACK_ROW_ALIGN and ends at one or at the
+ * matrix's last row (a layout may interleave the rows of such groups and keep the last rows as file rows);
+ * it returns 0, or -1 if the kernel could not run or r0 is not such a multiple (then nothing is to be
+ * trusted in Y's range and the caller runs oxl_gemm_range on the file rows). */
 int64_t oxl_repacked_row_size(const oxl_kernel_table *k, int type, int64_t cols);
 int oxl_repack(const oxl_kernel_table *k, int type, const void *W, int64_t rows, int64_t cols, void *dst,
                int n_threads);

@@ -405,7 +405,7 @@ static void check_type(checker *c, int type) {
     result_init(&res, rt->name, "repacked", kt->repacked.name ? owner_at(c->k, TYPE_OFF(type, repacked.gemm)) : "none");
     if (kt->repacked.name) {
         static const int ncs[] = {1, 3, 8, 9, 17};
-        const int R = 5;
+        const int R = OXL_REPACK_ROW_ALIGN + 5;   /* a whole interleaved group and a part of one */
         for (int li = 0; li < nlen && li < (c->thorough ? 5 : 4); li++) {
             const int64_t n = lens[li], prow = oxl_repacked_row_size(c->k, type, n);
             if (prow < 0) continue;

@@ -2,6 +2,7 @@
 from libc.stdint cimport int64_t, uint32_t, uint16_t, int32_t, uint64_t
 
 cdef extern from "kernels.h" nogil:
+    int OXL_REPACK_ROW_ALIGN
     ctypedef void (*oxl_to_float_fn)(const void *src, float *dst, int64_t n)
     ctypedef void (*oxl_from_float_fn)(const float *src, void *dst, int64_t n)
     ctypedef void (*oxl_vec_dot_fn)(int n, float *s, const void *x, const void *y)

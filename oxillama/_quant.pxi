@@ -210,7 +210,8 @@ def gemm_range(const uint8_t[::1] w, int qtype, int64_t rows, int64_t cols, cons
     """Y[j, r] = dot(W[r], Xq[j]) for r in [r0, r1) through oxl_gemm_range, the entry the forward pass
     uses for n > 1 on its own row ranges; xq holds n activation rows already of the vec_dot type.
     packed: w's rows as repack() gives them, read instead of w through oxl_gemm_packed_range (False
-    is returned if that kernel could not run)."""
+    is returned if that kernel could not run, or would not: a repacked range starts at a multiple of
+    OXL_REPACK_ROW_ALIGN rows and ends at one or at the last row, as the forward pass's ranges do)."""
     cdef const oxl_kernel_table *k = _table(tier)
     cdef const oxl_type_traits *t = _traits(k, qtype)
     cdef const oxl_type_traits *ta = _traits(k, t.vec_dot_type)
@@ -228,6 +229,8 @@ def gemm_range(const uint8_t[::1] w, int qtype, int64_t rows, int64_t cols, cons
     if packed is not None:
         if packed.shape[0] != oxl_repacked_row_size(k, qtype, cols) * rows:
             raise QuantError(f"gemm_range: {packed.shape[0]} repacked bytes do not hold {rows}x{cols}")
+        if r0 % OXL_REPACK_ROW_ALIGN or (r1 % OXL_REPACK_ROW_ALIGN and r1 != rows):
+            return False
         with nogil:
             rc = oxl_gemm_packed_range(k, qtype, &packed[0], cols, &xq[0], n, &Y[0, 0], rows, r0, r1)
         return rc == 0

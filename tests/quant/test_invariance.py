@@ -26,7 +26,8 @@ N_ACT = (1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64, 65, 130)
 N_ACT_MAX = max(N_ACT)
 W_ROWS = 37   # not a multiple of the 4-row tiles / 4-row chunks
 # row ranges as threads and forward.c's matmul_share hand them out, and ones that start and end mid-tile
-ROW_RANGES = ((0, W_ROWS), (1, 30), (5, 6), (3, 37), (16, 32))
+ROW_RANGES = ((0, W_ROWS), (1, 30), (5, 6), (3, 37), (16, 32), (16, 37), (32, 37), (0, 5))
+REPACK_ROW_ALIGN = 16   # kernels.h OXL_REPACK_ROW_ALIGN: a repacked range starts at a multiple of it
 # (cols) per block size: an odd and an even number of blocks, and for 32-value blocks more blocks than
 # one decoded panel holds (64) with an odd tail (Q1_0's 128-value blocks: 132 activation blocks)
 COLS = {1: (77, 160), 32: (288, 320, 4256), 64: (192, 256), 128: (384, 512, 4224), 256: (768, 1024)}
@@ -110,7 +111,9 @@ LAYOUT_CASES = [(t, q) for t in TIERS for q in _core.repacked_layouts(t)]
 @pytest.mark.parametrize("tier,qtype", LAYOUT_CASES)
 def test_repacked_rows_give_the_file_rows_floats_bit_for_bit(qtype, tier):
     """A plan reads its matrices' repacked copy (ForwardPlan(repack=True)): each output must be the tier's
-    vec_dot on the file rows, bit for bit, for every activation row count and row range."""
+    vec_dot on the file rows, bit for bit, for every activation row count and every row range that starts
+    at a multiple of the layouts' row groups and ends at one or at the last row (W_ROWS = 37: two whole
+    groups of 16 rows and the 5 rows left); other ranges are refused (False: nothing written)."""
     for ci, cols in enumerate(_cols_for(qtype)):
         X, w, xq, expect = _case(qtype, cols, tier, seed=10 + ci)
         packed = _core.repack(w, qid(qtype), W_ROWS, cols, 2, tier)
@@ -120,7 +123,12 @@ def test_repacked_rows_give_the_file_rows_floats_bit_for_bit(qtype, tier):
             xq_n = np.ascontiguousarray(xq[:n]).reshape(-1)
             for r0, r1 in ROW_RANGES:
                 Y = np.full((n, W_ROWS), np.nan, np.float32)
-                assert _core.gemm_range(w, qid(qtype), W_ROWS, cols, xq_n, n, Y, r0, r1, tier, packed)
+                ran = _core.gemm_range(w, qid(qtype), W_ROWS, cols, xq_n, n, Y, r0, r1, tier, packed)
+                whole = r0 % REPACK_ROW_ALIGN == 0 and (r1 % REPACK_ROW_ALIGN == 0 or r1 == W_ROWS)
+                assert ran == whole, (qtype, tier, (r0, r1))
+                if not ran:
+                    assert np.isnan(Y).all()
+                    continue
                 assert np.array_equal(Y[:, r0:r1], expect[:n, r0:r1]), (qtype, tier, cols, n, (r0, r1))
                 assert np.isnan(Y[:, :r0]).all() and np.isnan(Y[:, r1:]).all()
 

@@ -1,5 +1,5 @@
-/* AVX-512 VNNI multi-row kernels (gemm) for Q4_0, Q4_1, Q5_0 and Q8_0: a batched decode of several
- * sequences, a speculative verify, a prefill chunk.
+/* AVX-512 VNNI multi-row kernels (gemm) for Q4_1 and Q5_0: a batched decode of several sequences, a
+ * speculative verify, a prefill chunk. (Q4_0 and Q8_0 have their own order on this tier: quants_x16_vnni.c.)
  *
  * vpdpbusd sums four u8 x s8 products into an int32 lane in one instruction, exactly (no int16
  * saturation), where AVX2 needs vpsignb + vpmaddubsw + vpmaddwd. A 512-bit register holds two blocks of
@@ -8,9 +8,8 @@
  * AVX-512 tier's vec_dot (inherited by this tier) keeps them. Lane k of a block's products is values
  * 4k..4k+3, exact however it is computed, so every output here is that vec_dot's float, bit for bit.
  *
- * The unsigned operand of vpdpbusd: for Q8_0 the activation (y + 128, packed once per call; the weight
- * block's 128 * sum4(x) taken off once per weight block), for the nibble types the weight (q + off;
- * off * sum4(y) taken off per activation block, packed once).
+ * The unsigned operand of vpdpbusd is the weight (Q5_0: q + 16, off * sum4(y) taken off per activation
+ * block, packed once).
  *
  * Activation rows go through in panels whose packed form fits PANEL_BYTES (all of a decode's or a small
  * batch's rows, a share of a prefill chunk's), and within a panel in groups of up to VG, one accumulator
@@ -27,7 +26,6 @@
 #include <stdlib.h>
 
 #include "../quants_legacy_x86.h"
-#include "repack_vnni.h"
 
 #define VG 8                       /* activation rows per group */
 #define VG_SMALL 8                 /* up to this many activation rows, one weight row at a time */
@@ -37,18 +35,12 @@
  * 256 KB panels here ~4x that. */
 #define PANEL_BYTES (256 * 1024)
 
-/* The file-layout kinds, then the repacked layouts (repack_vnni.h): Q4_0 and Q8_0 read as block pairs */
-enum { VNNI_Q4_0, VNNI_Q4_1, VNNI_Q5_0, VNNI_Q8_0, VNNI_KINDS, VNNI_Q4_0_X2 = VNNI_KINDS, VNNI_Q8_0_X2 };
+enum { VNNI_Q4_1, VNNI_Q5_0, VNNI_KINDS };
 static oxl_gemm_fn g_wide[VNNI_KINDS];   /* the inherited kernels, for products too wide to pack */
 
-static inline int vk_kind(int vk) {
-    static const int kinds[] = {K_Q4_0, K_Q4_1, K_Q5_0, K_Q8_0, K_Q4_0, K_Q8_0};
-    return kinds[vk];
-}
-static inline int vk_repacked(int vk) { return vk >= VNNI_KINDS; }
-/* the offset added to the unsigned operand's bytes when it is the weight: Q4_0/Q5_0 (q + off), and
- * repacked Q8_0, whose weights are stored as q + 128 (the activations then stay signed) */
-static inline int vk_off(int vk) { return vk == VNNI_Q8_0_X2 ? 128 : tile_off(vk_kind(vk)); }
+static inline int vk_kind(int vk) { return vk == VNNI_Q4_1 ? K_Q4_1 : K_Q5_0; }
+/* the offset added to the weight's bytes (Q5_0: q + 16) */
+static inline int vk_off(int vk) { return tile_off(vk_kind(vk)); }
 
 static inline __m512i join_i(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 static inline __m512 join_f(float lo, float hi) {
@@ -60,14 +52,11 @@ static inline __m512 join_f(float lo, float hi) {
 static inline __m512i neg_sum4_512(char c, __m512i v) {
     return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(c), v));
 }
-static inline __m256i neg_sum4_256(char c, __m256i v) {
-    return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(c), v));
-}
 
 /* Packed activations of one call: pair k (blocks 2k, 2k + 1) of row j at [k * nc + j]. For an odd block
  * count the last pair has its upper half zero. */
 typedef struct {
-    __m512i *q;    /* int8 lanes; Q8_0: y + 128 as u8 */
+    __m512i *q;    /* int8 lanes */
     __m512i *o;    /* nibble types with an offset: -off * sum4(y) per int32 lane */
     __m512 *d;     /* dy broadcast over each block's 8 lanes */
     float *s;      /* Q4_1: block i of row j at [i * nc + j] */
@@ -88,10 +77,7 @@ static inline void pack(int vk, int nb, const char *y, size_t y_row, int nc, pac
             float d0, d1 = 0.0f, s0, s1 = 0.0f;
             const __m256i lo = act_block(kind, yr, i, &d0, &s0);
             const __m256i hi = has_hi ? act_block(kind, yr, i + 1, &d1, &s1) : _mm256_setzero_si256();
-            __m512i q = join_i(lo, hi);
-            if (vk == VNNI_Q8_0) q = _mm512_xor_si512(q, _mm512_set1_epi8((char)0x80));
-            /* a missing upper block: zero products (Q8_0: its weight half is zero too) and zero scale */
-            if (vk == VNNI_Q8_0 && !has_hi) q = _mm512_inserti64x4(q, _mm256_setzero_si256(), 1);
+            const __m512i q = join_i(lo, hi);   /* a missing upper block: zero products, zero scale */
             P->q[k * nc + j] = q;
             P->d[k * nc + j] = join_f(d0, d1);
             if (vk_off(vk)) P->o[k * nc + j] = neg_sum4_512((char)vk_off(vk), q);
@@ -128,7 +114,7 @@ OXL_INLINE void row_group(int vk, const int R, const int C, int nb, const char *
                              int j0, float *S, int64_t lds) {
     const int kind = vk_kind(vk);
     const size_t bx = kind_block_bytes(kind);
-    const int nc = P->nc, np = (nb + 1) / 2;
+    const int nc = P->nc;
     __m512 acc[2][VG];
     float summs[2][VG + 4] = {{0}};
     __m256 sm[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};   /* Q4_1: summs of the group's rows, lane j */
@@ -138,26 +124,18 @@ OXL_INLINE void row_group(int vk, const int R, const int C, int nb, const char *
     const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(C), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     for (int r = 0; r < R; r++)
         for (int j = 0; j < C; j++) acc[r][j] = _mm512_setzero_ps();
-    /* each dot starts at what the unsigned operand's offset added: Q8_0 at -128 sum4(x) of the weight block,
-     * the offset kinds at the packed -off sum4(y), Q4_1 at zero */
+    /* each dot starts at what the weight's offset added: Q5_0 at the packed -off sum4(y), Q4_1 at zero */
     int i = 0;
     for (; i + 1 < nb; i += 2) {
         const int k = i / 2;
-        __m512i x[2], base[2];
+        __m512i x[2];
         __m512 dx[2];
         float mx0[2] = {0.0f, 0.0f}, mx1[2] = {0.0f, 0.0f};
         for (int r = 0; r < R; r++) {
             const char *wr = w + r * w_row;
-            if (vk_repacked(vk)) {   /* the pair as stored: one load, and a shift for the nibbles */
-                x[r] = vk == VNNI_Q4_0_X2 ? x2_nibbles(wr, k) : x2_bytes(wr, k);
-                dx[r] = x2_scales(wr, np, vk == VNNI_Q4_0_X2 ? X2_Q4_0_BYTES : X2_Q8_0_BYTES, k);
-                base[r] = _mm512_setzero_si512();
-                continue;
-            }
             float dx0, dx1;
             x[r] = join_i(tile_decode(kind, wr + i * bx, &dx0, &mx0[r]), tile_decode(kind, wr + (i + 1) * bx, &dx1, &mx1[r]));
             dx[r] = join_f(dx0, dx1);
-            base[r] = vk == VNNI_Q8_0 ? neg_sum4_512((char)0x80, x[r]) : _mm512_setzero_si512();
         }
         const __m512i *q = P->q + k * nc + j0, *o = P->o + k * nc + j0;
         const __m512 *d = P->d + k * nc + j0;
@@ -165,10 +143,7 @@ OXL_INLINE void row_group(int vk, const int R, const int C, int nb, const char *
             const __m512i qj = _mm512_load_si512(q + j);
             const __m512 dj = _mm512_load_ps(d + j);
             for (int r = 0; r < R; r++) {
-                __m512i p;
-                if (vk == VNNI_Q8_0) p = _mm512_dpbusd_epi32(base[r], qj, x[r]);
-                else if (vk_off(vk)) p = _mm512_dpbusd_epi32(_mm512_load_si512(o + j), x[r], qj);
-                else p = _mm512_dpbusd_epi32(base[r], x[r], qj);
+                const __m512i p = _mm512_dpbusd_epi32(vk_off(vk) ? _mm512_load_si512(o + j) : _mm512_setzero_si512(), x[r], qj);
                 /* dx * dy rounded once, as vec_dot's scalar product */
                 acc[r][j] = _mm512_fmadd_ps(_mm512_mul_ps(dx[r], dj), _mm512_cvtepi32_ps(p), acc[r][j]);
             }
@@ -189,16 +164,12 @@ OXL_INLINE void row_group(int vk, const int R, const int C, int nb, const char *
         const int k = i / 2;
         for (int r = 0; r < R; r++) {
             float dx, mx = 0.0f;
-            const __m256i x = !vk_repacked(vk) ? tile_decode(kind, w + r * w_row + i * bx, &dx, &mx)
-                            : x2_tail(w + r * w_row, np, vk == VNNI_Q4_0_X2, &dx);
+            const __m256i x = tile_decode(kind, w + r * w_row + i * bx, &dx, &mx);
             const __m256 dxv = _mm256_set1_ps(dx);
-            const __m256i base = vk == VNNI_Q8_0 ? neg_sum4_256((char)0x80, x) : _mm256_setzero_si256();
             for (int j = 0; j < C; j++) {
                 const __m256i qy = _mm512_castsi512_si256(P->q[k * nc + j0 + j]);
-                __m256i p;
-                if (vk == VNNI_Q8_0) p = _mm256_dpbusd_epi32(base, qy, x);
-                else if (vk_off(vk)) p = _mm256_dpbusd_epi32(_mm512_castsi512_si256(P->o[k * nc + j0 + j]), x, qy);
-                else p = _mm256_dpbusd_epi32(base, x, qy);
+                const __m256i base = vk_off(vk) ? _mm512_castsi512_si256(P->o[k * nc + j0 + j]) : _mm256_setzero_si256();
+                const __m256i p = _mm256_dpbusd_epi32(base, x, qy);
                 const __m256 c = _mm256_mul_ps(dxv, _mm512_castps512_ps256(P->d[k * nc + j0 + j]));
                 tail[r][j] = _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), _mm256_setzero_ps());
             }
@@ -221,12 +192,12 @@ OXL_INLINE void row_group_any(int vk, int R, int C, int nb, const char *w, size_
 
 OXL_INLINE void row_group_c(int vk, int R, int C, int nb, const char *w, size_t w_row, const packed *P, int j0,
                                float *S, int64_t lds) {
-    if (vk != VNNI_Q8_0 && vk != VNNI_Q8_0_X2 && vk != VNNI_Q4_0_X2 && vk != VNNI_Q4_1) {
+    if (vk != VNNI_Q4_1) {
         row_group_any(vk, R, C, nb, w, w_row, P, j0, S, lds);
         return;
     }
-    /* Q8_0 with R and C constant: 15% faster than the loops; the repacked layouts too (Xeon, 1 thread, 64
-     * rows, 2048 x 2048 Q4_0 repacked: 1.38x the file layout's GOPS with loops, 1.51x constant) */
+    /* Q4_1 with C constant, one weight row at a time (gemm_vnni): the loops' copy ran SmolLM2's prefill at
+     * 0.86x (18c0a09) */
 #define ROW_GROUP_R(C_)                                                            \
     if (R == 2) row_group(vk, 2, C_, nb, w, w_row, P, j0, S, lds);                 \
     else row_group(vk, 1, C_, nb, w, w_row, P, j0, S, lds);                        \
@@ -280,8 +251,7 @@ static void *panel_memory(size_t bytes) {
 void *oxl_vnni_panel_memory(size_t bytes);   /* also quants_lowbit_vnni.c's */
 void *oxl_vnni_panel_memory(size_t bytes) { return panel_memory(bytes); }
 
-/* 0, or -1 for a repacked product that found no memory for its panel (the caller then reads the file rows) */
-OXL_INLINE int gemm_vnni(int vk, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr,
+OXL_INLINE void gemm_vnni(int vk, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr,
                             const void *vy, size_t y_row, int nc) {
     const int nb = n / 32, np = (nb + 1) / 2;
     const size_t row_pack = pack_bytes(vk, np, 1);
@@ -290,9 +260,8 @@ OXL_INLINE int gemm_vnni(int vk, int n, float *S, int64_t lds, const void *vw, s
     if (panel > VG) panel -= panel % VG;
     unsigned char *buf = panel >= 1 ? (unsigned char *)panel_memory(pack_bytes(vk, np, panel)) : NULL;
     if (!buf) {
-        if (vk_repacked(vk)) return -1;
         g_wide[vk](n, S, lds, vw, w_row, nr, vy, y_row, nc);
-        return 0;
+        return;
     }
     const char *w = (const char *)vw;
     for (int j0 = 0; j0 < nc; j0 += panel) {
@@ -321,37 +290,16 @@ OXL_INLINE int gemm_vnni(int vk, int n, float *S, int64_t lds, const void *vw, s
                 row_group_c(vk, 1, OXL_MIN(VG, pc - j), nb, w + r * w_row, w_row, &P, j, Sp + j * lds + r, lds);
         }
     }
-    return 0;
 }
 
 #define GEMM_VNNI(name, vk) \
     static void name(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr, \
                      const void *OXL_RESTRICT y, size_t y_row, int nc) { \
-        (void)gemm_vnni(vk, n, S, lds, w, w_row, nr, y, y_row, nc); \
-    }
-#define GEMM_VNNI_X2(name, vk) \
-    static int name(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr, \
-                    const void *OXL_RESTRICT y, size_t y_row, int nc) { \
-        return gemm_vnni(vk, n, S, lds, w, w_row, nr, y, y_row, nc); \
+        gemm_vnni(vk, n, S, lds, w, w_row, nr, y, y_row, nc); \
     }
 
-GEMM_VNNI(gemm_q4_0_vnni, VNNI_Q4_0)
 GEMM_VNNI(gemm_q4_1_vnni, VNNI_Q4_1)
 GEMM_VNNI(gemm_q5_0_vnni, VNNI_Q5_0)
-GEMM_VNNI(gemm_q8_0_vnni, VNNI_Q8_0)
-GEMM_VNNI_X2(gemm_q4_0_x2_vnni, VNNI_Q4_0_X2)
-GEMM_VNNI_X2(gemm_q8_0_x2_vnni, VNNI_Q8_0_X2)
-
-/* a repacked row's bytes, or -1 where a row's packed activations would not fit one panel (the file-layout
- * kernel then hands such products to the AVX2 kernel, which reads only the file's layout) */
-static int64_t x2_row_size(int vk, int64_t cols) {
-    if (cols <= 0 || cols % 32) return -1;
-    const int64_t np = (cols / 32 + 1) / 2;
-    if (pack_bytes(vk, (int)OXL_MIN(np, INT32_MAX / 256), 1) > PANEL_BYTES) return -1;
-    return np * ((vk == VNNI_Q4_0_X2 ? X2_Q4_0_BYTES : X2_Q8_0_BYTES) + X2_SCALE_BYTES);
-}
-static int64_t q4_0_x2_row_size(int64_t cols) { return x2_row_size(VNNI_Q4_0_X2, cols); }
-static int64_t q8_0_x2_row_size(int64_t cols) { return x2_row_size(VNNI_Q8_0_X2, cols); }
 
 /* Takes over the multi-row kernels of the types whose vec_dot is the AVX-512 tier's (the same sums); the
  * inherited ones stay for products too wide to pack. They also take single rows (the decode matvec):
@@ -359,19 +307,12 @@ static int64_t q8_0_x2_row_size(int64_t cols) { return x2_row_size(VNNI_Q8_0_X2,
  * AVX-512 vec_dot row by row (Xeon, 2026-11-25), and a vpdpbusd vec_dot, which has to join and convert
  * each activation block's scales per call, did not gain. */
 void oxl_register_avx512vnni_legacy(oxl_kernel_table *t) {
-    static const int types[] = {OXL_TYPE_Q4_0, OXL_TYPE_Q4_1, OXL_TYPE_Q5_0, OXL_TYPE_Q8_0};
-    static const oxl_gemm_fn gemms[] = {gemm_q4_0_vnni, gemm_q4_1_vnni, gemm_q5_0_vnni, gemm_q8_0_vnni};
+    static const int types[] = {OXL_TYPE_Q4_1, OXL_TYPE_Q5_0};
+    static const oxl_gemm_fn gemms[] = {gemm_q4_1_vnni, gemm_q5_0_vnni};
     for (int vk = 0; vk < VNNI_KINDS; vk++) {
         if (!t->type[types[vk]].gemm) continue;   /* no inherited kernel to fall back on: keep the parent's */
         g_wide[vk] = t->type[types[vk]].gemm;
         t->type[types[vk]].gemm = gemms[vk];
         t->type[types[vk]].gemm_one_row = 1;
     }
-    /* the repacked layouts, where this tier's own kernel is the type's (the same sums) */
-    if (t->type[OXL_TYPE_Q4_0].gemm == gemm_q4_0_vnni)
-        t->type[OXL_TYPE_Q4_0].repacked = (oxl_repacked_layout){"q4_0_x2", q4_0_x2_row_size, oxl_repack_q4_0_x2,
-                                                                gemm_q4_0_x2_vnni};
-    if (t->type[OXL_TYPE_Q8_0].gemm == gemm_q8_0_vnni)
-        t->type[OXL_TYPE_Q8_0].repacked = (oxl_repacked_layout){"q8_0_x2", q8_0_x2_row_size, oxl_repack_q8_0_x2,
-                                                                gemm_q8_0_x2_vnni};
 }
