@@ -10,6 +10,10 @@ quantized to Q4_K_M by llama.cpp (llama-cpp-python's llama_model_quantize); file
 name and renamed when complete. Then, for example:
 
     python bench/compare_llamacpp.py --long 2048 -m /work/models/deepseek2-v2lite-attn-random.Q4_K_M.gguf
+
+Measured (2 threads, shared 2-core Xeon under other jobs' load, --interleaved, 32 greedy tokens, llama-cpp-python
+0.3.36): decode 8.6 vs llama.cpp 4.1 tokens/s (2.10x); after a 1,024-token prompt 8.1 vs 2.9 (2.80x): the latent
+cache (576 values per token and layer) keeps long-context decode at 0.94 of short, llama.cpp's at 0.71.
 """
 from __future__ import annotations
 
