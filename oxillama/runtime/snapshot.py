@@ -47,7 +47,10 @@ from oxillama.runtime.kv_cache import KV_DTYPES
 from oxillama.sampling import Sampler, SamplerConfig
 
 MAGIC = b"OXLSNAP\x00"
-FORMAT_VERSION = 2       # 2: the recurrent state (version 1 snapshots, of attention-only models, still load)
+FORMAT_VERSION = 3       # 2: the recurrent state (version 1 snapshots, of attention-only models, still load);
+                         # 3: short-conv / DeltaNet conv states in token rows (a version 2 state of those is refused)
+# the families whose recurrent state's layout changed in version 3 (their conv tails were channel rows before)
+_CONV_LAYOUT_V3 = {"lfm2", "lfm2moe", "qwen3next", "qwen35", "qwen35moe"}
 _HEADER = struct.Struct("<8sIQ32s")
 FINGERPRINT_SPAN = 4 * 2**20
 _MAX_DEPTH = 16          # nesting of the plain values (sampler / grammar state)
@@ -243,7 +246,12 @@ def decode(blob) -> Snapshot:
     except (ValueError, TypeError, OverflowError, RecursionError, msgpack.UnpackException) as e:
         raise SnapshotError(f"snapshot body is not valid msgpack (truncated or corrupt): {type(e).__name__}: {e}") \
             from None
-    return _validate(d, n)
+    snap = _validate(d, n)
+    if version < 3 and snap.kv.state is not None and snap.arch in _CONV_LAYOUT_V3:
+        raise SnapshotError(f"snapshot format version {version} holds a {snap.arch} recurrent state in the layout "
+                            f"older oxillama used (conv tails in channel rows); this version cannot restore it: run "
+                            f"the prompt again and save a new snapshot")
+    return snap
 
 
 def _plain(obj, where: str, depth: int = 0) -> None:

@@ -1,6 +1,7 @@
 """Recurrent models' per-sequence state (runtime/recurrent_state.py) in every place a session's memory goes:
 the state pool's slots, going back (truncate, a new prompt) through checkpoints, snapshots validated by value,
 many sequences of a Scheduler, /metrics. Logits are compared exactly (the invariant)."""
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -280,3 +281,19 @@ def test_scheduler_prompt_cache_resumes_recurrent_states_from_checkpoints(mamba2
     assert h2.stats["n_cached_prompt_tokens"] == len(prompt) + len(first.tokens) - 1
     assert out2.tokens == cold(turn2)
     assert miss.stats["n_cached_prompt_tokens"] == 0 and out_miss.tokens == cold(other)
+
+
+def test_a_format_2_short_conv_state_is_refused(tmp_path):
+    """Format 3 stores LFM2's / Qwen3-Next's conv tails in token rows; a format 2 snapshot of such a model holds
+    them in channel rows and would restore a wrong state: it is refused, naming why. (Mamba-2's layout did not
+    change: its format 2 snapshots still load.)"""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "models"))
+    import tiny_hybrid
+    path = tiny_hybrid.write_tiny_lfm2(tmp_path / "lfm2.gguf")
+    with InferenceEngine.from_gguf(path, n_ctx=64) as e:
+        e.generate([5, 6, 7, 8], max_tokens=2)
+        blob = e.snapshot()
+    hdr = snap._HEADER.size
+    assert snap.decode(blob).kv.state is not None
+    with pytest.raises(SnapshotError, match="format version 2 .*lfm2.*run the prompt again"):
+        snap.decode(snap.frame(blob[hdr:], version=2))
