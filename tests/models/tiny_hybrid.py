@@ -88,18 +88,19 @@ def lfm2_chat_vocab(chat_template: str) -> dict:
     return v
 
 
-def write_tiny_lfm2(path, *, seed: int = 11, qtype: str = "F32", overrides: dict | None = None,
-                    drop: tuple[str, ...] = (), reshape: dict | None = None, vocab: dict | None = None) -> str:
-    """Write the tiny LFM2 to path. overrides: full metadata keys to set (None removes one); drop: tensor names
-    to leave out; reshape: tensor name -> a replacement array (bad files); vocab: the tokenizer's keys (default
-    the minimal byte-level one)."""
-    md = lfm2_metadata()
+def _write_gguf(path, md: dict, t: dict[str, np.ndarray], *, qtype: str, keep_f32: tuple[str, ...],
+                overrides: dict | None = None, drop: tuple[str, ...] = (), reshape: dict | None = None,
+                vocab: dict | None = None, qtypes: dict | None = None) -> str:
+    """Write metadata md and tensors t to path. overrides: full metadata keys to set (None removes one); drop:
+    tensor names to leave out; reshape: tensor name -> a replacement array (bad files); vocab: the tokenizer's keys
+    (default the minimal byte-level one); qtypes: a tensor-name ending -> its type, over the defaults. Vectors,
+    the token embeddings and the tensors ending in keep_f32 stay F32, as llama.cpp's quantize keeps them; the
+    rest are written as qtype."""
     for k, v in (overrides or {}).items():
         if v is None:
             md.pop(k, None)
         else:
             md[k] = v
-    t = lfm2_tensors(seed)
     t.update(reshape or {})
     w = GGUFWriter(path)
     for k, v in md.items():
@@ -110,11 +111,20 @@ def write_tiny_lfm2(path, *, seed: int = 11, qtype: str = "F32", overrides: dict
     for k, v in t.items():
         if k in drop:
             continue
-        # norms and the conv taps stay F32, as llama.cpp's quantize keeps them
-        keep = v.ndim < 2 or k.endswith("shortconv.conv.weight") or k == "token_embd.weight"
-        w.add_tensor(k, v, qtype="F32" if keep else qtype)
+        keep = v.ndim < 2 or k.endswith(keep_f32) or k == "token_embd.weight"
+        chosen = [ty for end, ty in (qtypes or {}).items() if k.endswith(end)]
+        w.add_tensor(k, v, qtype=chosen[0] if chosen else "F32" if keep else qtype)
     w.write()
     return str(path)
+
+
+def write_tiny_lfm2(path, *, seed: int = 11, qtype: str = "F32", overrides: dict | None = None,
+                    drop: tuple[str, ...] = (), reshape: dict | None = None, vocab: dict | None = None) -> str:
+    """Write the tiny LFM2 to path. overrides: full metadata keys to set (None removes one); drop: tensor names
+    to leave out; reshape: tensor name -> a replacement array (bad files); vocab: the tokenizer's keys (default
+    the minimal byte-level one)."""
+    return _write_gguf(path, lfm2_metadata(), lfm2_tensors(seed), qtype=qtype, keep_f32=("shortconv.conv.weight",),
+                       overrides=overrides, drop=drop, reshape=reshape, vocab=vocab)
 
 
 def lfm2_hf_tensors(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -272,29 +282,10 @@ def qwen3next_metadata() -> dict:
 def write_tiny_qwen3next(path, *, seed: int = 13, qtype: str = "F32", overrides: dict | None = None,
                          drop: tuple[str, ...] = (), reshape: dict | None = None) -> str:
     """Write the tiny Qwen3-Next to path (overrides / drop / reshape as write_tiny_lfm2)."""
-    md = qwen3next_metadata()
-    for k, v in (overrides or {}).items():
-        if v is None:
-            md.pop(k, None)
-        else:
-            md[k] = v
-    t = qwen3next_gguf_tensors(qwen3next_hf_tensors(seed))
-    t.update(reshape or {})
-    w = GGUFWriter(path)
-    for k, v in md.items():
-        is_int = isinstance(v, int) and not isinstance(v, bool)
-        w.add_metadata(k, v, type="UINT32" if is_int else None)
-    for k, v in _minimal_vocab(N_VOCAB).items():
-        w.add_metadata(k, v)
-    for k, v in t.items():
-        if k in drop:
-            continue
-        # norms, the conv, the router and the shared expert's gate stay F32, as llama.cpp's quantize keeps them
-        keep = (v.ndim < 2 or k.endswith(("ssm_conv1d.weight", "ffn_gate_inp.weight", "ssm_ba.weight"))
-                or k == "token_embd.weight")
-        w.add_tensor(k, v, qtype="F32" if keep else qtype)
-    w.write()
-    return str(path)
+    # the conv, the router and the shared expert's gate stay F32
+    return _write_gguf(path, qwen3next_metadata(), qwen3next_gguf_tensors(qwen3next_hf_tensors(seed)), qtype=qtype,
+                       keep_f32=("ssm_conv1d.weight", "ffn_gate_inp.weight", "ssm_ba.weight"),
+                       overrides=overrides, drop=drop, reshape=reshape)
 
 
 def qwen3next_hf_config() -> dict:
@@ -351,28 +342,9 @@ def lfm2moe_metadata() -> dict:
 def write_tiny_lfm2moe(path, *, seed: int = 17, qtype: str = "F32", overrides: dict | None = None,
                        drop: tuple[str, ...] = (), reshape: dict | None = None) -> str:
     """Write the tiny LFM2-MoE to path (overrides / drop / reshape as write_tiny_lfm2)."""
-    md = lfm2moe_metadata()
-    for k, v in (overrides or {}).items():
-        if v is None:
-            md.pop(k, None)
-        else:
-            md[k] = v
-    t = lfm2moe_tensors(seed)
-    t.update(reshape or {})
-    w = GGUFWriter(path)
-    for k, v in md.items():
-        is_int = isinstance(v, int) and not isinstance(v, bool)
-        w.add_metadata(k, v, type="UINT32" if is_int else None)
-    for k, v in _minimal_vocab(N_VOCAB).items():
-        w.add_metadata(k, v)
-    for k, v in t.items():
-        if k in drop:
-            continue
-        keep = (v.ndim < 2 or k.endswith(("shortconv.conv.weight", "ffn_gate_inp.weight"))
-                or k == "token_embd.weight")
-        w.add_tensor(k, v, qtype="F32" if keep else qtype)
-    w.write()
-    return str(path)
+    return _write_gguf(path, lfm2moe_metadata(), lfm2moe_tensors(seed), qtype=qtype,
+                       keep_f32=("shortconv.conv.weight", "ffn_gate_inp.weight"),
+                       overrides=overrides, drop=drop, reshape=reshape)
 
 
 def lfm2moe_hf_tensors(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -510,29 +482,10 @@ def write_tiny_qwen35(path, *, moe: bool = False, seed: int = 19, qtype: str = "
                       drop: tuple[str, ...] = (), reshape: dict | None = None, qtypes: dict | None = None) -> str:
     """Write the tiny Qwen3.5 (moe: Qwen3.5-MoE) to path (overrides / drop / reshape as write_tiny_lfm2; qtypes: a
     tensor-name ending -> its type, over the defaults)."""
-    md = qwen35_metadata(moe)
-    for k, v in (overrides or {}).items():
-        if v is None:
-            md.pop(k, None)
-        else:
-            md[k] = v
-    t = qwen35_gguf_tensors(qwen35_hf_tensors(moe, seed), moe)
-    t.update(reshape or {})
-    w = GGUFWriter(path)
-    for k, v in md.items():
-        is_int = isinstance(v, int) and not isinstance(v, bool)
-        w.add_metadata(k, v, type="UINT32" if is_int else None)
-    for k, v in _minimal_vocab(N_VOCAB).items():
-        w.add_metadata(k, v)
-    for k, v in t.items():
-        if k in drop:
-            continue
-        keep = (v.ndim < 2 or k.endswith(("ssm_conv1d.weight", "ffn_gate_inp.weight", "ssm_beta.weight",
-                                          "ssm_alpha.weight")) or k == "token_embd.weight")
-        chosen = [t for end, t in (qtypes or {}).items() if k.endswith(end)]
-        w.add_tensor(k, v, qtype=chosen[0] if chosen else "F32" if keep else qtype)
-    w.write()
-    return str(path)
+    return _write_gguf(path, qwen35_metadata(moe), qwen35_gguf_tensors(qwen35_hf_tensors(moe, seed), moe),
+                       qtype=qtype, keep_f32=("ssm_conv1d.weight", "ffn_gate_inp.weight", "ssm_beta.weight",
+                                              "ssm_alpha.weight"),
+                       overrides=overrides, drop=drop, reshape=reshape, qtypes=qtypes)
 
 
 def write_tiny_qwen35moe(path, **kw) -> str:
