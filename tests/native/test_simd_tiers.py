@@ -209,9 +209,13 @@ def test_avx512_tiers_match_scalar_through_simde(simde_results, tier):
                 assert r.owner == "avx512" and r.cases > 0 and r.worst == 0, r
         assert results[("ops", "softmax")].cases > 0
     if tier == "avx512vnni":
-        # its own multi-row kernels, checked bit for bit against the AVX-512 vec_dots it inherits
-        for qtype in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q1_0"):
+        # its own multi-row kernels, checked bit for bit against the vec_dots beside them (inherited, or the
+        # tier's own for the types it sums sixteen rows per register)
+        for qtype in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q1_0", "MXFP4"):
             assert results[(qtype, "gemm")].owner == "avx512vnni" and results[(qtype, "gemm")].cases > 0
+        for qtype in ("Q1_0", "MXFP4"):
+            assert results[(qtype, "vec_dot")].owner == "avx512vnni" and results[(qtype, "vec_dot")].cases > 0
+        assert results[("Q1_0", "repacked")].owner == "avx512vnni" and results[("Q1_0", "repacked")].cases > 0
         # TQ2_0 by vpdpbusd: one exact integer per super-block, the scalar floats bit for bit
         for kernel in ("vec_dot", "gemm"):
             r = results[("TQ2_0", kernel)]

@@ -60,9 +60,6 @@ static void q1x_build(const char *w, size_t w_row, int nrows, int nb, uint8_t *d
                                      0x0F0F0F0F0F0F0F0Full};
     for (int b0 = 0; b0 < nb; b0 += 4) {
         const int nbk = OXL_MIN(4, nb - b0);
-        const int avail = nbk * (int)sizeof(block_q1_0);   /* bytes of the 4 blocks that exist: never read past */
-        const __mmask64 m_lo = avail >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << avail) - 1;
-        const __mmask64 m_hi = avail > 64 ? ((__mmask64)1 << (avail - 64)) - 1 : 0;
         __m512i v[Q1X];
         for (int l = 0; l < Q1X; l++) {
             if (l >= nrows) {
@@ -70,7 +67,16 @@ static void q1x_build(const char *w, size_t w_row, int nrows, int nb, uint8_t *d
                 continue;
             }
             const char *p = w + (size_t)l * w_row + (size_t)b0 * sizeof(block_q1_0);
-            v[l] = _mm512_permutex2var_epi16(_mm512_maskz_loadu_epi8(m_lo, p), idx, _mm512_maskz_loadu_epi8(m_hi, p + 64));
+            /* 128 bytes read where 8 blocks (144) remain in the row; near its end the blocks that exist are
+             * copied out first: never a read past the row */
+            uint8_t tail[128];
+            if (b0 + 8 > nb) {
+                memset(tail, 0, sizeof(tail));
+                memcpy(tail, p, (size_t)nbk * sizeof(block_q1_0));
+                p = (const char *)tail;
+            }
+            v[l] = _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)p), idx,
+                                             _mm512_loadu_si512((const void *)(p + 64)));
         }
         for (int st = 0; st < 4; st++) {
             const int s = 8 >> st;
@@ -214,16 +220,12 @@ static int q1x_gemm(int packed, int n, float *S, int64_t lds, const char *w, siz
 static void vec_dot_q1_0_x16(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
     const block_q1_0 *x = (const block_q1_0 *)vx;
     const block_q8_0 *y = (const block_q8_0 *)vy;
-    const __m256i ones = _mm256_set1_epi8(1);
     float acc = 0.0f;
     for (int i = 0; i < n / QK1_0; i++) {
         const float dx = _cvtsh_ss(x[i].d);
         for (int k = 0; k < 4; k++) {
-            uint32_t bits;
-            memcpy(&bits, x[i].qs + 4 * k, 4);
             const __m256i qy = _mm256_loadu_si256((const __m256i *)y[4 * i + k].qs);
-            const __m256i sy = _mm256_mask_sub_epi8(qy, (__mmask32)~bits, _mm256_setzero_si256(), qy);
-            const int32_t isum = lb_hsum_i32_8(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, sy));
+            const int32_t isum = -lb_hsum_i32_8(q1_0_dot(q1_0_neg_signs(x[i].qs + 4 * k), qy));   /* exact */
             acc = fmaf(dx * _cvtsh_ss(y[4 * i + k].d), (float)isum, acc);
         }
     }
