@@ -329,11 +329,120 @@ static inline int tq_block_dot_vnni(const __m512i t[4], const block_q8_K *y) {
 
 TQ_VNNI(tq2_0, block_tq2_0)
 
+/* TQ2_0's multi-row product sixteen rows per register, read from the file rows (the same floats as the
+ * vec_dot above: one exact integer per super-block, then sum = sum + (float)isum * (dx * dy), the scalar
+ * steps, here for 16 rows at once). Lane l of a vector is row l: dword k (0..15) of a block's qs, bytes
+ * 32 c + 4 j .. + 3 with k = 8 c + j, holds values 128 c + 32 l' + 4 j + (0..3) at bit pairs 2 l', so each
+ * of the 16 dwords gives four vpdpbusd operands ((T >> 2 l') & 3, trits 0..2) against the activation's four
+ * bytes broadcast; the sums start at -sum(y) (from the bsums, once per call). The 16 rows' dwords come by
+ * the in-lane 4 x 4 dword transpose of quants_fp4_vnni.c, a 16-byte piece at a time, the 16 fp16 scales by one
+ * gather (4 bytes from qs[62], the scale in the upper half: never past the block). */
+#define TQX 16        /* rows per group */
+#define TQX_VG 8      /* activation rows per pass over a group */
+
+typedef struct {
+    float d;
+    int32_t base;   /* -sum(y) */
+} tqx_act;
+
+OXL_INLINE void tqx_group(const int C, int nb, const char *w, size_t w_row, int nrows, const char *y, size_t y_row,
+                          const tqx_act *A, float *S, int64_t lds) {
+    const __m512i m3 = _mm512_set1_epi8(3);
+    const __mmask16 live = (__mmask16)((1u << nrows) - 1);
+    const __m512i rowoff = _mm512_maskz_mov_epi32(live, _mm512_mullo_epi32(
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32((int)w_row)));
+    uint16_t hi[32];
+    for (int i = 0; i < 32; i++) hi[i] = (uint16_t)(2 * (i % 16) + 1);   /* the upper half of dword i */
+    const __m512i pick_hi = _mm512_loadu_si512((const void *)hi);
+    __m512 acc[TQX_VG];
+    for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const char *blk = w + (size_t)b * sizeof(block_tq2_0);
+        const __m512i dh = _mm512_i32gather_epi32(rowoff, blk + offsetof(block_tq2_0, d) - 2, 1);
+        const __m512 dx = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(dh, pick_hi, dh)));
+        __m512i s[TQX_VG];
+        for (int j = 0; j < C; j++) s[j] = _mm512_set1_epi32(A[(size_t)j * nb + b].base);
+        for (int p = 0; p < 4; p++) {   /* qs bytes 16 p .. 16 p + 15: dwords k = 4 p + c */
+            __m128i r[TQX];
+            for (int l = 0; l < TQX; l++)
+                r[l] = l < nrows ? _mm_loadu_si128((const __m128i *)(blk + (size_t)l * w_row + 16 * p)) : _mm_setzero_si128();
+            __m512i z[4];
+            for (int g = 0; g < 4; g++)
+                z[g] = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(r[g]), r[g + 4], 1),
+                                                             r[g + 8], 2), r[g + 12], 3);
+            const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+            const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+            const __m512i T[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                                  _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+            for (int c4 = 0; c4 < 4; c4++) {
+                const int k = 4 * p + c4, off = 128 * (k / 8) + 4 * (k % 8);
+                const __m512i x[4] = {_mm512_and_si512(T[c4], m3), _mm512_and_si512(_mm512_srli_epi32(T[c4], 2), m3),
+                                      _mm512_and_si512(_mm512_srli_epi32(T[c4], 4), m3),
+                                      _mm512_and_si512(_mm512_srli_epi32(T[c4], 6), m3)};
+                for (int j = 0; j < C; j++) {
+                    const int8_t *yq = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[b].qs + off;
+                    for (int l = 0; l < 4; l++) {
+                        int32_t v;
+                        memcpy(&v, yq + 32 * l, 4);
+                        s[j] = _mm512_dpbusd_epi32(s[j], x[l], _mm512_set1_epi32(v));
+                    }
+                }
+            }
+        }
+        for (int j = 0; j < C; j++) {
+            const __m512 c = _mm512_mul_ps(dx, _mm512_set1_ps(A[(size_t)j * nb + b].d));
+            acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_cvtepi32_ps(s[j]), c));
+        }
+    }
+    for (int j = 0; j < C; j++) _mm512_mask_storeu_ps(S + j * lds, live, acc[j]);
+}
+
+static void tqx_group_c(int C, int nb, const char *w, size_t w_row, int nrows, const char *y, size_t y_row,
+                        const tqx_act *A, float *S, int64_t lds) {
+#define TQX_C(C_) tqx_group(C_, nb, w, w_row, nrows, y, y_row, A, S, lds); break;
+    switch (C) {
+    case 8: TQX_C(8)
+    case 7: TQX_C(7)
+    case 6: TQX_C(6)
+    case 5: TQX_C(5)
+    case 4: TQX_C(4)
+    case 3: TQX_C(3)
+    case 2: TQX_C(2)
+    default: TQX_C(1)
+    }
+#undef TQX_C
+}
+
+static void gemm_tq2_0_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT vw, size_t w_row, int nr,
+                           const void *OXL_RESTRICT vy, size_t y_row, int nc) {
+    const int nb = n / QK_K;
+    tqx_act *A = (tqx_act *)oxl_vnni_panel_memory((size_t)nc * nb * sizeof(tqx_act));
+    if (!A) {   /* no memory for the per-thread buffer: the row-at-a-time kernel (the same floats) */
+        gemm_tq2_0_vnni(n, S, lds, vw, w_row, nr, vy, y_row, nc);
+        return;
+    }
+    const char *w = (const char *)vw, *y = (const char *)vy, *end = w + (size_t)nr * w_row;
+    for (int j = 0; j < nc; j++)
+        for (int b = 0; b < nb; b++) {
+            const block_q8_K *yb = (const block_q8_K *)(const void *)(y + (size_t)j * y_row) + b;
+            const __m256i ys = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)yb->bsums), _mm256_set1_epi16(1));
+            A[(size_t)j * nb + b] = (tqx_act){yb->d, -lb_hsum_i32_8(ys)};
+        }
+    for (int r = 0; r < nr; r += TQX) {
+        const int nrows = OXL_MIN(TQX, nr - r);
+        const char *g = w + (size_t)r * w_row;
+        for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
+        for (int j0 = 0; j0 < nc; j0 += TQX_VG)
+            tqx_group_c(OXL_MIN(TQX_VG, nc - j0), nb, g, w_row, nrows, y + (size_t)j0 * y_row, y_row, A + (size_t)j0 * nb,
+                        S + j0 * lds + r, lds);
+    }
+}
+
 /* Q1_0 of this tier: vec_dot, the file-layout products (one row or many) and the repacked layout, all in the
  * order above; TQ2_0's vec_dot and multi-row kernel. */
 void oxl_register_avx512vnni_lowbit(oxl_kernel_table *t) {
     t->type[OXL_TYPE_TQ2_0].vec_dot = vec_dot_tq2_0_q8_K_vnni;
-    t->type[OXL_TYPE_TQ2_0].gemm = gemm_tq2_0_vnni;
+    t->type[OXL_TYPE_TQ2_0].gemm = gemm_tq2_0_x16;   /* a decode's one activation row: the vec_dot row by row */
     t->type[OXL_TYPE_Q1_0].vec_dot = vec_dot_q1_0_x16;
     t->type[OXL_TYPE_Q1_0].gemm = gemm_q1_0_file_x16;
     t->type[OXL_TYPE_Q1_0].gemm_one_row = 1;
