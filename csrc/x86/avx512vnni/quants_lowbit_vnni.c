@@ -329,6 +329,46 @@ static inline int tq_block_dot_vnni(const __m512i t[4], const block_q8_K *y) {
 
 TQ_VNNI(tq2_0, block_tq2_0)
 
+/* the 16 int32 lanes of each of a0..a3 summed: {sum a0, sum a1, sum a2, sum a3} (exact, wrapping as int32) */
+static inline __m128i tq_reduce4(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
+    const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a0, a1), _mm512_unpackhi_epi32(a0, a1));
+    const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a2, a3), _mm512_unpackhi_epi32(a2, a3));
+    const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+    const __m256i v = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+    return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+}
+
+/* TQ2_0's vec_dot: the integer of four super-blocks reduced together (one transpose-and-add instead of four
+ * horizontal sums), then the scalar float steps in block order: the floats of tq2_0_rows_vnni */
+static void vec_dot_tq2_0_q8_K_x4(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+    const block_tq2_0 *x = (const block_tq2_0 *)vx;
+    const block_q8_K *y = (const block_q8_K *)vy;
+    const int nb = n / QK_K;
+    float sum = 0.0f;
+    int i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        __m512i a[4];
+        for (int k = 0; k < 4; k++) {
+            __m512i t[4];
+            tq2_0_decode_512(&x[i + k], t);
+            __m512i acc = _mm512_setzero_si512();
+            for (int c = 0; c < 4; c++)
+                acc = _mm512_dpbusd_epi32(acc, t[c], _mm512_loadu_si512((const void *)(y[i + k].qs + 64 * c)));
+            const __m256i ys = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i + k].bsums), _mm256_set1_epi16(1));
+            a[k] = _mm512_sub_epi32(acc, _mm512_inserti64x4(_mm512_setzero_si512(), ys, 0));
+        }
+        int32_t isum[4];
+        _mm_storeu_si128((__m128i *)isum, tq_reduce4(a[0], a[1], a[2], a[3]));
+        for (int k = 0; k < 4; k++) sum += (float)isum[k] * (_cvtsh_ss(x[i + k].d) * y[i + k].d);
+    }
+    for (; i < nb; i++) {
+        __m512i t[4];
+        tq2_0_decode_512(&x[i], t);
+        sum += (float)tq_block_dot_vnni(t, &y[i]) * (_cvtsh_ss(x[i].d) * y[i].d);
+    }
+    *s = sum;
+}
+
 /* TQ2_0's multi-row product sixteen rows per register, read from the file rows (the same floats as the
  * vec_dot above: one exact integer per super-block, then sum = sum + (float)isum * (dx * dy), the scalar
  * steps, here for 16 rows at once). Lane l of a vector is row l: dword k (0..15) of a block's qs, bytes
@@ -441,7 +481,7 @@ static void gemm_tq2_0_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void
 /* Q1_0 of this tier: vec_dot, the file-layout products (one row or many) and the repacked layout, all in the
  * order above; TQ2_0's vec_dot and multi-row kernel. */
 void oxl_register_avx512vnni_lowbit(oxl_kernel_table *t) {
-    t->type[OXL_TYPE_TQ2_0].vec_dot = vec_dot_tq2_0_q8_K_vnni;
+    t->type[OXL_TYPE_TQ2_0].vec_dot = vec_dot_tq2_0_q8_K_x4;
     t->type[OXL_TYPE_TQ2_0].gemm = gemm_tq2_0_x16;   /* a decode's one activation row: the vec_dot row by row */
     t->type[OXL_TYPE_Q1_0].vec_dot = vec_dot_q1_0_x16;
     t->type[OXL_TYPE_Q1_0].gemm = gemm_q1_0_file_x16;
