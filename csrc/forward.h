@@ -5,7 +5,8 @@
  * runs every layer for the tokens of one or many sequences inside ONE OpenMP parallel region (barriers
  * between steps), appends K/V to the paged cache and writes logits into a caller-owned buffer. Python
  * crosses into C once per step, with the GIL released. Inside, a step is a list of named phases (forward.c:
- * embed; per layer the phases its kind lists, e.g. attention then a dense FFN or a mixture of experts; logits).
+ * embed; per layer the phases its kind lists, e.g. attention then a dense FFN or a mixture of experts; logits),
+ * each layer kind's phases in its own file under layers/ over the private state in forward_impl.h.
  *
  * Shapes: n_embd model width; q_dim = n_head * head_dim; kv_dim = n_head_kv * head_dim.
  * Weights are row-major (rows = outputs, cols = inputs), any quant type with a vec_dot. */

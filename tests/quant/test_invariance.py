@@ -25,7 +25,7 @@ TYPES_WITH_VEC_DOT = [name for _, (name, *_rest, has_vec_dot) in sorted(_core.ty
 N_ACT = (1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64, 65, 130)
 N_ACT_MAX = max(N_ACT)
 W_ROWS = 37   # not a multiple of the 4-row tiles / 4-row chunks
-# row ranges as threads and forward.c's matmul_share hand them out, and ones that start and end mid-tile
+# row ranges as threads and forward_impl.h's matmul_share hand them out, and ones that start and end mid-tile
 ROW_RANGES = ((0, W_ROWS), (1, 30), (5, 6), (3, 37), (16, 32), (16, 37), (32, 37), (0, 5))
 REPACK_ROW_ALIGN = 16   # kernels.h OXL_REPACK_ROW_ALIGN: a repacked range starts at a multiple of it
 # (cols) per block size: an odd and an even number of blocks, and for 32-value blocks more blocks than
