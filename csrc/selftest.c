@@ -340,7 +340,7 @@ static void check_type(checker *c, int type) {
     }
     emit(c, &res);
 
-    /* gemm: nr <= OXL_GEMM_MAX_W_ROWS weight rows x nc activation rows, rows spaced by one spare block
+    /* gemm: nr weight rows x nc activation rows, rows spaced by one spare block
      * (never read) and outputs lds apart (the padding between never written). Every output must be
      * bit-identical to the same tier's vec_dot (batch invariance), and close to the scalar one's. */
     result_init(&res, rt->name, "gemm", kt->gemm ? owner_at(c->k, TYPE_OFF(type, gemm)) : "none");
@@ -349,7 +349,8 @@ static void check_type(checker *c, int type) {
         static const int nc_quick[] = {1, 3, 4, 5, 9, 13}, nc_all[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 17};
         const int *ncs = c->thorough ? nc_all : nc_quick;
         const int n_nc = c->thorough ? 11 : 6;
-        const int R = OXL_GEMM_MAX_W_ROWS, lds = R + 3;
+        /* a whole group of the sixteen-row kernels and part of one (csrc/x86/avx512vnni/quants_*x16_vnni.c) */
+        const int R = OXL_REPACK_ROW_ALIGN + 5, lds = R + 3;
         for (int li = 0; li < nlen && li < (c->thorough ? 5 : 2); li++) {
             const int64_t n = lens[li];
             const size_t row = (size_t)oxl_row_size(type, n), w_row = row + rt->type_size;

@@ -30,11 +30,18 @@
  *           (4 bytes each, 64 bytes), row l's at 4l
  * A repacked matrix is its whole groups of 16 rows in this form, then its last rows % 16 rows as in the
  * file, and a product's row range starts at a multiple of 16 (forward.c aligns them). */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF   /* the i-quants' float steps are a multiply and an add, as the tiers below */
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "../quants_legacy_x86.h"
 #include "../../scalar/quants_k.h"
+#include "../avx512/iq_block_avx512.h"
 
 #define IX16 16          /* rows per group */
 #define IX16_VG 8        /* activation rows per pass over a group */
@@ -409,6 +416,207 @@ static void repack_iq4_xs_x16(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst
     ix_repack(OXL_TYPE_IQ4_XS, w, dst, rows, cols);
 }
 
+/* ---- the 1- to 3-bit i-quants: a per-call int8 panel for prefill ---------------------------------- */
+
+/* Their order is the one every tier keeps (csrc/iq_decode.h): per super-block one exact integer,
+ *     sum += (float)bsum * (dx * dy);  result = IQ_FACTOR * sum
+ * so a panel that sums each super-block exactly gives the AVX-512 tier's vec_dot and multi-row kernel (which
+ * this tier inherits for decode and small batches) bit for bit. A product with at least IQP_MIN_ROWS activation
+ * rows decodes each group of 16 weight rows once into the x16 int8 form (w + 128 as u8; the runs' scales as
+ * bytes, per 16 values for IQ2_XS / IQ2_S / IQ1_M, per 32 for the others; dx as floats) and then, for every
+ * activation row, does per scale span 4 or 8 vpdpbusd of 16 rows from -128 * bsum, one vpmulld by the span's
+ * scale and an add: where the AVX-512 kernel pays the decode per 4 activation rows and a reduction per row.
+ * Panel of one group per super-block: 8 runs x 512 bytes (run ib, chunk c (0..7) at 512 ib + 64 c: row l's
+ * w + 128 of values 4c..4c+3 at 4l), then 256 bytes of scales (span s's at 16 s + l), then 16 floats dx. */
+#define IQP_MIN_ROWS 4   /* fewer activation rows: the inherited kernel */
+#define IQP_TYPES 7
+#define IQP_QBYTES 4096
+#define IQP_SBYTES (IQP_QBYTES + 256 + 64)   /* a super-block of a group */
+
+static oxl_gemm_fn g_iq_small[IQP_TYPES];   /* the inherited kernels, index iqp_index(type) */
+
+static inline int iqp_index(int type) {
+    switch (type) {
+    case OXL_TYPE_IQ2_XXS: return 0;
+    case OXL_TYPE_IQ2_XS: return 1;
+    case OXL_TYPE_IQ2_S: return 2;
+    case OXL_TYPE_IQ3_XXS: return 3;
+    case OXL_TYPE_IQ3_S: return 4;
+    case OXL_TYPE_IQ1_S: return 5;
+    default: return 6;
+    }
+}
+/* a scale per 16 values (else per 32) */
+static inline int iqp_per16(int type) {
+    return type == OXL_TYPE_IQ2_XS || type == OXL_TYPE_IQ2_S || type == OXL_TYPE_IQ1_M;
+}
+
+/* up to 16 file rows (w_row bytes apart) of nb super-blocks as a panel; missing rows are zero */
+static void iqp_build(int type, const char *w, size_t w_row, int nrows, int nb, uint8_t *dst) {
+    const size_t bx = iq_block_bytes(type);
+    const int per16 = iqp_per16(type);
+    _Alignas(64) uint8_t tmp[IX16 * QK_K];
+    _Alignas(64) int16_t ls[IX16][16];
+    float dx[IX16];
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int b = 0; b < nb; b++) {
+        uint8_t *q = dst + (size_t)b * IQP_SBYTES;
+        for (int l = 0; l < IX16; l++) {
+            if (l >= nrows) {
+                memset(tmp + l * QK_K, 0x80, QK_K);
+                memset(ls[l], 0, sizeof(ls[l]));
+                dx[l] = 0.0f;
+                continue;
+            }
+            const char *blk = w + (size_t)l * w_row + (size_t)b * bx;
+            __m512i mag[4];
+            __mmask64 neg[4];
+            __m256i ls16;
+            iq_block_avx512(type, blk, mag, neg, &ls16);
+            for (int p = 0; p < 4; p++)
+                _mm512_store_si512((void *)(tmp + l * QK_K + 64 * p),
+                                   _mm512_xor_si512(_mm512_mask_sub_epi8(mag[p], neg[p], _mm512_setzero_si512(), mag[p]), flip));
+            _mm256_store_si256((__m256i *)(void *)ls[l], ls16);
+            dx[l] = _cvtsh_ss(iq_block_d(type, blk));
+        }
+        for (int k = 0; k < QK_K / 16; k++) ix_transpose16(tmp + 16 * k, QK_K, q + 256 * k);
+        uint8_t *sc = q + IQP_QBYTES;
+        for (int sp = 0; sp < 16; sp++)
+            for (int l = 0; l < IX16; l++) sc[16 * sp + l] = (uint8_t)(per16 ? ls[l][sp] : sp < 8 ? ls[l][2 * sp] : 0);
+        memcpy(q + IQP_QBYTES + 256, dx, sizeof(dx));
+    }
+}
+
+/* per activation super-block: its scale and where each scale span's int32 sums start, -128 * sum(y) */
+typedef struct {
+    float d;
+    int32_t base[16];
+} iqp_act;
+
+static void iqp_prepare(int type, int nb, const char *y, size_t y_row, int nc, iqp_act *A) {
+    const int per16 = iqp_per16(type);
+    for (int j = 0; j < nc; j++)
+        for (int b = 0; b < nb; b++) {
+            const block_q8_K *yb = (const block_q8_K *)(const void *)(y + (size_t)j * y_row) + b;
+            iqp_act *a = A + (size_t)j * nb + b;
+            a->d = yb->d;
+            for (int sp = 0; sp < 16; sp++)
+                a->base[sp] = per16 ? -128 * yb->bsums[sp] : sp < 8 ? -128 * (yb->bsums[2 * sp] + yb->bsums[2 * sp + 1]) : 0;
+        }
+}
+
+/* the int32 dot of chunks c0 .. c0 + nch - 1 of a run for 16 rows against activation bytes yq, from `start` */
+static inline __m512i iqp_dot(const uint8_t *q, int c0, int nch, const int8_t *yq, int32_t start) {
+    __m512i s0 = _mm512_set1_epi32(start), s1 = _mm512_setzero_si512();
+    for (int c = c0; c < c0 + nch; c += 2) {
+        s0 = _mm512_dpbusd_epi32(s0, _mm512_load_si512((const void *)(q + 64 * c)), ix_bcast4(yq + 4 * c));
+        s1 = _mm512_dpbusd_epi32(s1, _mm512_load_si512((const void *)(q + 64 * c + 64)), ix_bcast4(yq + 4 * c + 4));
+    }
+    return _mm512_add_epi32(s0, s1);
+}
+
+/* sum[j] (lane l: row l) over all nb super-blocks of one panel group against activation rows 0..C-1 */
+OXL_INLINE void iqp_group(int type, const int C, int nb, const uint8_t *g, const char *y, size_t y_row,
+                          const iqp_act *A, __m512 *sum) {
+    const int per16 = iqp_per16(type);
+    for (int j = 0; j < C; j++) sum[j] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *q = g + (size_t)b * IQP_SBYTES, *sc = q + IQP_QBYTES;
+        __m512i isum[IX16_VG];
+        for (int j = 0; j < C; j++) isum[j] = _mm512_setzero_si512();
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const uint8_t *qr = q + 512 * ib;
+            if (per16) {
+                const __m512i ls0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sc + 32 * ib)));
+                const __m512i ls1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sc + 32 * ib + 16)));
+                for (int j = 0; j < C; j++) {
+                    const int8_t *yq = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[b].qs + 32 * ib;
+                    const iqp_act *a = A + (size_t)j * nb + b;
+                    const __m512i lo = _mm512_mullo_epi32(iqp_dot(qr, 0, 4, yq, a->base[2 * ib]), ls0);
+                    const __m512i hi = _mm512_mullo_epi32(iqp_dot(qr, 4, 4, yq, a->base[2 * ib + 1]), ls1);
+                    isum[j] = _mm512_add_epi32(isum[j], _mm512_add_epi32(lo, hi));
+                }
+            } else {
+                const __m512i ls = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sc + 16 * ib)));
+                for (int j = 0; j < C; j++) {
+                    const int8_t *yq = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[b].qs + 32 * ib;
+                    const iqp_act *a = A + (size_t)j * nb + b;
+                    isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(iqp_dot(qr, 0, 8, yq, a->base[ib]), ls));
+                }
+            }
+        }
+        const __m512 dx = _mm512_loadu_ps((const void *)(q + IQP_QBYTES + 256));
+        for (int j = 0; j < C; j++) {
+            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(A[(size_t)j * nb + b].d));
+            sum[j] = _mm512_add_ps(sum[j], _mm512_mul_ps(_mm512_cvtepi32_ps(isum[j]), d));
+        }
+    }
+}
+
+OXL_INLINE void iqp_group_store(int type, const int C, int nb, const uint8_t *g, const char *y, size_t y_row,
+                                const iqp_act *A, float *S, int64_t lds, int nrows) {
+    __m512 sum[IX16_VG];
+    iqp_group(type, C, nb, g, y, y_row, A, sum);
+    const __mmask16 m = (__mmask16)((1u << nrows) - 1);
+    const __m512 f = _mm512_set1_ps(iq_factor(type));
+    for (int j = 0; j < C; j++) _mm512_mask_storeu_ps(S + j * lds, m, _mm512_mul_ps(f, sum[j]));
+}
+
+OXL_INLINE void iqp_group_c(int type, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const iqp_act *A,
+                            float *S, int64_t lds, int nrows) {
+#define IQP_C(C_) iqp_group_store(type, C_, nb, g, y, y_row, A, S, lds, nrows); break;
+    switch (C) {
+    case 8: IQP_C(8)
+    case 7: IQP_C(7)
+    case 6: IQP_C(6)
+    case 5: IQP_C(5)
+    case 4: IQP_C(4)
+    case 3: IQP_C(3)
+    case 2: IQP_C(2)
+    default: IQP_C(1)
+    }
+#undef IQP_C
+}
+
+OXL_INLINE void iqp_gemm(int type, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr, const void *vy,
+                         size_t y_row, int nc) {
+    const int nb = n / QK_K;
+    const char *w = (const char *)vw, *y = (const char *)vy;
+    const size_t abytes = ((size_t)nc * nb * sizeof(iqp_act) + 63) & ~(size_t)63;
+    uint8_t *buf = nc >= IQP_MIN_ROWS ? (uint8_t *)oxl_vnni_panel_memory(abytes + (size_t)nb * IQP_SBYTES) : NULL;
+    if (!buf) {   /* few activation rows, or no memory for the panel: the inherited kernel, the same floats */
+        g_iq_small[iqp_index(type)](n, S, lds, vw, w_row, nr, vy, y_row, nc);
+        return;
+    }
+    iqp_act *A = (iqp_act *)(void *)buf;
+    uint8_t *panel = buf + abytes;
+    iqp_prepare(type, nb, y, y_row, nc, A);
+    const char *end = w + (size_t)nr * w_row;
+    for (int r = 0; r < nr; r += IX16) {
+        const int nrows = OXL_MIN(IX16, nr - r);
+        const char *g = w + (size_t)r * w_row;
+        for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
+        iqp_build(type, g, w_row, nrows, nb, panel);
+        for (int j0 = 0; j0 < nc; j0 += IX16_VG)
+            iqp_group_c(type, OXL_MIN(IX16_VG, nc - j0), nb, panel, y + (size_t)j0 * y_row, y_row, A + (size_t)j0 * nb,
+                        S + j0 * lds + r, lds, nrows);
+    }
+}
+
+#define IQP_GEMM(t, T)                                                                                         \
+    static void gemm_##t##_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w,          \
+                               size_t w_row, int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {       \
+        iqp_gemm(T, n, S, lds, w, w_row, nr, y, y_row, nc);                                                    \
+    }
+IQP_GEMM(iq2_xxs, OXL_TYPE_IQ2_XXS)
+IQP_GEMM(iq2_xs, OXL_TYPE_IQ2_XS)
+IQP_GEMM(iq2_s, OXL_TYPE_IQ2_S)
+IQP_GEMM(iq3_xxs, OXL_TYPE_IQ3_XXS)
+IQP_GEMM(iq3_s, OXL_TYPE_IQ3_S)
+IQP_GEMM(iq1_s, OXL_TYPE_IQ1_S)
+IQP_GEMM(iq1_m, OXL_TYPE_IQ1_M)
+#undef IQP_GEMM
+
 /* IQ4_NL and IQ4_XS of this tier: vec_dot, the file-layout products (one row or many) and the repacked layout,
  * all in the order above */
 void oxl_register_avx512vnni_iqx16(oxl_kernel_table *t) {
@@ -422,4 +630,15 @@ void oxl_register_avx512vnni_iqx16(oxl_kernel_table *t) {
     t->type[OXL_TYPE_IQ4_XS].gemm_one_row = 1;
     t->type[OXL_TYPE_IQ4_XS].repacked =
         (oxl_repacked_layout){"iq4_xs_x16", iq4_xs_x16_row_size, repack_iq4_xs_x16, gemm_iq4_xs_x16};
+    /* the i-quants: the panel for prefill beside the inherited multi-row kernel (the AVX-512 tier's, whose
+     * sums the panel repeats) */
+    static const struct { int type; oxl_gemm_fn gemm; } iq[IQP_TYPES] = {
+        {OXL_TYPE_IQ2_XXS, gemm_iq2_xxs_x16}, {OXL_TYPE_IQ2_XS, gemm_iq2_xs_x16}, {OXL_TYPE_IQ2_S, gemm_iq2_s_x16},
+        {OXL_TYPE_IQ3_XXS, gemm_iq3_xxs_x16}, {OXL_TYPE_IQ3_S, gemm_iq3_s_x16}, {OXL_TYPE_IQ1_S, gemm_iq1_s_x16},
+        {OXL_TYPE_IQ1_M, gemm_iq1_m_x16}};
+    for (int i = 0; i < IQP_TYPES; i++)
+        if (t->type[iq[i].type].gemm) {
+            g_iq_small[iqp_index(iq[i].type)] = t->type[iq[i].type].gemm;
+            t->type[iq[i].type].gemm = iq[i].gemm;
+        }
 }
