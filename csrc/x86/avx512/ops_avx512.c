@@ -28,11 +28,12 @@ static inline __m512 exp16(__m512 x) {
     return _mm512_maskz_mov_ps((__mmask16)~underflow, _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
 }
 
-/* The scan with y held in registers: 64 dims a pass (four registers, so four independent fma chains over s),
- * then 16 at a time, the last pass masked. */
+/* The scan with y held in registers: 64 dims a pass (four registers, so four independent fma chains over s; a
+ * streamed state prefetched OXL_SSM_PREFETCH_BYTES ahead), then 16 at a time, the last pass masked. */
 static void ssm_scan_states_avx512(float *h, const float *B, const float *C, const float *xdt, float dA, float *y,
-                                   int d_state, int n) {
+                                   int d_state, int n, int stream) {
     const __m512 vdA = _mm512_set1_ps(dA);
+    const uintptr_t ahead = (uintptr_t)(OXL_SSM_PREFETCH_BYTES / 4 / n * n) * 4;   /* bytes, whole rows */
     int i0 = 0;
     for (; i0 + 64 <= n; i0 += 64) {
         __m512 y0 = _mm512_loadu_ps(y + i0), y1 = _mm512_loadu_ps(y + i0 + 16);
@@ -41,6 +42,13 @@ static void ssm_scan_states_avx512(float *h, const float *B, const float *C, con
         const __m512 x2 = _mm512_loadu_ps(xdt + i0 + 32), x3 = _mm512_loadu_ps(xdt + i0 + 48);
         for (int s = 0; s < d_state; s++) {
             float *hs = h + (int64_t)s * n + i0;
+            if (stream) {
+                const char *pf = (const char *)((uintptr_t)hs + ahead);   /* may lie past h: only a hint */
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                _mm_prefetch(pf + 128, _MM_HINT_T0);
+                _mm_prefetch(pf + 192, _MM_HINT_T0);
+            }
             const __m512 b = _mm512_set1_ps(B[s]), c = _mm512_set1_ps(C[s]);
             const __m512 h0 = _mm512_fmadd_ps(_mm512_loadu_ps(hs), vdA, _mm512_mul_ps(b, x0));
             const __m512 h1 = _mm512_fmadd_ps(_mm512_loadu_ps(hs + 16), vdA, _mm512_mul_ps(b, x1));
