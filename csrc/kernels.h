@@ -160,7 +160,11 @@ typedef struct {
      * floats apart). Every y[i] is summed over s in that order in every tier (a SIMD tier fuses the multiply-adds,
      * so tiers differ by roundings, never by order). */
     void (*ssm_scan_states)(float *h, const float *B, const float *C, const float *xdt, float dA, float *y,
-                            int d_state, int n);
+                            int d_state, int n, int stream);
+    /* stream: h comes from memory (a call's first token; decode streams every sequence's whole state each step),
+     * so SIMD tiers prefetch it OXL_SSM_PREFETCH_BYTES ahead of the row they update, past its last row into the
+     * memory after it (the forward's next head); 0: h is in cache (a prompt's later tokens), no prefetch. A hint
+     * only: the floats are the same either way. */
     /* The causal depthwise convolution of every recurrent layer kind (Mamba-2's xBC conv, LFM2's short conv,
      * Qwen3-Next's q|k|v conv), channels [c0, c1) over n rows of one sequence, L taps (2 .. OXL_CONV_MAX_L):
      *   y[t][c] = act((w[c][0] x[t-L+1][c] + w[c][1] x[t-L+2][c] + ... + w[c][L-1] x[t][c]) + b[c])
@@ -177,6 +181,7 @@ typedef struct {
                         const float *w, const float *b, int L, int c0, int c1, int silu);
 } oxl_ops;
 
+#define OXL_SSM_PREFETCH_BYTES 8192   /* the streaming scan's prefetch distance (ssm_scan_states) */
 #define OXL_CONV_MAX_L 64   /* the widest causal conv kernel accepted (Mamba-2, Qwen3-Next: 4, LFM2: 3) */
 
 typedef struct {

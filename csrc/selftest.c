@@ -831,8 +831,8 @@ static void check_op(checker *c, int op) {
                         tol[i] += m * fabs(b[st]);
                     }
                 for (int i = 0; i < n; i++) tol[i] *= OPS_DOT_RTOL;
-                ro->ssm_scan_states(h0, w, b, x, dA, y0, ds, n);
-                ko->ssm_scan_states(h1, w, b, x, dA, y1, ds, n);
+                ro->ssm_scan_states(h0, w, b, x, dA, y0, ds, n, 0);
+                ko->ssm_scan_states(h1, w, b, x, dA, y1, ds, n, 1);
                 compare_rows_tol(&res, h1, h0, ht, ds * n, "states of n", n);
                 compare_rows_tol(&res, y1, y0, tol, n, "y of n", n);
                 free(h0); free(ht);

@@ -46,7 +46,7 @@ cdef extern from "kernels.h" nogil:
         void (*attn_values_f16_group)(const float *p, int G, const uint16_t *V, int64_t stride, int n, int hd, float *out)
         float (*exp_shift_sum)(float *x, int n, float m)
         void (*ssm_scan_states)(float *h, const float *B, const float *C, const float *xdt, float dA, float *y,
-                                int d_state, int n)
+                                int d_state, int n, int stream)
         void (*causal_conv)(const float *x, int64_t ldx, float *y, int64_t ldy, int n, float *state,
                             int64_t ld_state, const float *w, const float *b, int L, int c0, int c1, int silu)
 

@@ -118,14 +118,15 @@ def op_attn_f16_group(const float[:, ::1] q, const uint16_t[:, ::1] K, const uin
 
 
 def op_ssm_scan_states(float[:, ::1] h, const float[::1] B, const float[::1] C, const float[::1] xdt, float dA,
-                       float[::1] y, tier=None):
-    """One token of the selective scan for one head, in place on h (d_state, n) and y (n) (kernels.h)."""
+                       float[::1] y, tier=None, bint stream=True):
+    """One token of the selective scan for one head, in place on h (d_state, n) and y (n) (kernels.h); stream:
+    the prefetching variant (a hint, the same floats)."""
     cdef const oxl_kernel_table *k = _table(tier)
     cdef int d_state = h.shape[0], n = h.shape[1]
     if B.shape[0] != d_state or C.shape[0] != d_state or xdt.shape[0] != n or y.shape[0] != n or d_state < 1 \
             or n < 1:
         raise ValueError("ssm_scan_states: h (d_state, n), B and C (d_state), xdt and y (n)")
-    k.ops.ssm_scan_states(&h[0, 0], &B[0], &C[0], &xdt[0], dA, &y[0], d_state, n)
+    k.ops.ssm_scan_states(&h[0, 0], &B[0], &C[0], &xdt[0], dA, &y[0], d_state, n, stream)
 
 
 def op_causal_conv(const float[:, ::1] x, float[:, ::1] state, const float[:, ::1] w, b=None, bint silu=False,

@@ -26,7 +26,7 @@ void oxl_ssm_scan_head(const oxl_kernel_table *kt, const float *xbc, int64_t ld_
             xdt[i] = x[i] * dts;
             yt[i] = 0.0f;
         }
-        kt->ops.ssm_scan_states(state, B, C, xdt, dA, yt, d_state, head_dim);
+        kt->ops.ssm_scan_states(state, B, C, xdt, dA, yt, d_state, head_dim, t == 0);   /* then it is in cache */
         for (int i = 0; i < head_dim; i++) yt[i] = yt[i] + D * x[i];
     }
 }
@@ -105,7 +105,9 @@ void oxl_fwd_phase_ssm_conv(const fwd_state *F, fwd_thread *T, const oxl_layer *
 }
 
 /* y (n, d_inner) = the selective scan, per (sequence, head); a sequence at position 0 starts from a zero
- * ssm state */
+ * ssm state. Each thread takes one contiguous range of the (sequence, head) items: a sequence's heads lie one
+ * after another in its slot, so the thread streams one run of state memory and the scan's prefetch past a
+ * head's end reads the head it scans next. */
 void oxl_fwd_phase_ssm_scan(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
     const int di = L->ssm_d_inner, ds = L->ssm_d_state, ng = L->ssm_n_group, nh = L->ssm_n_head;
     const int conv_dim = di + 2 * ng * ds, hd = di / nh;
@@ -113,7 +115,9 @@ void oxl_fwd_phase_ssm_scan(const fwd_state *F, fwd_thread *T, const oxl_layer *
     const float *zx = (const float *)(F->base + F->S->ssm_zxbcdt);
     const float *xbc = (const float *)(F->base + F->S->ssm_xbc);
     float *y = (float *)(F->base + F->S->ssm_y);
-    for (int64_t it = T->ith; it < (int64_t)F->n_seqs * nh; it += T->nth) {
+    int64_t it0, it1;
+    oxl_split_range((int64_t)F->n_seqs * nh, T->nth, T->ith, 1, &it0, &it1);
+    for (int64_t it = it0; it < it1; it++) {
         const int s = (int)(it / nh), h = (int)(it % nh);
         float *hst = seq_state(F, s) + L->state_off + (int64_t)(L->ssm_d_conv - 1) * conv_dim + (int64_t)h * ds * hd;
         if (F->seqs[s].pos0 == 0) memset(hst, 0, (size_t)ds * hd * 4);

@@ -42,7 +42,8 @@ static double exp_shift_sum_d_scalar(float *x, int n, float m) {
 static float exp_shift_sum_scalar(float *x, int n, float m) { return (float)exp_shift_sum_d_scalar(x, n, m); }
 
 static void ssm_scan_states_scalar(float *h, const float *B, const float *C, const float *xdt, float dA, float *y,
-                                   int d_state, int n) {
+                                   int d_state, int n, int stream) {
+    (void)stream;
     for (int s = 0; s < d_state; s++) {
         float *hs = h + (int64_t)s * n;
         const float bs = B[s], cs = C[s];

@@ -135,6 +135,10 @@ def test_ssm_scan_states(tier, d_state, n):
         _core.op_ssm_scan_states(h, B, C, xdt, dA, y, t)
         got[t] = (h, y)
     h, y = got[tier]
+    h2, y2 = h0.copy(), y0.copy()   # without the prefetch of a streamed state: a hint, the same floats
+    _core.op_ssm_scan_states(h2, B, C, xdt, dA, y2, tier, stream=False)
+    np.testing.assert_array_equal(h2, h)
+    np.testing.assert_array_equal(y2, y)
     np.testing.assert_allclose(h, want_h, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-4 * d_state ** 0.5)
     np.testing.assert_allclose(y, got["scalar"][1], rtol=1e-5, atol=1e-4 * d_state ** 0.5)

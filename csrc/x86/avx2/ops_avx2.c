@@ -105,11 +105,13 @@ static void causal_conv_avx2(const float *x, int64_t ldx, float *y, int64_t ldy,
     }
 }
 
-/* The scan over the states with y held in registers: 32 dims at a time, then 8, then the scalar tail (fmaf, the
+/* The scan over the states with y held in registers: 32 dims at a time (a streamed state prefetched
+ * OXL_SSM_PREFETCH_BYTES ahead), then 8, then the scalar tail (fmaf, the
  * same fused operations lane by lane). */
 static void ssm_scan_states_avx2(float *h, const float *B, const float *C, const float *xdt, float dA, float *y,
-                                 int d_state, int n) {
+                                 int d_state, int n, int stream) {
     const __m256 vdA = _mm256_set1_ps(dA);
+    const uintptr_t ahead = (uintptr_t)(OXL_SSM_PREFETCH_BYTES / 4 / n * n) * 4;   /* bytes, whole rows */
     int i0 = 0;
     for (; i0 + 32 <= n; i0 += 32) {
         __m256 y0 = _mm256_loadu_ps(y + i0), y1 = _mm256_loadu_ps(y + i0 + 8);
@@ -118,6 +120,11 @@ static void ssm_scan_states_avx2(float *h, const float *B, const float *C, const
         const __m256 x2 = _mm256_loadu_ps(xdt + i0 + 16), x3 = _mm256_loadu_ps(xdt + i0 + 24);
         for (int s = 0; s < d_state; s++) {
             float *hs = h + (int64_t)s * n + i0;
+            if (stream) {
+                const char *pf = (const char *)((uintptr_t)hs + ahead);   /* may lie past h: only a hint */
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+            }
             const __m256 b = _mm256_set1_ps(B[s]), c = _mm256_set1_ps(C[s]);
             const __m256 h0 = _mm256_fmadd_ps(_mm256_loadu_ps(hs), vdA, _mm256_mul_ps(b, x0));
             const __m256 h1 = _mm256_fmadd_ps(_mm256_loadu_ps(hs + 8), vdA, _mm256_mul_ps(b, x1));

@@ -28,11 +28,12 @@ static inline __m512 exp16(__m512 x) {
     return _mm512_maskz_mov_ps((__mmask16)~underflow, _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
 }
 
-/* The scan with y held in registers: 64 dims a pass (four registers, so four independent fma chains over s),
- * then 16 at a time, the last pass masked. */
+/* The scan with y held in registers: 64 dims a pass (four registers, so four independent fma chains over s; a
+ * streamed state prefetched OXL_SSM_PREFETCH_BYTES ahead), then 16 at a time, the last pass masked. */
 static void ssm_scan_states_avx512(float *h, const float *B, const float *C, const float *xdt, float dA, float *y,
-                                   int d_state, int n) {
+                                   int d_state, int n, int stream) {
     const __m512 vdA = _mm512_set1_ps(dA);
+    const uintptr_t ahead = (uintptr_t)(OXL_SSM_PREFETCH_BYTES / 4 / n * n) * 4;   /* bytes, whole rows */
     int i0 = 0;
     for (; i0 + 64 <= n; i0 += 64) {
         __m512 y0 = _mm512_loadu_ps(y + i0), y1 = _mm512_loadu_ps(y + i0 + 16);
@@ -41,6 +42,13 @@ static void ssm_scan_states_avx512(float *h, const float *B, const float *C, con
         const __m512 x2 = _mm512_loadu_ps(xdt + i0 + 32), x3 = _mm512_loadu_ps(xdt + i0 + 48);
         for (int s = 0; s < d_state; s++) {
             float *hs = h + (int64_t)s * n + i0;
+            if (stream) {
+                const char *pf = (const char *)((uintptr_t)hs + ahead);   /* may lie past h: only a hint */
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                _mm_prefetch(pf + 128, _MM_HINT_T0);
+                _mm_prefetch(pf + 192, _MM_HINT_T0);
+            }
             const __m512 b = _mm512_set1_ps(B[s]), c = _mm512_set1_ps(C[s]);
             const __m512 h0 = _mm512_fmadd_ps(_mm512_loadu_ps(hs), vdA, _mm512_mul_ps(b, x0));
             const __m512 h1 = _mm512_fmadd_ps(_mm512_loadu_ps(hs + 16), vdA, _mm512_mul_ps(b, x1));
@@ -76,22 +84,30 @@ static void ssm_scan_states_avx512(float *h, const float *B, const float *C, con
 }
 
 /* wt[j] = tap j of 16 channels (lanes past the mask 0) from w (channels, L) row-major: for the common L = 4 the 64
- * contiguous floats transposed in registers, else one masked gather per tap (a scalar copy through memory cost
- * ~3x the whole decode conv: every tap's 16 stores stalled the vector load that read them back) */
+ * contiguous floats transposed in registers, for other widths one gather per tap, for a masked last pass a copy
+ * through memory (which, on every pass, cost ~3x the whole decode conv: each tap's 16 stores stalled the vector
+ * load that read them back). Intrinsics SIMDe models (tests/native), so the tier harness builds this file. */
 static inline void conv_taps16(const float *w, int L, __mmask16 m, __m512 *wt) {
-    if (L == 4 && m == 0xffff) {
+    if (m == 0xffff && L == 4) {
         const __m512 a0 = _mm512_loadu_ps(w), a1 = _mm512_loadu_ps(w + 16);
         const __m512 a2 = _mm512_loadu_ps(w + 32), a3 = _mm512_loadu_ps(w + 48);
         const __m512i every4 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+        const __m512i halves = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
         for (int j = 0; j < 4; j++) {   /* channels 0-7 from a0|a1, 8-15 from a2|a3 */
             const __m512i ij = _mm512_add_epi32(every4, _mm512_set1_epi32(j));
-            wt[j] = _mm512_shuffle_f32x4(_mm512_permutex2var_ps(a0, ij, a1), _mm512_permutex2var_ps(a2, ij, a3), 0x44);
+            wt[j] = _mm512_permutex2var_ps(_mm512_permutex2var_ps(a0, ij, a1), halves, _mm512_permutex2var_ps(a2, ij, a3));
         }
-        return;
+    } else if (m == 0xffff) {
+        const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32(L));
+        for (int j = 0; j < L; j++) wt[j] = _mm512_castsi512_ps(_mm512_i32gather_epi32(idx, w + j, 4));
+    } else {
+        float tap[16];
+        for (int j = 0; j < L; j++) {
+            for (int l = 0; l < 16; l++) tap[l] = (m >> l) & 1 ? w[(int64_t)l * L + j] : 0.0f;
+            wt[j] = _mm512_loadu_ps(tap);
+        }
     }
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(L));
-    for (int j = 0; j < L; j++) wt[j] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, w + j, 4);
 }
 
 /* The causal conv, 16 channels a pass with the window of L inputs in registers, the last pass masked: mul,
