@@ -16,33 +16,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from server_process import ServerProcess, rss_mb, stream_request
 
 MAX_TOKENS = 64
 TOPICS = ["the sea", "a robot", "a city at night", "an old library", "mountains", "a cat", "the moon", "rain",
           "a train journey", "a garden", "winter", "a lighthouse", "a market", "the desert", "a violin", "bees"]
 RSS_GROWTH_LIMIT_MB = 100.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -52,63 +35,13 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
-class Server:
-    def __init__(self, model: str, parallel: int, n_ctx: int):
-        import oxillama
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, PYTHONPATH=str(Path(oxillama.__file__).resolve().parents[1]))
-        self.log = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([sys.executable, "-m", "oxillama", "serve", "-m", model, "--port", str(self.port),
-                                      "--parallel", str(parallel), "--n-ctx", str(n_ctx)],
-                                     stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=tempfile.gettempdir())
-
-    def wait_ready(self, timeout=120.0):
-        import httpx
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                self.log.seek(0)
-                raise RuntimeError(f"server exited: {self.log.read()}")
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("server did not become healthy")
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-
 async def stream_one(client, i: int, seed: int) -> dict:
     """One streaming chat request; client-side timings and the server's usage count."""
     body = {"messages": [{"role": "user", "content": f"Write a short story about {TOPICS[i % len(TOPICS)]}."}],
             "max_tokens": MAX_TOKENS, "temperature": 0.8, "seed": seed, "ignore_eos": True, "stream": True,
             "stream_options": {"include_usage": True}}
     t0 = time.perf_counter()
-    times, usage = [], None
-    async with client.stream("POST", "/v1/chat/completions", json=body) as r:
-        if r.status_code != 200:
-            raise RuntimeError(f"HTTP {r.status_code}: {(await r.aread())[:200]!r}")
-        async for line in r.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            event = json.loads(line[6:])
-            if event.get("usage"):
-                usage = event["usage"]
-            if event["choices"] and event["choices"][0]["delta"].get("content"):
-                times.append(time.perf_counter())
-    if usage is None:
-        raise RuntimeError("no usage chunk")
+    usage, times = await stream_request(client, "/v1/chat/completions", body)
     return {"start": t0, "end": time.perf_counter(), "token_times": times, "tokens": usage["completion_tokens"]}
 
 
@@ -150,7 +83,7 @@ async def measure(url: str, duration: float, clients: int, single_duration: floa
         await asyncio.gather(*(stream_one(client, i, seed=i) for i in range(8)))
         eight = time.perf_counter() - t
         figures["burst"] = {"one_s": one, "eight_s": eight, "ratio": eight / one}
-        figures["rss_after_burst_mb"] = _rss_mb(pid)      # every slot has been used once
+        figures["rss_after_burst_mb"] = rss_mb(pid)      # every slot has been used once
         # 3. many clients
         results, failures = [], []
         t0 = time.perf_counter()
@@ -166,15 +99,15 @@ async def measure(url: str, duration: float, clients: int, single_duration: floa
 
 
 def run(model: str, duration: float = 60.0, clients: int = 16, parallel: int = 8, single_duration: float = 15.0):
-    server = Server(model, parallel, n_ctx=1024)
+    server = ServerProcess(model, parallel=parallel, n_ctx=1024)
     try:
         server.wait_ready()
         import httpx
         httpx.post(server.url + "/v1/completions", json={"prompt": "Hello", "max_tokens": 4}, timeout=60)
-        rss_first = _rss_mb(server.proc.pid)
+        rss_first = rss_mb(server.proc.pid)
         figures = asyncio.run(measure(server.url, duration, clients, single_duration, server.proc.pid))
         figures["rss_after_first_mb"] = rss_first
-        figures["rss_after_load_mb"] = _rss_mb(server.proc.pid)
+        figures["rss_after_load_mb"] = rss_mb(server.proc.pid)
         figures["rss_growth_mb"] = figures["rss_after_load_mb"] - rss_first
         figures["rss_growth_after_burst_mb"] = figures["rss_after_load_mb"] - figures["rss_after_burst_mb"]
         figures["parallel"] = parallel

@@ -21,13 +21,14 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from server_process import ServerProcess, checkout_env, proc_cpu_seconds, stream_request
 
 N_SEQ = 8
 PROMPT_TOKENS = 24
@@ -57,91 +58,30 @@ def prompts_for(round_: int, n_vocab: int = 30000) -> list[list[int]]:
             for s in range(N_SEQ)]
 
 
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _proc_cpu(pid: int) -> float:
-    """user + system seconds of every thread of process pid"""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class Server:
-    def __init__(self, model: str, threads: int, parallel: int = N_SEQ):
-        import oxillama
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, PYTHONPATH=str(Path(oxillama.__file__).resolve().parents[1]))
-        self.log = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([sys.executable, "-m", "oxillama", "serve", "-m", model, "--port", str(self.port),
-                                      "--parallel", str(parallel), "--n-ctx", "1024", "--threads", str(threads)],
-                                     stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=tempfile.gettempdir())
-
-    def wait_ready(self, timeout: float = 300.0) -> None:
-        import httpx
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                self.log.seek(0)
-                raise RuntimeError(f"server exited: {self.log.read()[-3000:]}")
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.3)
-        raise RuntimeError("server did not become healthy")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 async def _stream(client, prompt: list[int], n_tokens: int, seed: int) -> int:
     """One streaming completion; the completion tokens the server's usage chunk counts."""
     body = {"prompt": prompt, "max_tokens": n_tokens, "temperature": 0.8, "seed": seed, "ignore_eos": True,
             "stream": True, "stream_options": {"include_usage": True}}
-    usage = None
-    async with client.stream("POST", "/v1/completions", json=body) as r:
-        if r.status_code != 200:
-            raise RuntimeError(f"HTTP {r.status_code}: {(await r.aread())[:300]!r}")
-        async for line in r.aiter_lines():
-            if line.startswith("data: ") and line != "data: [DONE]":
-                event = json.loads(line[6:])
-                if event.get("usage"):
-                    usage = event["usage"]
-    if usage is None:
-        raise RuntimeError("no usage chunk in the stream")
+    usage, _ = await stream_request(client, "/v1/completions", body)
     return usage["completion_tokens"]
 
 
 async def _burst(url: str, prompts, n_tokens: int, seed: int, pid: int) -> dict:
     import httpx
     async with httpx.AsyncClient(base_url=url, timeout=600, limits=httpx.Limits(max_connections=N_SEQ + 4)) as c:
-        c0, t0 = _proc_cpu(pid), time.perf_counter()
+        c0, t0 = proc_cpu_seconds(pid), time.perf_counter()
         counts = await asyncio.gather(*(_stream(c, p, n_tokens, seed * 100 + i) for i, p in enumerate(prompts)))
-        t1, c1 = time.perf_counter(), _proc_cpu(pid)
+        t1, c1 = time.perf_counter(), proc_cpu_seconds(pid)
     return {"tokens": sum(counts), "wall": t1 - t0, "cpu": c1 - c0}
 
 
 def run(model: str, threads: int = 2, n_tokens: int = 64, rounds: int = 3) -> dict:
-    server = Server(model, threads)
+    server = ServerProcess(model, parallel=N_SEQ, n_ctx=1024, threads=threads)
     runs = {"server": [], "batch": []}
     try:
         server.wait_ready()
         asyncio.run(_burst(server.url, prompts_for(0), 4, 0, server.proc.pid))     # warm-up: every slot used once
-        import oxillama
-        env = dict(os.environ, PYTHONPATH=str(Path(oxillama.__file__).resolve().parents[1]))
+        env = checkout_env()
         for r in range(rounds):
             prompts = prompts_for(1 + r)
             runs["server"].append(asyncio.run(_burst(server.url, prompts, n_tokens, r, server.proc.pid)))

@@ -16,6 +16,11 @@
  * is -inf) and returns OXL_SAMP_HAS_NAN / OXL_SAMP_HAS_POSINF flags. n >= 0. */
 int oxl_samp_copy_check(const float *src, float *dst, int64_t n, float *max_out);
 
+/* oxl_samp_copy_check's scan of x[0..n) alone (max into *max_out, the same flags), for a chain that
+ * only reads the row; *argmax_out: the first position of the max (np.argmax's, when no NaN). n >= 0
+ * (n 32-bit: positions are counted in int32 lanes). */
+int oxl_samp_check(const float *x, int64_t n, float *max_out, int64_t *argmax_out);
+
 /* Largest value of x[0..n), n >= 1. NaN compares false, so the caller checks for NaN itself. */
 float oxl_samp_max(const float *x, int64_t n);
 

@@ -115,6 +115,45 @@ int oxl_samp_copy_check(const float *OXL_RESTRICT src, float *OXL_RESTRICT dst, 
 }
 
 OXL_SAMP_CLONES OXL_SAMP_NOTRAP
+int oxl_samp_check(const float *x, int64_t n, float *max_out, int64_t *argmax_out) {
+    /* oxl_samp_copy_check's lanes without the copy; each lane also keeps where its max first occurred */
+    oxl_v8i nan_seen = {0}, at = {0, 1, 2, 3, 4, 5, 6, 7}, lane_at = at;
+    oxl_v8f lane = (oxl_v8f){0} - INFINITY;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const oxl_v8f v = oxl_v8f_load(x + i);
+        nan_seen |= (v != v);
+        const oxl_v8i up = v > lane;
+        lane = oxl_v8f_select(up, v, lane);
+        lane_at = (up & at) | (~up & lane_at);
+        at += 8;
+    }
+    float m = -INFINITY;
+    int64_t arg = 0;
+    int flags = 0;
+    for (int j = 0; j < 8; j++) {
+        if (lane[j] > m || (lane[j] == m && lane_at[j] < arg)) {
+            m = lane[j];
+            arg = lane_at[j];
+        }
+        flags |= nan_seen[j] != 0;
+    }
+    for (; i < n; i++) {
+        flags |= x[i] != x[i];
+        if (x[i] > m) {
+            m = x[i];
+            arg = i;
+        }
+    }
+    if (m == INFINITY) {
+        flags |= OXL_SAMP_HAS_POSINF;
+    }
+    *max_out = m;
+    *argmax_out = arg;
+    return flags;
+}
+
+OXL_SAMP_CLONES OXL_SAMP_NOTRAP
 void oxl_samp_exp_sum(const float *OXL_RESTRICT x, int64_t n, float shift, float scale,
                       float *OXL_RESTRICT w, double *sum_w, double *sum_wx) {
     /* pass 1, elementwise: w = exp(z), z = (x - shift) * scale clamped at -87 (where w is set

@@ -45,7 +45,8 @@ class _Node:
 
     @property
     def nbytes(self) -> int:
-        rows = 0 if self.k is None else self.k.nbytes + self.v.nbytes
+        # latent attention (kv_v_is_k): v is k, its rows held once
+        rows = 0 if self.k is None else self.k.nbytes + (0 if self.v is self.k else self.v.nbytes)
         return rows + int(getattr(self.state, "nbytes", 0))
 
 
@@ -57,6 +58,12 @@ class PrefixCacheStats:
     inserted_tokens: int = 0
     evicted_tokens: int = 0
     evictions: int = 0       # entries (tree leaves) dropped to stay within max_bytes
+
+
+def _cut(node: _Node, positions: slice) -> tuple:
+    """Copies of node's K and V rows at positions; one array for both when V is K (latent attention)."""
+    k = node.k[:, positions].copy()
+    return k, (k if node.v is node.k else node.v[:, positions].copy())
 
 
 def _common_len(a: np.ndarray, b: np.ndarray) -> int:
@@ -163,10 +170,10 @@ class PrefixKvCache:
     def _split(self, node: _Node, at: int) -> _Node:
         """Cut node's edge after `at` tokens; the new upper node (holding [0, at)) is returned."""
         parent = node.parent
-        upper = _Node(node.tokens[:at].copy(), node.k[:, :at].copy(), node.v[:, :at].copy(), parent,
+        upper = _Node(node.tokens[:at].copy(), *_cut(node, slice(None, at)), parent,
                       node.depth - len(node.tokens) + at, node.last_used)
         node.tokens = node.tokens[at:].copy()
-        node.k, node.v = node.k[:, at:].copy(), node.v[:, at:].copy()
+        node.k, node.v = _cut(node, slice(at, None))
         node.parent = upper
         upper.children[int(node.tokens[0])] = node
         parent.children[int(upper.tokens[0])] = upper

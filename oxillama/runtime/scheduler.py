@@ -74,7 +74,8 @@ class RequestHandle:
     def __init__(self, sched: "Scheduler", request_id: str):
         self.id = request_id
         self._sched = sched
-        self._cond = threading.Condition()
+        self._cond = threading.Condition()       # pieces: what the iterators wait on
+        self._finished = threading.Event()       # done: what result() waits on (a piece does not wake it)
         self._pieces: list[str] = []
         self._marks: list[int] = []    # tokens generated when each piece was pushed
         # the request's generated ids and their logprob entries (None: not asked), appended to by the
@@ -108,9 +109,8 @@ class RequestHandle:
 
     def result(self, timeout: float | None = None):
         """The Completion (blocking). Raises TimeoutError after timeout seconds, or the request's error."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: self._done, timeout):
-                raise TimeoutError(f"request {self.id} did not finish within {timeout} s")
+        if not self._finished.wait(timeout):
+            raise TimeoutError(f"request {self.id} did not finish within {timeout} s")
         if self._error is not None:
             raise self._error
         return self._completion
@@ -185,6 +185,7 @@ class RequestHandle:
                 self._marks.append(mark)
             if completion is not None or error is not None:
                 self._completion, self._error, self._done = completion, error, True
+                self._finished.set()
             self._cond.notify_all()
             waiters = list(self._async_waiters)
         if wake is not None:

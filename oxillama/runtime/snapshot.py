@@ -13,7 +13,9 @@ Layout:
       kv_type      str            "f16" | "f32"
       tokens       bin            int32 LE, the n_past tokens whose K/V are cached
       pending      int | nil      the last sampled token, not yet run through the model
-      k, v         bin            (n_layer, n_past, kv_dim) in kv_type, little-endian
+      k, v         bin            (n_layer, n_past, kv_dim) in kv_type, little-endian; v is nil (version 4)
+                                  when the model reads its values from its K rows (latent attention,
+                                  ForwardPlan.kv_v_is_k): the rows are stored once
       logits       bin | nil      float32 LE (n_vocab,): the last position's logits, when the session has
                                   them and no pending token (else nil: running the pending token makes them)
       seed         int | nil      the engine's default seed
@@ -47,8 +49,9 @@ from oxillama.runtime.kv_cache import KV_DTYPES
 from oxillama.sampling import Sampler, SamplerConfig
 
 MAGIC = b"OXLSNAP\x00"
-FORMAT_VERSION = 3       # 2: the recurrent state (version 1 snapshots, of attention-only models, still load);
+FORMAT_VERSION = 4       # 2: the recurrent state (version 1 snapshots, of attention-only models, still load);
                          # 3: short-conv / DeltaNet conv states in token rows (a version 2 state of those is refused)
+                         # 4: v may be nil: latent attention's values are its K rows, stored once
 # the families whose recurrent state's layout changed in version 3 (their conv tails were channel rows before)
 _CONV_LAYOUT_V3 = {"lfm2", "lfm2moe", "qwen3next", "qwen35", "qwen35moe"}
 _HEADER = struct.Struct("<8sIQ32s")
@@ -85,7 +88,8 @@ class KVState:
         return len(self.tokens)
 
     def memory_bytes(self) -> int:
-        return self.k.nbytes + self.v.nbytes + (0 if self.state is None else self.state.nbytes)
+        v = 0 if self.v is self.k else self.v.nbytes
+        return self.k.nbytes + v + (0 if self.state is None else self.state.nbytes)
 
 
 @dataclass
@@ -133,7 +137,7 @@ def encode(snap: Snapshot) -> bytes:
         "tokens": np.ascontiguousarray(kv.tokens, dtype="<i4").tobytes(),
         "pending": kv.pending,
         "k": np.ascontiguousarray(kv.k, dtype=dtype).tobytes(),
-        "v": np.ascontiguousarray(kv.v, dtype=dtype).tobytes(),
+        "v": None if kv.v is kv.k else np.ascontiguousarray(kv.v, dtype=dtype).tobytes(),
         "logits": None if kv.logits is None else np.ascontiguousarray(kv.logits, dtype="<f4").tobytes(),
         "seed": snap.seed,
         "sampler": snap.sampler,
@@ -246,7 +250,7 @@ def decode(blob) -> Snapshot:
     except (ValueError, TypeError, OverflowError, RecursionError, msgpack.UnpackException) as e:
         raise SnapshotError(f"snapshot body is not valid msgpack (truncated or corrupt): {type(e).__name__}: {e}") \
             from None
-    snap = _validate(d, n)
+    snap = _validate(d, n, version)
     if version < 3 and snap.kv.state is not None and snap.arch in _CONV_LAYOUT_V3:
         raise SnapshotError(f"snapshot format version {version} holds a {snap.arch} recurrent state in the layout "
                             f"older oxillama used (conv tails in channel rows); this version cannot restore it: run "
@@ -278,7 +282,7 @@ _OPTIONAL_FIELDS = {"loras",   # written only when the session used LoRA adapter
                     "state"}   # only for models with recurrent layers (format version 2)
 
 
-def _validate(d, n_body: int) -> Snapshot:
+def _validate(d, n_body: int, version: int = FORMAT_VERSION) -> Snapshot:
     if not isinstance(d, dict):
         raise SnapshotError(f"snapshot body must be a map, got {type(d).__name__}")
     _plain(d, "snapshot")
@@ -334,7 +338,8 @@ def _validate(d, n_body: int) -> Snapshot:
         raise SnapshotError(f"snapshot claims K/V of {n_layer} layers x {n_past} positions x {kv_dim} "
                             f"({want} bytes), more than the blob holds")
     arrays = []
-    for name in ("k", "v"):
+    v_is_k = version >= 4 and d["v"] is None      # latent attention: the values are the K rows, stored once
+    for name in ("k",) if v_is_k else ("k", "v"):
         raw = typed(name, bytes, "bytes")
         if len(raw) != want:
             raise SnapshotError(f"snapshot {name} is {len(raw)} bytes, expected {want} for ({n_layer}, {n_past}, "
@@ -343,8 +348,10 @@ def _validate(d, n_body: int) -> Snapshot:
         if arr.size and not np.isfinite(arr).all():    # what the model computes is finite
             raise SnapshotError(f"snapshot {name} cache holds NaN or infinite values")
         arrays.append(arr)
+    if v_is_k:
+        arrays.append(arrays[0])
     # what resuming allocates: a KV cache of n_ctx positions (resume's default n_ctx is the snapshot's)
-    kv_cache_bytes = 2 * n_layer * n_ctx * kv_dim * dtype.itemsize
+    kv_cache_bytes = (1 if v_is_k else 2) * n_layer * n_ctx * kv_dim * dtype.itemsize
     ram = _physical_memory()
     if ram is not None and kv_cache_bytes > ram:
         raise SnapshotError(f"snapshot asks for a KV cache of n_ctx={n_ctx} ({kv_cache_bytes / 2**30:.1f} GiB), more "

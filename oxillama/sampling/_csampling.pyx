@@ -15,6 +15,7 @@ cdef extern from "sampling/sampling.h" nogil:
     int OXL_SAMP_HAS_NAN
     int OXL_SAMP_HAS_POSINF
     int oxl_samp_copy_check(const float *src, float *dst, int64_t n, float *max_out)
+    int oxl_samp_check(const float *x, int64_t n, float *max_out, int64_t *argmax_out)
     float oxl_samp_max(const float *x, int64_t n)
     void oxl_samp_exp_sum(const float *x, int64_t n, float shift, float scale, float *w,
                           double *sum_w, double *sum_wx)
@@ -35,6 +36,19 @@ def copy_check(const float[::1] src, float[::1] dst):
         with nogil:
             flags = oxl_samp_copy_check(&src[0], &dst[0], n, &m)
     return m, bool(flags & OXL_SAMP_HAS_NAN), bool(flags & OXL_SAMP_HAS_POSINF)
+
+
+def check(const float[::1] x):
+    """copy_check's scan without the copy: (max, has_nan, has_posinf, first position of the max)."""
+    if x.shape[0] >= 2 ** 31:
+        raise SamplerError(f"check: {x.shape[0]} logits, at most 2**31 - 1")
+    cdef float m = 0
+    cdef int64_t arg = 0
+    cdef int flags = 0
+    if x.shape[0]:
+        with nogil:
+            flags = oxl_samp_check(&x[0], x.shape[0], &m, &arg)
+    return m, bool(flags & OXL_SAMP_HAS_NAN), bool(flags & OXL_SAMP_HAS_POSINF), arg
 
 
 def vmax(const float[::1] x):

@@ -104,13 +104,25 @@ def copy_checked(logits: np.ndarray, dst: np.ndarray) -> float:
     """Copy a checked float32 row into dst, scanning it on the way (one C pass); returns its max.
     NaN, +inf or an all -inf row raise SamplerError."""
     m, has_nan, has_posinf = _csampling.copy_check(logits, dst)
+    _refuse(logits, m, has_nan, has_posinf)
+    return m
+
+
+def scan_checked(logits: np.ndarray) -> tuple[float, int]:
+    """(max, first position of the max) of a checked float32 row, in one C pass that writes nothing.
+    NaN, +inf or an all -inf row raise SamplerError."""
+    m, has_nan, has_posinf, at = _csampling.check(logits)
+    _refuse(logits, m, has_nan, has_posinf)
+    return m, at
+
+
+def _refuse(logits: np.ndarray, m: float, has_nan: bool, has_posinf: bool) -> None:
     if has_nan:
         raise SamplerError(f"logits contain NaN (first at index {int(np.flatnonzero(np.isnan(logits))[0])})")
     if has_posinf:
         raise SamplerError(f"logits contain +inf (first at index {int(np.flatnonzero(np.isposinf(logits))[0])})")
     if m == -np.inf:
         raise SamplerError("every logit is -inf: nothing to sample")
-    return m
 
 
 class Stage:

@@ -9,18 +9,31 @@ import numpy as np
 
 from oxillama.errors import SamplerError
 from oxillama.sampling import _csampling
-from oxillama.sampling.base import StepContext, check_logits, copy_checked
+from oxillama.sampling.base import StepContext, check_logits, copy_checked, scan_checked
 from oxillama.sampling.candidates import Candidates, Workspace
 from oxillama.sampling.chain import SamplerChain, build_chain
 from oxillama.sampling.config import SamplerConfig
 from oxillama.sampling.penalties import dry_breakers_from_vocab
 from oxillama.sampling.rng import SamplerRNG
+from oxillama.sampling.selection import Greedy, WeightedDraw
+from oxillama.sampling.truncation import TopK
 
 __all__ = ["Sampler"]
 
 log = logging.getLogger("oxillama.sampling")
 
 _STATE_VERSION = 1
+
+
+def _reads_row_only(chain: SamplerChain) -> bool:
+    """Whether the chain only reads the full logits row, never editing it in place: it has no stage and a
+    greedy or weighted-draw selector (both read it), or its first stage is a top-k (which always narrows the
+    set into new arrays, so every later stage works on those)."""
+    stages = chain.stages
+    if not stages:
+        return type(chain.selector) in (Greedy, WeightedDraw)
+    first = stages[0]
+    return type(first) is TopK and first.k > 0
 
 
 class Sampler:
@@ -95,7 +108,15 @@ class Sampler:
         row = check_logits(logits, self.n_vocab, scan=False)
         if self._ws is None:
             self._set_vocab(row.shape[0])
-        cand = Candidates(self._ws, max_logit=copy_checked(row, self._ws.logits))
+        if _reads_row_only(self.chain):
+            # the chain never writes the whole row: it runs on the caller's, scanned in place (a copy of
+            # n_vocab floats per token saved); plain greedy is that scan's first max (Greedy's choice)
+            m, at = scan_checked(row)
+            if not self.chain.stages and type(self.chain.selector) is Greedy:
+                return at
+            cand = Candidates(self._ws, logits=row, max_logit=m)
+        else:
+            cand = Candidates(self._ws, max_logit=copy_checked(row, self._ws.logits))
         ctx = StepContext(tokens, self.rng, self.n_vocab)
         return self.chain.run(cand, ctx)
 

@@ -16,7 +16,7 @@ import pytest
 
 from oxillama import InferenceEngine, Scheduler
 from oxillama.convert import convert_state_dict
-from oxillama.errors import LoraError, ModelError
+from oxillama.errors import LoraError, ModelError, SnapshotError
 from oxillama.gguf import GGUFFile, GGUFWriter
 from oxillama.lora import LoraAdapter
 from oxillama.runtime.batch import SequencePool
@@ -162,6 +162,55 @@ def test_snapshot_resumes_token_for_token(engine, tmp_path):
         assert r.kv.v is r.kv.k
         rest = r.generate(None, max_tokens=10, temperature=0).tokens
     assert first + rest == full
+
+
+def test_snapshot_stores_the_latent_rows_once(engine, tmp_path):
+    """The values are the K rows: a snapshot holds them once (format 4); a format-3 blob with both still loads."""
+    import msgpack
+    from oxillama.runtime import snapshot as snap
+    ids = golden()[0][:20].tolist()
+    engine.reset()
+    full = engine.generate(ids, max_tokens=12, temperature=0).tokens
+    engine.reset()
+    first = engine.generate(ids, max_tokens=4, temperature=0).tokens
+    blob = engine.snapshot()
+    body = msgpack.unpackb(blob[snap._HEADER.size:], raw=False)
+    assert body["v"] is None and len(body["k"]) == engine.kv.n_layer * engine.kv.n_past * engine.kv.kv_dim * engine.kv.k.itemsize
+    decoded = snap.decode(blob)
+    assert decoded.kv.v is decoded.kv.k and decoded.kv.memory_bytes() == len(body["k"])
+    body["v"] = body["k"]                                 # how format 3 wrote it: K and V both
+    (tmp_path / "v3.oxl").write_bytes(snap.frame(msgpack.packb(body, use_bin_type=True), version=3))
+    with InferenceEngine.resume(tmp_path / "v3.oxl", PATH, n_threads=1) as r:
+        rest = r.generate(None, max_tokens=8, temperature=0).tokens
+    assert first + rest == full
+    body["v"] = None                                      # nil v is format 4's: a format-3 header with it is refused
+    with pytest.raises(SnapshotError, match="field 'v' must be bytes"):
+        snap.decode(snap.frame(msgpack.packb(body, use_bin_type=True), version=3))
+
+
+def test_prompt_cache_holds_the_latent_rows_once(engine):
+    """V is K's rows: the prompt cache keeps one array per edge, also after an edge is split, counts it once, and
+    restores the same rows."""
+    from oxillama.runtime.prefix_cache import PrefixKvCache
+    ids = golden()[0][:24].tolist()
+    other = ids[:10] + [3, 4, 5]
+    engine.reset()
+    engine.generate(ids, max_tokens=1, temperature=0)
+    want, _ = engine.kv.read(0, 24)
+    cache = PrefixKvCache()
+    cache.insert(ids, engine.kv)
+    row = engine.kv.n_layer * engine.kv.kv_dim * engine.kv.k.itemsize
+    assert cache.nbytes == 24 * row
+    engine.reset()
+    engine.generate(other, max_tokens=1, temperature=0)
+    cache.insert(other, engine.kv)                        # splits the first edge after 10 tokens
+    assert cache.nbytes == (24 + 3) * row
+    nodes = list(cache._nodes())
+    assert len(nodes) == 3 and all(n.v is n.k for n in nodes)
+    engine.reset()
+    assert cache.restore(ids, engine.kv) == 24
+    got_k, got_v = engine.kv.read(0, 24)
+    assert np.array_equal(got_k, want) and got_v is got_k
 
 
 def test_scheduler_writes_what_generate_writes(engine):

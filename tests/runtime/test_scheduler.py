@@ -164,6 +164,8 @@ def test_cancel_frees_the_slot(tiny):
         waiting = sched.submit(prompt, max_tokens=4, temperature=0)
         assert entered.wait(TIMEOUT)  # it runs (held in its first step)
         assert not waiting.done
+        with pytest.raises(TimeoutError, match="did not finish within"):
+            long.result(timeout=0.05)
         long.cancel()
         long.cancel()                 # idempotent
         gate.set()

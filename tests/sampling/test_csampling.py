@@ -24,6 +24,23 @@ def test_max_and_exp_sum_match_numpy(rng, n):
     assert s_wx == pytest.approx((ref * (x - m)).sum(), rel=SUM_REL_TOL)
 
 
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 16, 17, 1023, 49152 + 3])
+def test_check_is_copy_checks_scan_and_argmax(rng, n):
+    """check(): copy_check's (max, flags) without writing, and np.argmax's position (ties: the first)."""
+    x = rng.integers(-6, 6, n).astype(np.float32)   # many ties, across lanes and in the tail
+    x[::5] = -np.inf
+    dst = np.empty_like(x)
+    m, has_nan, has_posinf, at = _csampling.check(x)
+    assert (m, has_nan, has_posinf) == _csampling.copy_check(x, dst)
+    assert at == int(np.argmax(x)) and m == x.max()
+    x[-1] = x.max() + 1                               # the max in the scalar tail (or the last lane)
+    assert _csampling.check(x)[3] == n - 1
+    x[n // 2] = np.nan
+    assert _csampling.check(x)[1:3] == (True, False)
+    x[n // 2] = np.inf
+    assert _csampling.check(x)[1:3] == (False, True)
+
+
 def test_exp_sum_masked_and_scaled(rng):
     x = (rng.standard_normal(3000) * 4).astype(np.float32)
     x[::7] = -np.inf

@@ -143,6 +143,26 @@ def test_caller_logits_are_not_modified(rng):
     np.testing.assert_array_equal(row, before)
 
 
+@pytest.mark.parametrize("config", [
+    SamplerConfig(temperature=0.0),                                  # greedy: the scan's first max
+    SamplerConfig(),                                                 # top-k first, then top-p, min-p, temperature
+    SamplerConfig(top_k=3000, top_p=0.9, temperature=0.8),          # a top-k that sorts the row
+    SamplerConfig(**PLAIN),                                          # the draw over the full row
+])
+def test_chains_that_read_the_row_in_place_draw_as_a_copy_does(rng, config):
+    """A chain that only reads the whole row runs on the caller's array (no copy): the caller's row is
+    untouched and, seed for seed, the tokens are those of the same chain run on a copy (a zero logit bias
+    puts a stage that writes first, so the row is copied)."""
+    rows = random_rows(rng, 40, 5000)
+    rows[0, 11] = rows[0, 900] = rows[0].max() + 1    # a tie for the greedy choice: the lower id
+    before = rows.copy()
+    in_place = Sampler(config, seed=7)
+    copied = Sampler(config.replace(logit_bias={0: 0.0}), seed=7)
+    hist = np.arange(30, dtype=np.int32)
+    assert [in_place.sample(r, hist) for r in rows] == [copied.sample(r, hist) for r in rows]
+    np.testing.assert_array_equal(rows, before)
+
+
 def test_banned_and_biased_tokens():
     x = np.zeros(6, np.float32)
     s = Sampler(SamplerConfig(temperature=0.0, logit_bias={4: 3.0}, banned_tokens=(4,)), seed=0)

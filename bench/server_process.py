@@ -1,0 +1,113 @@
+"""What the server benches share: `oxillama serve` started as a real process on a free 127.0.0.1 port (this
+checkout's oxillama first on its path), its CPU time and RSS, and one streaming request read event by event.
+
+    server = ServerProcess(model, parallel=8, n_ctx=1024, threads=2)
+    server.wait_ready()
+    ... await stream_request(client, "/v1/completions", body) ...
+    server.stop()
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """user + system seconds of every thread of process pid"""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def checkout_env() -> dict:
+    """The environment of a child process that imports the oxillama this process imported."""
+    import oxillama
+    return dict(os.environ, PYTHONPATH=str(Path(oxillama.__file__).resolve().parents[1]))
+
+
+class ServerProcess:
+    """`python -m oxillama serve -m MODEL --parallel P --n-ctx N [--threads T]`, its output kept in a
+    temporary file (shown when it exits before it is ready)."""
+
+    def __init__(self, model: str, *, parallel: int, n_ctx: int, threads: int | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        cmd = [sys.executable, "-m", "oxillama", "serve", "-m", model, "--port", str(self.port),
+               "--parallel", str(parallel), "--n-ctx", str(n_ctx)]
+        if threads is not None:
+            cmd += ["--threads", str(threads)]
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=checkout_env(),
+                                     cwd=tempfile.gettempdir())
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait_ready(self, timeout: float = 300.0) -> None:
+        import httpx
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.log.seek(0)
+                raise RuntimeError(f"server exited: {self.log.read()[-3000:]}")
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("server did not become healthy")
+
+    def stop(self) -> int:
+        """SIGTERM (then SIGKILL after 60 s); the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+async def stream_request(client, path: str, body: dict) -> tuple[dict, list[float]]:
+    """POST body (with "stream": true) and read its server-sent events: (the usage chunk's usage, the
+    time of each event that carried text). Raises on an HTTP error or a stream without usage."""
+    usage, times = None, []
+    async with client.stream("POST", path, json=body) as r:
+        if r.status_code != 200:
+            raise RuntimeError(f"HTTP {r.status_code}: {(await r.aread())[:300]!r}")
+        async for line in r.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[6:])
+            if event.get("usage"):
+                usage = event["usage"]
+            choice = event["choices"][0] if event.get("choices") else None
+            if choice and (choice.get("text") or (choice.get("delta") or {}).get("content")):
+                times.append(time.perf_counter())
+    if usage is None:
+        raise RuntimeError("no usage chunk in the stream")
+    return usage, times
