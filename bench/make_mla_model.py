@@ -25,8 +25,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from oxillama.convert.hf import _minimal_vocab  # noqa: E402
-from oxillama.gguf import GGUFWriter  # noqa: E402
+from make_moe_model import llama_cpp_q4_k_m, write_gguf  # noqa: E402
 
 N_VOCAB, N_EMBD, N_LAYER, N_DENSE, N_FF = 32768, 2048, 8, 1, 10944
 N_HEAD, KV_LORA_RANK, D_NOPE, D_ROPE, D_V = 16, 512, 128, 64, 128
@@ -67,7 +66,6 @@ def tensors(rng):
 
 def write(path: str) -> None:
     a = "deepseek2"
-    w = GGUFWriter(path)
     md = {"general.architecture": a, "general.name": "random deepseek2, V2-Lite attention (benchmark)",
           f"{a}.context_length": 4096, f"{a}.embedding_length": N_EMBD, f"{a}.block_count": N_LAYER,
           f"{a}.feed_forward_length": N_FF, f"{a}.attention.head_count": N_HEAD, f"{a}.attention.head_count_kv": 1,
@@ -79,13 +77,8 @@ def write(path: str) -> None:
           f"{a}.leading_dense_block_count": N_DENSE, f"{a}.expert_count": N_EXPERT, f"{a}.expert_used_count": N_USED,
           f"{a}.expert_feed_forward_length": N_FF_EXP, f"{a}.expert_shared_count": N_SHARED,
           f"{a}.expert_weights_scale": 1.0, f"{a}.expert_gating_func": 1, f"{a}.vocab_size": N_VOCAB}
-    for k, v in md.items():
-        w.add_metadata(k, v, type="UINT32" if isinstance(v, int) else None)
-    for k, v in _minimal_vocab(N_VOCAB).items():
-        w.add_metadata(k, v)
-    for name, data in tensors(np.random.default_rng(0)):
-        w.add_tensor(name, data, qtype="F32" if data.ndim < 2 or name.endswith("ffn_gate_inp.weight") else "F16")
-    w.write()
+    write_gguf(path, md, N_VOCAB, tensors(np.random.default_rng(0)),
+               lambda name, d: "F32" if d.ndim < 2 or name.endswith("ffn_gate_inp.weight") else "F16")
 
 
 def main(argv=None) -> int:
@@ -99,13 +92,7 @@ def main(argv=None) -> int:
     f16 = args.out.replace(".Q4_K_M", "") + ".F16.part.gguf"
     tmp = args.out + ".part"
     write(f16)
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
-    params.nthread = os.cpu_count() or 1
-    rc = llama_cpp.llama_model_quantize(f16.encode(), tmp.encode(), params)
-    os.remove(f16)
-    if rc != 0:
-        raise SystemExit(f"llama_model_quantize failed with {rc}")
+    llama_cpp_q4_k_m(llama_cpp, f16, tmp)
     os.replace(tmp, args.out)
     print(f"wrote {args.out} ({os.path.getsize(args.out) / 2**30:.2f} GiB)")
     return 0

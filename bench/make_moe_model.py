@@ -63,9 +63,32 @@ def own_qtype(name: str, data: np.ndarray) -> str:
     return "Q4_K"
 
 
+def write_gguf(path: str, metadata: dict, n_vocab: int, tensors, qtype_of) -> None:
+    """A GGUF at path: the metadata (ints as UINT32), a minimal vocabulary of n_vocab tokens, then the
+    (name, float32 array) tensors, each stored as qtype_of(name, array). Shared with make_mla_model.py."""
+    w = GGUFWriter(path)
+    for k, v in metadata.items():
+        w.add_metadata(k, v, type="UINT32" if isinstance(v, int) else None)
+    for k, v in _minimal_vocab(n_vocab).items():
+        w.add_metadata(k, v)
+    for name, data in tensors:
+        w.add_tensor(name, data, qtype=qtype_of(name, data))
+    w.write()
+
+
+def llama_cpp_q4_k_m(llama_cpp, f16: str, out: str) -> None:
+    """out = f16 quantized to Q4_K_M by llama.cpp (llama-cpp-python's llama_model_quantize); f16 is removed."""
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
+    params.nthread = os.cpu_count() or 1
+    rc = llama_cpp.llama_model_quantize(f16.encode(), out.encode(), params)
+    os.remove(f16)
+    if rc != 0:
+        raise SystemExit(f"llama_model_quantize failed with {rc}")
+
+
 def write(path: str, qtype_of) -> None:
     a = "qwen3moe"
-    w = GGUFWriter(path)
     md = {"general.architecture": a, "general.name": "random qwen3moe 1.3B (benchmark)",
           f"{a}.context_length": 4096, f"{a}.embedding_length": N_EMBD, f"{a}.block_count": N_LAYER,
           f"{a}.feed_forward_length": 3072, f"{a}.attention.head_count": N_HEAD,
@@ -73,13 +96,7 @@ def write(path: str, qtype_of) -> None:
           f"{a}.attention.value_length": HEAD_DIM, f"{a}.rope.freq_base": 1000000.0,
           f"{a}.attention.layer_norm_rms_epsilon": 1e-6, f"{a}.expert_count": N_EXPERT,
           f"{a}.expert_used_count": N_USED, f"{a}.expert_feed_forward_length": N_FF_EXP}
-    for k, v in md.items():
-        w.add_metadata(k, v, type="UINT32" if isinstance(v, int) else None)
-    for k, v in _minimal_vocab(N_VOCAB).items():
-        w.add_metadata(k, v)
-    for name, data in tensors(np.random.default_rng(0)):
-        w.add_tensor(name, data, qtype=qtype_of(name, data))
-    w.write()
+    write_gguf(path, md, N_VOCAB, tensors(np.random.default_rng(0)), qtype_of)
 
 
 def main(argv=None) -> int:
@@ -100,13 +117,7 @@ def main(argv=None) -> int:
     else:
         f16 = args.out.replace(".Q4_K_M", "") + ".F16.part.gguf"
         write(f16, lambda name, d: "F32" if d.ndim < 2 else "F16")
-        params = llama_cpp.llama_model_quantize_default_params()
-        params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
-        params.nthread = os.cpu_count() or 1
-        rc = llama_cpp.llama_model_quantize(f16.encode(), tmp.encode(), params)
-        os.remove(f16)
-        if rc != 0:
-            raise SystemExit(f"llama_model_quantize failed with {rc}")
+        llama_cpp_q4_k_m(llama_cpp, f16, tmp)
     os.replace(tmp, args.out)
     print(f"wrote {args.out} ({os.path.getsize(args.out) / 2**30:.2f} GiB)")
     return 0

@@ -57,6 +57,31 @@ class Rig:
         return np.concatenate(out)
 
 
+def expect_model_error_naming(key, write, tmp_path, overrides, drop, reshape):
+    """The bad files' harness of every family: a tiny file written by `write` with the metadata overrides, the
+    tensors in drop left out and those in reshape replaced is refused by the loader with a ModelError naming key."""
+    path = write(tmp_path / "bad.gguf", overrides=overrides, drop=drop, reshape=reshape)
+    with pytest.raises(ModelError, match=key.replace(".", r"\.")):
+        Model(GGUFFile(path))
+
+
+def expect_engine_matches_transformers(e, toks, want):
+    """The engine's logits of toks fed in chunks of 50 against transformers' (want)."""
+    got = np.concatenate([e.forward(toks[i:i + 50], all_logits=True) for i in range(0, len(toks), 50)])
+    assert np.abs(got - want).max() < TOL_F32
+
+
+def expect_scheduler_writes_what_generate_writes(e, toks):
+    """Three prompts decoded together by a Scheduler (two at a time) give the tokens generate() gives each alone."""
+    from oxillama import Scheduler
+    prompts = [toks[:n].tolist() for n in (5, 40, 17)]
+    with Scheduler(e, n_seq_max=2) as sched:
+        outs = [h.result(120) for h in [sched.submit(p, max_tokens=6, temperature=0) for p in prompts]]
+    for p, out in zip(prompts, outs):
+        e.reset()
+        assert out.tokens == e.generate(p, max_tokens=6, temperature=0).tokens
+
+
 @pytest.fixture(scope="module")
 def lfm2_path(tmp_path_factory):
     return tiny_hybrid.write_tiny_lfm2(tmp_path_factory.mktemp("lfm2") / "lfm2.gguf")
@@ -173,9 +198,7 @@ BAD_FILES = [
 
 @pytest.mark.parametrize("overrides, drop, reshape, key", BAD_FILES)
 def test_bad_lfm2_metadata_is_a_model_error_naming_the_key(tmp_path, overrides, drop, reshape, key):
-    path = tiny_hybrid.write_tiny_lfm2(tmp_path / "bad.gguf", overrides=overrides, drop=drop, reshape=reshape)
-    with pytest.raises(ModelError, match=key.replace(".", r"\.")):
-        Model(GGUFFile(path))
+    expect_model_error_naming(key, tiny_hybrid.write_tiny_lfm2, tmp_path, overrides, drop, reshape)
 
 
 # ---- through the engine: the session's state slot, checkpoints, snapshots, the scheduler ----
@@ -337,11 +360,10 @@ def test_qwen3next_quantized_stays_close(tmp_path, goldens):
 
 
 def test_qwen3next_through_the_engine(q3n_path, goldens, tmp_path):
-    from oxillama import InferenceEngine, Scheduler
+    from oxillama import InferenceEngine
     with InferenceEngine.from_gguf(q3n_path, n_ctx=256, n_threads=2, kv_type="f32") as e:
         toks = goldens["tokens"]
-        got = np.concatenate([e.forward(toks[i:i + 50], all_logits=True) for i in range(0, len(toks), 50)])
-        assert np.abs(got - goldens["qwen3next/transformers"]).max() < TOL_F32
+        expect_engine_matches_transformers(e, toks, goldens["qwen3next/transformers"])
         # a snapshot resumes token for token
         ids = toks[:40].tolist()
         e.reset()
@@ -351,13 +373,7 @@ def test_qwen3next_through_the_engine(q3n_path, goldens, tmp_path):
         e.save(tmp_path / "s.oxl")
         with InferenceEngine.resume(tmp_path / "s.oxl", q3n_path, n_threads=1) as r:
             assert first + r.generate(None, max_tokens=7, temperature=0).tokens == full
-        # many sequences in the scheduler write what generate() writes
-        prompts = [toks[:n].tolist() for n in (5, 40, 17)]
-        with Scheduler(e, n_seq_max=2) as sched:
-            outs = [h.result(120) for h in [sched.submit(p, max_tokens=6, temperature=0) for p in prompts]]
-        for p, out in zip(prompts, outs):
-            e.reset()
-            assert out.tokens == e.generate(p, max_tokens=6, temperature=0).tokens
+        expect_scheduler_writes_what_generate_writes(e, toks)
 
 
 Q = "qwen3next."
@@ -378,9 +394,7 @@ Q3N_BAD = [
 
 @pytest.mark.parametrize("overrides, drop, reshape, key", Q3N_BAD)
 def test_bad_qwen3next_metadata_is_a_model_error_naming_the_key(tmp_path, overrides, drop, reshape, key):
-    path = tiny_hybrid.write_tiny_qwen3next(tmp_path / "bad.gguf", overrides=overrides, drop=drop, reshape=reshape)
-    with pytest.raises(ModelError, match=key.replace(".", r"\.")):
-        Model(GGUFFile(path))
+    expect_model_error_naming(key, tiny_hybrid.write_tiny_qwen3next, tmp_path, overrides, drop, reshape)
 
 
 def test_qwen3next_does_not_run_its_mtp_block(tmp_path, q3n_path, goldens):
@@ -457,17 +471,11 @@ def test_lfm2moe_the_expert_bias_moves_the_choice(tmp_path, l2m_path, goldens):
 
 
 def test_lfm2moe_through_the_engine(l2m_path, goldens):
-    from oxillama import InferenceEngine, Scheduler
+    from oxillama import InferenceEngine
     with InferenceEngine.from_gguf(l2m_path, n_ctx=256, n_threads=2, kv_type="f32") as e:
         toks = goldens["tokens"]
-        got = np.concatenate([e.forward(toks[i:i + 50], all_logits=True) for i in range(0, len(toks), 50)])
-        assert np.abs(got - goldens["lfm2moe/transformers"]).max() < TOL_F32
-        prompts = [toks[:n].tolist() for n in (5, 40, 17)]
-        with Scheduler(e, n_seq_max=2) as sched:
-            outs = [h.result(120) for h in [sched.submit(p, max_tokens=6, temperature=0) for p in prompts]]
-        for p, out in zip(prompts, outs):
-            e.reset()
-            assert out.tokens == e.generate(p, max_tokens=6, temperature=0).tokens
+        expect_engine_matches_transformers(e, toks, goldens["lfm2moe/transformers"])
+        expect_scheduler_writes_what_generate_writes(e, toks)
 
 
 L2 = "lfm2moe."
@@ -486,9 +494,7 @@ L2M_BAD = [
 
 @pytest.mark.parametrize("overrides, drop, reshape, key", L2M_BAD)
 def test_bad_lfm2moe_metadata_is_a_model_error_naming_the_key(tmp_path, overrides, drop, reshape, key):
-    path = tiny_hybrid.write_tiny_lfm2moe(tmp_path / "bad.gguf", overrides=overrides, drop=drop, reshape=reshape)
-    with pytest.raises(ModelError, match=key.replace(".", r"\.")):
-        Model(GGUFFile(path))
+    expect_model_error_naming(key, tiny_hybrid.write_tiny_lfm2moe, tmp_path, overrides, drop, reshape)
 
 
 # ---- Qwen3.5 (qwen35, qwen35moe): Qwen3-Next's blocks, b and a from ssm_beta / ssm_alpha, value heads tiled ----
@@ -539,18 +545,12 @@ def test_qwen35_quantized_b_and_a(tmp_path, goldens, qtypes):
 
 
 def test_qwen35moe_through_the_engine(tmp_path, goldens):
-    from oxillama import InferenceEngine, Scheduler
+    from oxillama import InferenceEngine
     path = tiny_hybrid.write_tiny_qwen35(tmp_path / "q35moe.gguf", moe=True)
     with InferenceEngine.from_gguf(path, n_ctx=256, n_threads=2, kv_type="f32") as e:
         toks = goldens["tokens"]
-        got = np.concatenate([e.forward(toks[i:i + 50], all_logits=True) for i in range(0, len(toks), 50)])
-        assert np.abs(got - goldens["qwen35moe/transformers"]).max() < TOL_F32
-        prompts = [toks[:n].tolist() for n in (5, 40, 17)]
-        with Scheduler(e, n_seq_max=2) as sched:
-            outs = [h.result(120) for h in [sched.submit(p, max_tokens=6, temperature=0) for p in prompts]]
-        for p, out in zip(prompts, outs):
-            e.reset()
-            assert out.tokens == e.generate(p, max_tokens=6, temperature=0).tokens
+        expect_engine_matches_transformers(e, toks, goldens["qwen35moe/transformers"])
+        expect_scheduler_writes_what_generate_writes(e, toks)
 
 
 Q5 = "qwen35."
@@ -564,9 +564,7 @@ Q35_BAD = [
 
 @pytest.mark.parametrize("overrides, drop, reshape, key", Q35_BAD)
 def test_bad_qwen35_metadata_is_a_model_error_naming_the_key(tmp_path, overrides, drop, reshape, key):
-    path = tiny_hybrid.write_tiny_qwen35(tmp_path / "bad.gguf", overrides=overrides, drop=drop, reshape=reshape)
-    with pytest.raises(ModelError, match=key.replace(".", r"\.")):
-        Model(GGUFFile(path))
+    expect_model_error_naming(key, tiny_hybrid.write_tiny_qwen35, tmp_path, overrides, drop, reshape)
 
 
 # ---- quantized files against llama.cpp on the same files ----
