@@ -31,9 +31,11 @@ static float sparsemixer_weight(const float *l, int ne, int best, float eps) {
     return 1.0f / sum;
 }
 
-/* Group-limited routing (DeepSeek-V3, llama.cpp's n_expert_groups): a group's score is the sum of its two best
- * selection scores (its one where a group has one expert); the n_group_used best groups (ties to the lower
- * index) keep their experts' scores, the others' become -inf. */
+/* Group-limited routing (DeepSeek-V2/V3, llama.cpp's n_expert_groups): a group's score is, for V3's sigmoid router
+ * ("noaux_tc"), the sum of its two best selection scores (its one where a group has one expert), for V2's softmax
+ * router ("group_limited_greedy") its best score, as DeepSeek's and transformers' code rank them (llama.cpp
+ * 0.3.36 sums the two best for V2 too); the n_group_used best groups (ties to the lower index) keep their
+ * experts' scores, the others' become -inf. */
 static void route_groups(const oxl_layer *L, float *sc) {
     const int ng = L->n_group, per = L->n_expert / ng;
     float gs[OXL_MAX_EXPERTS];
@@ -44,7 +46,7 @@ static void route_groups(const oxl_layer *L, float *sc) {
             if (sc[e] > b1) { b2 = b1; b1 = sc[e]; }
             else if (sc[e] > b2) b2 = sc[e];
         }
-        gs[g] = per > 1 ? b1 + b2 : b1;
+        gs[g] = per > 1 && L->gating == OXL_GATING_SIGMOID ? b1 + b2 : b1;
         keep[g] = 0;
     }
     for (int j = 0; j < L->n_group_used; j++) {

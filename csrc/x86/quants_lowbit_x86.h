@@ -5,7 +5,8 @@
  * - Q1_0: each Q8_0 activation block k of the row (4 per weight block) gives 8 int32 lanes p_k (exact) and
  *   c_k = d_x * d_y,k; even = fma(c_k, p_k, even) for even k, odd = fma(c_k, p_k, odd) for odd k;
  *   result = hsum_f32_8(even + odd). (The AVX-512 tier holds even in the low and odd in the high half of
- *   one register: the same floats.)
+ *   one register: the same floats. The AVX-512 VNNI tier sums Q1_0 in its own order, one fma per activation
+ *   block and output: csrc/x86/avx512vnni/quants_lowbit_vnni.c.)
  * - TQ1_0, TQ2_0: one exact integer sum per super-block, sum += (float)sumi * (d_x * d_y), as the scalar
  *   tier does: every tier gives the scalar float. */
 #ifndef OXL_X86_QUANTS_LOWBIT_X86_H

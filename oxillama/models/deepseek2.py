@@ -16,7 +16,8 @@ and RoPE's own magnitude factor cancels to 1 (DeepSeek's mscale = mscale_all_dim
 
 FFN: the first leading_dense_block_count blocks are dense; the others a mixture (softmax router unless
 expert_gating_func says sigmoid, V3's selection bias exp_probs_b and group-limited choice over expert_group_count
-groups, expert_weights_norm, expert_weights_scale) plus expert_shared_count shared experts run as one FFN.
+groups: V3's sigmoid router ranks a group by its two best scores, V2's softmax router by its best, as DeepSeek's
+code does; llama.cpp ranks V2's groups by the two best too; expert_weights_norm, expert_weights_scale) plus expert_shared_count shared experts run as one FFN.
 Multi-token-prediction blocks after the trunk (nextn_predict_layers) are not run.
 """
 from __future__ import annotations

@@ -73,6 +73,17 @@ MODELS = {
                                              moe_intermediate_size=32, routed_scaling_factor=1.5,
                                              topk_method="greedy", norm_topk_prob=False,
                                              rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+    # DeepSeek-V2 (the full model's router): softmax scores, 4 groups of 2 experts ranked by their best expert
+    # ("group_limited_greedy"), the experts of the 2 best groups only; llama.cpp ranks groups by their two best
+    "deepseek_v2_groups": ("DeepseekV2Config", dict(num_hidden_layers=3, num_key_value_heads=4, intermediate_size=96,
+                                                    kv_lora_rank=24, q_lora_rank=None, qk_nope_head_dim=16,
+                                                    qk_rope_head_dim=8, v_head_dim=16, first_k_dense_replace=1,
+                                                    n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1,
+                                                    moe_intermediate_size=32, routed_scaling_factor=1.0,
+                                                    topk_method="group_limited_greedy", n_group=4, topk_group=2,
+                                                    norm_topk_prob=False,
+                                                    rope_parameters={"rope_type": "default",
+                                                                     "rope_theta": 10000.0})),
     # DeepSeek-V3's: a q LoRA, the sigmoid router with a selection bias over 4 groups (2 used), renormalised and
     # scaled by 2.5, two shared experts, YaRN with mscale = mscale_all_dim (the scores' mscale^2)
     "deepseek_v3": ("DeepseekV3Config", dict(num_hidden_layers=3, num_key_value_heads=4, intermediate_size=96,

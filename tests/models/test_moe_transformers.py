@@ -26,7 +26,7 @@ from reference import reference_forward  # noqa: E402  tests/runtime/reference.p
 HF_MOE = os.path.join(os.path.dirname(__file__), "data", "hf_moe")
 NAMES = sorted(f[:-len(".config.json")] for f in os.listdir(HF_MOE) if f.endswith(".config.json"))
 ARCH = {"qwen3moe": "qwen3moe", "qwen2moe": "qwen2moe", "olmoe": "olmoe", "mixtral": "llama", "gpt-oss": "gpt-oss",
-        "phimoe": "phimoe", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2"}
+        "phimoe": "phimoe", "deepseek_v2": "deepseek2", "deepseek_v2_groups": "deepseek2", "deepseek_v3": "deepseek2"}
 
 F32_TOL = 1e-5        # max |ours - transformers| / std, as test_architectures.py's dense families
 F16_KV_TOL = 3e-3     # through the default F16 KV cache, as test_architectures.py

@@ -212,6 +212,12 @@ def test_avx512_tiers_match_scalar_through_simde(simde_results, tier):
         # its own multi-row kernels, checked bit for bit against the AVX-512 vec_dots it inherits
         for qtype in ("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q1_0"):
             assert results[(qtype, "gemm")].owner == "avx512vnni" and results[(qtype, "gemm")].cases > 0
+        # the K-quants' sixteen-rows-a-register order (quants_kx16_vnni.c): its own vec_dot, and the repacked
+        # product bit for bit that vec_dot (selftest fails any other float)
+        for qtype in ("Q4_K", "Q5_K", "Q6_K"):
+            for kernel in ("vec_dot", "gemm", "repacked"):
+                r = results[(qtype, kernel)]
+                assert r.owner == "avx512vnni" and r.cases > 0, r
         # TQ2_0 by vpdpbusd: one exact integer per super-block, the scalar floats bit for bit
         for kernel in ("vec_dot", "gemm"):
             r = results[("TQ2_0", kernel)]

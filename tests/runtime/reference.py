@@ -56,10 +56,10 @@ def route(logits, L):
         return _sparsemixer(logits, L["router_eps"])
     p = _softmax(logits) if gating == "softmax" else 1.0 / (1.0 + np.exp(-logits)) if gating == "sigmoid" else logits
     sc = p if L.get("sel_bias") is None else p + _vec(L["sel_bias"])   # DeepSeek-V3, lfm2moe: choose by p + bias
-    if L.get("n_group", 0) > 1:   # only within the n_group_used groups whose two best scores sum highest
-        ng = L["n_group"]
-        groups = sc.reshape(len(sc), ng, -1)
-        top2 = np.sort(groups, axis=-1)[..., ::-1][..., :2].sum(-1)
+    if L.get("n_group", 0) > 1:   # only within the n_group_used best groups: DeepSeek-V3's (sigmoid) rank a
+        ng = L["n_group"]         # group by its two best scores' sum, V2's (softmax) by its best score
+        groups = np.sort(sc.reshape(len(sc), ng, -1), axis=-1)[..., ::-1]
+        top2 = groups[..., :2].sum(-1) if gating == "sigmoid" else groups[..., 0]
         keep = np.argsort(-top2, axis=-1, kind="stable")[:, :L["n_group_used"]]
         mask = np.zeros(top2.shape, bool)
         np.put_along_axis(mask, keep, True, -1)

@@ -1,6 +1,6 @@
 """The invariant (test_invariance.py) for a model of each family of the low-bit quant types: Q1_0 and the
 ternary TQ1_0 (1-bit/ternary), MXFP4 and NVFP4 (FP4), IQ2_XXS, IQ3_S and IQ1_M (i-quants), Q4_K, Q6_K and
-IQ4_XS (the types of Q4_K_M and IQ4_XS files). The tiny test
+IQ4_XS (the types of Q4_K_M and IQ4_XS files), IQ4_NL. The tiny test
 models are too narrow for 128/256-value blocks, so each case writes a llama model of n_embd 256 with every
 matrix of that type: quantized from random weights, or for the i-quants (no quantizer) random blocks,
 as a model file from llama-quantize holds them. Exact comparisons only."""
@@ -21,10 +21,11 @@ _spec.loader.exec_module(_helpers)
 weights_bytes = _helpers.weights_bytes
 
 DATA = Path(__file__).parent.parent / "models" / "data"
-# + Q4_K, Q6_K and IQ4_XS, whose prefill products (more than 8 tokens) the AVX-512 VNNI tier runs through its
+# + Q4_K and Q6_K, whose prefill products (more than 8 tokens) the AVX-512 VNNI tier runs through its
 # 512-bit two-row kernels (csrc/x86/avx512vnni/quants_k_vnni.c; Q5_K shares Q4_K's) and decode through the
-# inherited vec_dots
-TYPES = ["Q1_0", "TQ1_0", "MXFP4", "NVFP4", "IQ2_XXS", "IQ3_S", "IQ1_M", "Q4_K", "Q6_K", "IQ4_XS"]
+# inherited vec_dots; IQ4_XS and IQ4_NL, which that tier runs sixteen rows at a time in every call shape, from
+# the repacked copy or from file rows (csrc/x86/avx512vnni/quants_iqx16_vnni.c)
+TYPES = ["Q1_0", "TQ1_0", "MXFP4", "NVFP4", "IQ2_XXS", "IQ3_S", "IQ1_M", "Q4_K", "Q6_K", "IQ4_XS", "IQ4_NL"]
 N_EMBD, N_FF, N_LAYER, N_HEAD, N_HEAD_KV = 256, 512, 2, 4, 2
 N_TOKENS = 80
 

@@ -86,11 +86,10 @@ static void causal_conv_avx2(const float *x, int64_t ldx, float *y, int64_t ldy,
     for (int c = c0; c < c1; c += 8) {
         const int nl = c1 - c < 8 ? c1 - c : 8;
         const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        float tap[8];
-        for (int j = 0; j < L; j++) {
-            for (int l = 0; l < 8; l++) tap[l] = l < nl ? w[(int64_t)(c + l) * L + j] : 0.0f;
-            wt[j] = _mm256_loadu_ps(tap);
-        }
+        /* tap j of the 8 channels: one masked gather (a scalar copy through memory stalls the load reading it) */
+        const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(L));
+        for (int j = 0; j < L; j++)
+            wt[j] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), w + (int64_t)c * L + j, idx, _mm256_castsi256_ps(m), 4);
         const __m256 vb = b ? _mm256_maskload_ps(b + c, m) : _mm256_setzero_ps();
         for (int j = 0; j < d; j++) win[j] = _mm256_maskload_ps(state + (int64_t)j * ld_state + c, m);
         for (int t = 0; t < n; t++) {

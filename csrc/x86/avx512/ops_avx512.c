@@ -75,6 +75,25 @@ static void ssm_scan_states_avx512(float *h, const float *B, const float *C, con
     }
 }
 
+/* wt[j] = tap j of 16 channels (lanes past the mask 0) from w (channels, L) row-major: for the common L = 4 the 64
+ * contiguous floats transposed in registers, else one masked gather per tap (a scalar copy through memory cost
+ * ~3x the whole decode conv: every tap's 16 stores stalled the vector load that read them back) */
+static inline void conv_taps16(const float *w, int L, __mmask16 m, __m512 *wt) {
+    if (L == 4 && m == 0xffff) {
+        const __m512 a0 = _mm512_loadu_ps(w), a1 = _mm512_loadu_ps(w + 16);
+        const __m512 a2 = _mm512_loadu_ps(w + 32), a3 = _mm512_loadu_ps(w + 48);
+        const __m512i every4 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+        for (int j = 0; j < 4; j++) {   /* channels 0-7 from a0|a1, 8-15 from a2|a3 */
+            const __m512i ij = _mm512_add_epi32(every4, _mm512_set1_epi32(j));
+            wt[j] = _mm512_shuffle_f32x4(_mm512_permutex2var_ps(a0, ij, a1), _mm512_permutex2var_ps(a2, ij, a3), 0x44);
+        }
+        return;
+    }
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(L));
+    for (int j = 0; j < L; j++) wt[j] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, w + j, 4);
+}
+
 /* The causal conv, 16 channels a pass with the window of L inputs in registers, the last pass masked: mul,
  * then fma per tap, then + b, then SiLU v / (1 + exp16(-v)) (the AVX2 tier's lane arithmetic) */
 static void causal_conv_avx512(const float *x, int64_t ldx, float *y, int64_t ldy, int n, float *state,
@@ -84,11 +103,7 @@ static void causal_conv_avx512(const float *x, int64_t ldx, float *y, int64_t ld
     for (int c = c0; c < c1; c += 16) {
         const int nl = c1 - c < 16 ? c1 - c : 16;
         const __mmask16 m = lanes(nl);
-        float tap[16];
-        for (int j = 0; j < L; j++) {
-            for (int l = 0; l < 16; l++) tap[l] = l < nl ? w[(int64_t)(c + l) * L + j] : 0.0f;
-            wt[j] = _mm512_loadu_ps(tap);
-        }
+        conv_taps16(w + (int64_t)c * L, L, m, wt);
         const __m512 vb = b ? _mm512_maskz_loadu_ps(m, b + c) : _mm512_setzero_ps();
         for (int j = 0; j < d; j++) win[j] = _mm512_maskz_loadu_ps(m, state + (int64_t)j * ld_state + c);
         for (int t = 0; t < n; t++) {

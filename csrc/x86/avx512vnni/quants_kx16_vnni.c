@@ -1,0 +1,503 @@
+/* The K-quants Q4_K, Q5_K and Q6_K on the AVX-512 VNNI tier: sixteen weight rows side by side, one int32 lane
+ * per row, as Q4_0 and Q8_0 (quants_x16_vnni.c).
+ *
+ * Q4_K: value = d sc_j q - dmin m_j, q unsigned 4-bit, sub-blocks j = 0..7 of 32 values, sc_j and m_j 6-bit;
+ * Q5_K the same with q 5-bit (the fifth bits in qh). Activations Q8_K (float dy, int8 values, bsums of 16).
+ * The order, the same in every call shape of this tier (vec_dot, the one-row decode, the multi-row, batched
+ * and verify products, the repacked prefill tiles), for each output:
+ *
+ *     out = +0;  for each super-block in order:
+ *         t = (-dmin) * (float)msum                      msum = sum_j m_j bsum_j, exact int32 (< 2^22)
+ *         for j = 0..7:  t = fma(d * sc_j, (float)isum_j, t)
+ *         out = fma(dy, t, out)
+ *
+ * isum_j the exact int32 dot of sub-block j's 32 unsigned q and activation values (< 2^17), bsum_j the sum of
+ * its 32 activation values, d * sc_j exact as a float (an fp16 times a 6-bit integer), every multiply and fma
+ * rounded once. The mins go first, so t needs no zero start; dy comes in once per super-block, so a sub-block
+ * costs one convert and one fma per sixteen rows. A register of sixteen rows computes sixteen such serial
+ * sums: per sub-block and activation row eight vpdpbusd (4 values x 16 rows, the weight the unsigned operand,
+ * four broadcast activation bytes the signed one), a convert and an fma; per super-block four vpdpwssd for
+ * msum (pairs of mins against pairs of bsum_j), a convert, a multiply and the fma by dy.
+ *
+ * Q6_K: value = d sc_g (q - 32), q unsigned 6-bit, sixteen sub-blocks g of 16 values, sc_g int8:
+ *
+ *     out = +0;  for each super-block in order:
+ *         t = +0;  for g = 0..15:  t = fma(d * sc_g, (float)isum_g, t);   out = fma(dy, t, out)
+ *
+ * isum_g = sum q y - 32 bsums[g] (exact, |isum_g| <= 2^16), d * sc_g exact (an fp16 times an 8-bit integer):
+ * four vpdpbusd, a convert and an fma per sub-block and activation row, the int32 sums starting at -32 bsums[g].
+ *
+ * Layouts (the repacked copy, or built per call from file rows into a per-thread buffer): a group of 16 rows,
+ * nb super-blocks of 16 x the file's block bytes each (the file's bytes of those rows), super-block after
+ * super-block. q4_K_x16 and q5_K_x16:
+ *     0    d of rows 0..15 (fp16)                    32   dmin of rows 0..15
+ *     64   P0 (a dword a row, row l at 4l): byte k = sc_k | (sc_(4+k) >> 4) << 6
+ *     128  P1: bytes [m0, m2, m1, m3], byte k's bits 6-7 the bits 4-5 of m_(4 + its m's index)
+ *     192  P2: byte k = (sc_(4+k) & 15) | (m_(4+i) & 15) << 4, i the index of P1's byte k
+ *     256  quants: chunk (c, k) (c = 0..3, k = 0..7) at 64 (8c + k) holds row l's qs[32c + 4k .. +3] at 4l:
+ *          low nibbles values 32 (2c) + 4k .., sub-block 2c; high nibbles sub-block 2c + 1
+ *     2304 (q5_K) qh: chunk k (0..7) at 64k holds row l's qh[4k .. +3] at 4l: bit j the fifth bit of sub-block j
+ * (P1's order makes the pairs of mins two masks: (m0 | m1 << 16) = P1 & 0x003F003F, (m2 | m3 << 16) its >> 8.)
+ * q6_K_x16: 0 d of rows 0..15; 32 scales: chunk k (0..3) at 64k holds row l's scales[4k .. +3] at 4l;
+ *     288 ql: chunk z (0..31) holds row l's ql[4z .. +3] at 4l; 2336 qh: chunk z (0..15) row l's qh[4z .. +3].
+ * A repacked matrix is its whole groups of 16 rows in this form, then its last rows % 16 rows as in the file:
+ * the file's size, and a product's row range starts at a multiple of 16 (forward.c aligns them).
+ *
+ * Kernel alone (Xeon, 1 thread, CPU time, 2048 x 2048 in cache, medians of alternating child processes
+ * against the previous build, 2026-11-26, a loaded machine): Q4_K 64 activation rows 166 -> 363 GOPS
+ * (repacked), 8 rows 113 -> 342, 1 row 57 -> 82-91; Q6_K 170 -> 266, 117 -> 239, 49 -> 54; Q5_K 128 -> 273, 102 -> 286, 46 -> 67. The file layout's
+ * one-row products (--no-repack, MoE experts) go row by row through vec_dot: 0.66x-0.71x the old kernels. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../quants_legacy_x86.h"
+#include "../../scalar/quants_k.h"
+
+#define KX 16     /* rows per group */
+#define KX_VG 8   /* activation rows per pass over a group */
+#define KX_AHEAD 4096 /* prefetch distance in a repacked matrix, bytes */
+#define KX_FILE_ROWWISE 1   /* file rows: up to this many activation rows row by row with vec_dot */
+
+void *oxl_vnni_panel_memory(size_t bytes);   /* quants_legacy_vnni.c: a per-thread buffer */
+
+enum { KX_Q4_K, KX_Q5_K, KX_Q6_K };
+
+/* bytes of one super-block of a row in the file; of a group (16 rows: the same bytes, interleaved) */
+static inline size_t kx_file_bytes(int kind) {
+    return kind == KX_Q4_K ? sizeof(block_q4_K) : kind == KX_Q5_K ? sizeof(block_q5_K) : sizeof(block_q6_K);
+}
+static inline size_t kx_sb_bytes(int kind) { return KX * kx_file_bytes(kind); }
+enum { KX_Q4_K_META = 256, KX_Q5_K_QH = 256 + 2048, KX_Q6_K_QL = 288, KX_Q6_K_QH = 288 + 2048 };
+
+/* Up to 16 file rows (w_row bytes apart) in the x16 form; missing rows are zero, scales too. */
+static void kx_build_k4(int kind, const char *w, size_t w_row, int nrows, int nb, uint8_t *dst) {
+    const size_t bx = kx_file_bytes(kind);
+    for (int i = 0; i < nb; i++) {
+        uint8_t *g = dst + (size_t)i * kx_sb_bytes(kind);
+        memset(g, 0, kx_sb_bytes(kind));
+        for (int l = 0; l < nrows; l++) {
+            /* Q4_K and Q5_K share d, dmin and scales; Q5_K's qh then qs follow */
+            const block_q4_K *x = (const block_q4_K *)(const void *)(w + (size_t)l * w_row + (size_t)i * bx);
+            const uint8_t *qs = kind == KX_Q5_K ? ((const block_q5_K *)(const void *)x)->qs : x->qs;
+            if (kind == KX_Q5_K)
+                for (int k = 0; k < 8; k++)
+                    memcpy(g + KX_Q5_K_QH + 64 * k + 4 * l, ((const block_q5_K *)(const void *)x)->qh + 4 * k, 4);
+            memcpy(g + 2 * l, &x->d, 2);
+            memcpy(g + 32 + 2 * l, &x->dmin, 2);
+            uint8_t u[16];   /* sc 0..7, m 0..7 */
+            oxl_unpack_scales_k4(x->scales, u);
+            const uint8_t *sc = u, *m = u + 8;
+            static const int mi[4] = {0, 2, 1, 3};
+            uint8_t p0[4], p1[4], p2[4];
+            for (int k = 0; k < 4; k++) {
+                p0[k] = (uint8_t)(sc[k] | (sc[4 + k] >> 4) << 6);
+                p1[k] = (uint8_t)(m[mi[k]] | (m[4 + mi[k]] >> 4) << 6);
+                p2[k] = (uint8_t)((sc[4 + k] & 15) | (m[4 + mi[k]] & 15) << 4);
+            }
+            memcpy(g + 64 + 4 * l, p0, 4);
+            memcpy(g + 128 + 4 * l, p1, 4);
+            memcpy(g + 192 + 4 * l, p2, 4);
+            for (int c = 0; c < 4; c++)
+                for (int k = 0; k < 8; k++) memcpy(g + KX_Q4_K_META + 64 * (8 * c + k) + 4 * l, qs + 32 * c + 4 * k, 4);
+        }
+    }
+}
+
+static void kx_build_q6_K(const char *w, size_t w_row, int nrows, int nb, uint8_t *dst) {
+    for (int i = 0; i < nb; i++) {
+        uint8_t *g = dst + (size_t)i * kx_sb_bytes(KX_Q6_K);
+        memset(g, 0, kx_sb_bytes(KX_Q6_K));
+        for (int l = 0; l < nrows; l++) {
+            const block_q6_K *x = (const block_q6_K *)(const void *)(w + (size_t)l * w_row) + i;
+            memcpy(g + 2 * l, &x->d, 2);
+            for (int k = 0; k < 4; k++) memcpy(g + 32 + 64 * k + 4 * l, x->scales + 4 * k, 4);
+            for (int z = 0; z < 32; z++) memcpy(g + KX_Q6_K_QL + 64 * z + 4 * l, x->ql + 4 * z, 4);
+            for (int z = 0; z < 16; z++) memcpy(g + KX_Q6_K_QH + 64 * z + 4 * l, x->qh + 4 * z, 4);
+        }
+    }
+}
+
+static void kx_build(int kind, const char *w, size_t w_row, int nrows, int nb, uint8_t *dst) {
+    if (kind == KX_Q6_K) kx_build_q6_K(w, w_row, nrows, nb, dst);
+    else kx_build_k4(kind, w, w_row, nrows, nb, dst);
+}
+
+/* per activation super-block: its scale; Q4_K: the pairs of 32-value sums (bsum_2k | bsum_2k+1 << 16);
+ * Q6_K: where each 16-value sub-block's int32 sum starts, -32 bsums[g] (q is stored + 32) */
+typedef struct {
+    float d;
+    int32_t v[16];
+    int32_t pad[3];
+} kx_act;
+
+static void kx_prepare(int kind, int nb, const char *y, size_t y_row, int nc, kx_act *A) {
+    for (int j = 0; j < nc; j++)
+        for (int i = 0; i < nb; i++) {
+            const block_q8_K *yb = (const block_q8_K *)(const void *)(y + (size_t)j * y_row) + i;
+            kx_act *a = &A[(size_t)j * nb + i];
+            a->d = yb->d;
+            if (kind == KX_Q6_K) {
+                for (int g = 0; g < 16; g++) a->v[g] = -32 * yb->bsums[g];
+                continue;
+            }
+            for (int k = 0; k < 4; k++) {
+                const int lo = yb->bsums[4 * k] + yb->bsums[4 * k + 1], hi = yb->bsums[4 * k + 2] + yb->bsums[4 * k + 3];
+                a->v[k] = (int32_t)(((uint32_t)(uint16_t)lo) | ((uint32_t)(uint16_t)hi << 16));
+            }
+        }
+}
+
+static inline __m512i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* byte b of every dword, zero-extended */
+static inline __m512i byte_of(__m512i v, int b) {
+    return b == 3 ? _mm512_srli_epi32(v, 24) : _mm512_and_si512(_mm512_srli_epi32(v, 8 * b), _mm512_set1_epi32(0xFF));
+}
+
+/* acc[j] (lane l: row l) over all nb super-blocks of one group against activation rows 0..C-1 */
+OXL_INLINE void kx_group_k4(const int kind, const int C, int nb, const uint8_t *g0, const char *y, size_t y_row,
+                            const kx_act *A, int ahead, __m512 *acc) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i m10 = _mm512_set1_epi8(0x10);
+    const int pf = kind == KX_Q5_K ? 352 : 288;   /* a sub-block's share of the super-block's bytes */
+    const __m512i m0f = _mm512_set1_epi8(0x0F), mpair = _mm512_set1_epi32(0x00FF00FF);
+    for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const uint8_t *g = g0 + (size_t)i * kx_sb_bytes(kind);
+        const uint8_t *q = g + KX_Q4_K_META;
+        const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
+        const __m512 mv = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 32))));
+        const __m512i p0 = _mm512_loadu_si512((const void *)(g + 64)), p1 = _mm512_loadu_si512((const void *)(g + 128));
+        const __m512i p2 = _mm512_loadu_si512((const void *)(g + 192));
+        const __m512i sc_lo = _mm512_and_si512(p0, m6);
+        const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(p2, m0f), _mm512_and_si512(_mm512_srli_epi32(p0, 2), m30));
+        const __m512i m_lo = _mm512_and_si512(p1, m6);
+        const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(p2, 4), m0f),
+                                             _mm512_and_si512(_mm512_srli_epi32(p1, 2), m30));
+        const __m512i mp[4] = {_mm512_and_si512(m_lo, mpair), _mm512_and_si512(_mm512_srli_epi32(m_lo, 8), mpair),
+                               _mm512_and_si512(m_hi, mpair), _mm512_and_si512(_mm512_srli_epi32(m_hi, 8), mpair)};
+        __m512 t[KX_VG];
+        for (int j = 0; j < C; j++) {
+            const kx_act *a = &A[(size_t)j * nb + i];
+            __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp[0], _mm512_set1_epi32(a->v[0]));
+            ms = _mm512_dpwssd_epi32(ms, mp[1], _mm512_set1_epi32(a->v[1]));
+            ms = _mm512_dpwssd_epi32(ms, mp[2], _mm512_set1_epi32(a->v[2]));
+            ms = _mm512_dpwssd_epi32(ms, mp[3], _mm512_set1_epi32(a->v[3]));
+            t[j] = _mm512_mul_ps(mv, _mm512_cvtepi32_ps(ms));
+        }
+        for (int s = 0; s < 8; s++) {
+            /* a repacked matrix streams group after group: ask for the bytes `ahead` on, a sub-block's worth each */
+            if (ahead)
+                for (int k = 0; k < 6; k++) __builtin_prefetch(g + ahead + pf * s + 64 * k, 0, 3);
+            const int c = s / 2, h = s % 2;
+            __m512i x[8];
+            for (int k = 0; k < 8; k++) {
+                const __m512i v = _mm512_loadu_si512((const void *)(q + 64 * (8 * c + k)));
+                x[k] = h ? _mm512_and_si512(_mm512_srli_epi16(v, 4), m4) : _mm512_and_si512(v, m4);
+                if (kind == KX_Q5_K) {   /* the fifth bit of sub-block s's values: bit s of qh, to bit 4 */
+                    const __m512i qh = _mm512_loadu_si512((const void *)(g + KX_Q5_K_QH + 64 * k));
+                    const __m512i b = s <= 4 ? _mm512_slli_epi16(qh, 4 - s) : _mm512_srli_epi16(qh, s - 4);
+                    x[k] = _mm512_or_si512(x[k], _mm512_and_si512(b, m10));
+                }
+            }
+            const __m512 ds = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(byte_of(s < 4 ? sc_lo : sc_hi, s % 4)));
+            for (int j = 0; j < C; j++) {
+                const int8_t *yq = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[i].qs + 32 * s;
+                /* two chains for latency; integer sums, so their split changes nothing */
+                __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x[0], bcast4(yq));
+                __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x[1], bcast4(yq + 4));
+                for (int k = 2; k < 8; k += 2) {
+                    s0 = _mm512_dpbusd_epi32(s0, x[k], bcast4(yq + 4 * k));
+                    s1 = _mm512_dpbusd_epi32(s1, x[k + 1], bcast4(yq + 4 * k + 4));
+                }
+                t[j] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), t[j]);
+            }
+        }
+        for (int j = 0; j < C; j++) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(A[(size_t)j * nb + i].d), t[j], acc[j]);
+    }
+}
+
+/* signed byte b of every dword */
+static inline __m512i sbyte_of(__m512i v, int b) {
+    return _mm512_srai_epi32(b == 3 ? v : _mm512_slli_epi32(v, 24 - 8 * b), 24);
+}
+
+/* Q6_K: value = d sc_g (q - 32), sixteen 16-value sub-blocks g, sc_g int8: the same steps with t starting at
+ * +0 and one fma per sub-block, isum_g starting at -32 bsums[g] */
+OXL_INLINE void kx_group_q6_K(const int C, int nb, const uint8_t *g0, const char *y, size_t y_row, const kx_act *A,
+                              int ahead, __m512 *acc) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const uint8_t *g = g0 + (size_t)i * kx_sb_bytes(KX_Q6_K);
+        const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
+        __m512 t[KX_VG];
+        for (int j = 0; j < C; j++) t[j] = _mm512_setzero_ps();
+        /* values 128h + 32p + 0..31: sub-blocks 8h + 2p (operands 0..3) and 8h + 2p + 1 (4..7) */
+        for (int h = 0; h < 2; h++)
+            for (int p = 0; p < 4; p++) {
+                if (ahead)
+                    for (int k = 0; k < 7; k++) __builtin_prefetch(g + ahead + 420 * (4 * h + p) + 64 * k, 0, 3);
+                __m512i x[8];
+                for (int k = 0; k < 8; k++) {
+                    const __m512i ql = _mm512_loadu_si512((const void *)(g + KX_Q6_K_QL + 64 * (16 * h + 8 * (p % 2) + k)));
+                    const __m512i qh = _mm512_loadu_si512((const void *)(g + KX_Q6_K_QH + 64 * (8 * h + k)));
+                    const __m512i lo = p / 2 ? _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4) : _mm512_and_si512(ql, m4);
+                    const __m512i hi = 2 * p >= 4 ? _mm512_srli_epi16(qh, 2 * p - 4) : _mm512_slli_epi16(qh, 4 - 2 * p);
+                    x[k] = _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
+                }
+                for (int e = 0; e < 2; e++) {
+                    const int sb = 8 * h + 2 * p + e;
+                    const __m512i sc = _mm512_loadu_si512((const void *)(g + 32 + 64 * (sb / 4)));
+                    const __m512 ds = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(sbyte_of(sc, sb % 4)));
+                    for (int j = 0; j < C; j++) {
+                        const int8_t *yq = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[i].qs + 16 * sb;
+                        __m512i s0 = _mm512_dpbusd_epi32(_mm512_set1_epi32(A[(size_t)j * nb + i].v[sb]), x[4 * e], bcast4(yq));
+                        __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x[4 * e + 1], bcast4(yq + 4));
+                        s0 = _mm512_dpbusd_epi32(s0, x[4 * e + 2], bcast4(yq + 8));
+                        s1 = _mm512_dpbusd_epi32(s1, x[4 * e + 3], bcast4(yq + 12));
+                        t[j] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), t[j]);
+                    }
+                }
+            }
+        for (int j = 0; j < C; j++) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(A[(size_t)j * nb + i].d), t[j], acc[j]);
+    }
+}
+
+OXL_INLINE void kx_group_store(int kind, const int C, int nb, const uint8_t *g, const char *y, size_t y_row,
+                               const kx_act *A, int ahead, float *S, int64_t lds, int nrows) {
+    __m512 acc[KX_VG];
+    if (kind == KX_Q6_K) kx_group_q6_K(C, nb, g, y, y_row, A, ahead, acc);
+    else kx_group_k4(kind, C, nb, g, y, y_row, A, ahead, acc);
+    const __mmask16 m = (__mmask16)((1u << nrows) - 1);
+    for (int j = 0; j < C; j++) _mm512_mask_storeu_ps(S + j * lds, m, acc[j]);
+}
+
+/* C as a constant per call (the loops over activation rows unroll) */
+OXL_INLINE void kx_group_c(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const kx_act *A,
+                           int ahead, float *S, int64_t lds, int nrows) {
+#define KX_C(C_) kx_group_store(kind, C_, nb, g, y, y_row, A, ahead, S, lds, nrows); break;
+    switch (C) {
+    case 8: KX_C(8)
+    case 7: KX_C(7)
+    case 6: KX_C(6)
+    case 5: KX_C(5)
+    case 4: KX_C(4)
+    case 3: KX_C(3)
+    case 2: KX_C(2)
+    default: KX_C(1)
+    }
+#undef KX_C
+}
+
+/* S[j * lds + r] for nr rows from w (file rows w_row bytes apart, or a repacked matrix's rows from a group
+ * start) and nc activation rows; -1 if no memory for the per-thread buffer */
+OXL_INLINE int kx_gemm(int kind, int packed, int n, float *S, int64_t lds, const char *w, size_t w_row, int nr,
+                       const char *y, size_t y_row, int nc) {
+    const int nb = n / QK_K;
+    const size_t gbytes = (size_t)nb * kx_sb_bytes(kind), abytes = ((size_t)nc * nb * sizeof(kx_act) + 63) & ~(size_t)63;
+    uint8_t *buf = (uint8_t *)oxl_vnni_panel_memory(abytes + gbytes);
+    if (!buf) return -1;
+    kx_act *A = (kx_act *)(void *)buf;
+    uint8_t *tile = buf + abytes;
+    kx_prepare(kind, nb, y, y_row, nc, A);
+    const char *end = w + (size_t)nr * w_row;
+    for (int r = 0; r < nr; r += KX) {
+        const int nrows = OXL_MIN(KX, nr - r);
+        const char *g = w + (size_t)r * w_row;
+        int ahead = KX_AHEAD;
+        if (!packed || nrows < KX) {   /* file rows (a repacked matrix's last rows % 16 are too) */
+            for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
+            kx_build(kind, g, w_row, nrows, nb, tile);
+            g = (const char *)tile, ahead = 0;
+        }
+        for (int j0 = 0; j0 < nc; j0 += KX_VG)
+            kx_group_c(kind, OXL_MIN(KX_VG, nc - j0), nb, (const uint8_t *)g, y + (size_t)j0 * y_row, y_row,
+                       A + (size_t)j0 * nb, ahead, S + j0 * lds + r, lds, nrows);
+    }
+    return 0;
+}
+
+/* the 8 lanes' sums of v[0..7] (exact int32), as floats in order */
+static inline __m256 hsum_i32_8x8_ps(const __m256i v[8]) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31)));
+}
+
+/* one row, one activation row: the same steps, one output */
+OXL_INLINE void vec_dot_k4(int kind, int n, float *s, const void *vx, const void *vy) {
+    const int nb = n / QK_K;
+    const size_t bx = kx_file_bytes(kind);
+    const block_q8_K *y = (const block_q8_K *)vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
+    float acc = 0.0f;
+    for (int i = 0; i < nb; i++) {
+        const block_q4_K *xi = (const block_q4_K *)(const void *)((const char *)vx + (size_t)i * bx);
+        const uint8_t *qs = kind == KX_Q5_K ? ((const block_q5_K *)(const void *)xi)->qs : xi->qs;
+        const __m256i qh = kind == KX_Q5_K ? _mm256_loadu_si256((const __m256i *)((const block_q5_K *)(const void *)xi)->qh)
+                                           : _mm256_setzero_si256();
+        uint8_t u[16];
+        oxl_unpack_scales_k4(xi->scales, u);
+        int32_t msum = 0;
+        for (int j = 0; j < 8; j++) msum += u[8 + j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        __m256i v[8];
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (kind == KX_Q5_K) {   /* bits 2c and 2c + 1 of qh, to bit 4 */
+                lo = _mm256_or_si256(lo, _mm256_and_si256(c <= 2 ? _mm256_slli_epi16(qh, 4 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 4), m10));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(c <= 1 ? _mm256_slli_epi16(qh, 3 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 3), m10));
+            }
+            v[2 * c] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c)));
+            v[2 * c + 1] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), hi,
+                                               _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32)));
+        }
+        float isum[8], ds[8];
+        _mm256_storeu_ps(isum, hsum_i32_8x8_ps(v));
+        uint64_t sc8;
+        memcpy(&sc8, u, 8);
+        _mm256_storeu_ps(ds, _mm256_mul_ps(_mm256_set1_ps(fp16(xi->d)),
+                                           _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8)))));
+        float t = -fp16(xi->dmin) * (float)msum;
+        for (int j = 0; j < 8; j++) t = fmaf(ds[j], isum[j], t);
+        acc = fmaf(y[i].d, t, acc);
+    }
+    *s = acc;
+}
+static void vec_dot_q4_K_x16(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+    vec_dot_k4(KX_Q4_K, n, s, vx, vy);
+}
+static void vec_dot_q5_K_x16(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+    vec_dot_k4(KX_Q5_K, n, s, vx, vy);
+}
+
+static void vec_dot_q6_K_x16(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+    const int nb = n / QK_K;
+    const block_q6_K *x = (const block_q6_K *)vx;
+    const block_q8_K *y = (const block_q8_K *)vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    float acc = 0.0f;
+    for (int i = 0; i < nb; i++) {
+        float isum[16], ds[16];
+        const float d = fp16(x[i].d);
+        for (int h = 0; h < 2; h++) {
+            /* values 128h + 32p + 0..31: lanes 0-3 sub-block 8h + 2p, lanes 4-7 8h + 2p + 1 */
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            __m256i v[4];
+            for (int p = 0; p < 4; p++) {
+                const __m256i ql = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32 * (p % 2)));
+                const __m256i lo = p / 2 ? _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4) : _mm256_and_si256(ql, m4);
+                const __m256i hi = 2 * p >= 4 ? _mm256_srli_epi16(qh, 2 * p - 4) : _mm256_slli_epi16(qh, 4 - 2 * p);
+                v[p] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_or_si256(lo, _mm256_and_si256(hi, m30)),
+                                           _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * p)));
+            }
+            __m256i r = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+            r = _mm256_permutevar8x32_epi32(r, order);
+            const __m256i bs = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(y[i].bsums + 8 * h)));
+            _mm256_storeu_ps(isum + 8 * h, _mm256_cvtepi32_ps(_mm256_sub_epi32(r, _mm256_slli_epi32(bs, 5))));
+            _mm256_storeu_ps(ds + 8 * h, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                                           _mm_loadl_epi64((const __m128i *)(x[i].scales + 8 * h))))));
+        }
+        float t = 0.0f;
+        for (int g = 0; g < 16; g++) t = fmaf(ds[g], isum[g], t);
+        acc = fmaf(y[i].d, t, acc);
+    }
+    *s = acc;
+}
+
+static void kx_vec_dot(int kind, int n, float *s, const void *x, const void *y) {
+    if (kind == KX_Q6_K) vec_dot_q6_K_x16(n, s, x, y);
+    else vec_dot_k4(kind, n, s, x, y);
+}
+
+/* the file-layout products; without memory for the per-thread buffer, one output at a time (the same floats) */
+OXL_INLINE void kx_gemm_file(int kind, int n, float *S, int64_t lds, const void *w, size_t w_row, int nr, const void *y,
+                             size_t y_row, int nc) {
+    if (nc <= KX_FILE_ROWWISE || kx_gemm(kind, 0, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc)) {
+        /* too few activation rows to pay for interleaving the weight rows (or no buffer): row by row */
+        const char *end = (const char *)w + (size_t)nr * w_row;
+        for (int r = 0; r < nr; r++) {
+            oxl_stream_row((const char *)w + (size_t)r * w_row, w_row, end);
+            for (int j = 0; j < nc; j++)
+                kx_vec_dot(kind, n, &S[j * lds + r], (const char *)w + (size_t)r * w_row, (const char *)y + (size_t)j * y_row);
+        }
+    }
+}
+static void gemm_q4_K_file_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
+                               int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
+    kx_gemm_file(KX_Q4_K, n, S, lds, w, w_row, nr, y, y_row, nc);
+}
+static void gemm_q5_K_file_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
+                               int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
+    kx_gemm_file(KX_Q5_K, n, S, lds, w, w_row, nr, y, y_row, nc);
+}
+static void gemm_q6_K_file_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
+                               int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
+    kx_gemm_file(KX_Q6_K, n, S, lds, w, w_row, nr, y, y_row, nc);
+}
+/* the repacked products (rows from a group start); -1: no memory, the caller reads the file rows */
+static int gemm_q4_K_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
+                         const void *OXL_RESTRICT y, size_t y_row, int nc) {
+    return kx_gemm(KX_Q4_K, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
+}
+static int gemm_q5_K_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
+                         const void *OXL_RESTRICT y, size_t y_row, int nc) {
+    return kx_gemm(KX_Q5_K, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
+}
+static int gemm_q6_K_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
+                         const void *OXL_RESTRICT y, size_t y_row, int nc) {
+    return kx_gemm(KX_Q6_K, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
+}
+
+/* the repacked layouts have the file's bytes per row */
+static int64_t q4_K_x16_row_size(int64_t cols) {
+    return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)sizeof(block_q4_K) : -1;
+}
+static int64_t q5_K_x16_row_size(int64_t cols) {
+    return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)sizeof(block_q5_K) : -1;
+}
+static int64_t q6_K_x16_row_size(int64_t cols) {
+    return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)sizeof(block_q6_K) : -1;
+}
+
+/* whole groups of 16 rows repacked, the last rows % 16 copied; run once at load, per thread over a row range
+ * that starts at a group boundary of the whole matrix (matmul.c's oxl_repack splits in multiples of 16) */
+static void kx_repack(int kind, const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
+    const int nb = (int)(cols / QK_K);
+    const size_t row = (size_t)nb * kx_file_bytes(kind);
+    int64_t r = 0;
+    for (; r + KX <= rows; r += KX) kx_build(kind, (const char *)w + r * row, row, KX, nb, (uint8_t *)dst + r * row);
+    memcpy((char *)dst + r * row, (const char *)w + r * row, (size_t)(rows - r) * row);
+}
+static void repack_q4_K_x16(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
+    kx_repack(KX_Q4_K, w, dst, rows, cols);
+}
+static void repack_q5_K_x16(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
+    kx_repack(KX_Q5_K, w, dst, rows, cols);
+}
+static void repack_q6_K_x16(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
+    kx_repack(KX_Q6_K, w, dst, rows, cols);
+}
+
+/* Q4_K, Q5_K and Q6_K of this tier: vec_dot, the file-layout products (one row or many) and the repacked layouts, all
+ * in the orders above */
+void oxl_register_avx512vnni_kx16(oxl_kernel_table *t) {
+    t->type[OXL_TYPE_Q4_K].vec_dot = vec_dot_q4_K_x16;
+    t->type[OXL_TYPE_Q4_K].gemm = gemm_q4_K_file_x16;
+    t->type[OXL_TYPE_Q4_K].gemm_one_row = 1;
+    t->type[OXL_TYPE_Q4_K].repacked = (oxl_repacked_layout){"q4_K_x16", q4_K_x16_row_size, repack_q4_K_x16, gemm_q4_K_x16};
+    t->type[OXL_TYPE_Q5_K].vec_dot = vec_dot_q5_K_x16;
+    t->type[OXL_TYPE_Q5_K].gemm = gemm_q5_K_file_x16;
+    t->type[OXL_TYPE_Q5_K].gemm_one_row = 1;
+    t->type[OXL_TYPE_Q5_K].repacked = (oxl_repacked_layout){"q5_K_x16", q5_K_x16_row_size, repack_q5_K_x16, gemm_q5_K_x16};
+    t->type[OXL_TYPE_Q6_K].vec_dot = vec_dot_q6_K_x16;
+    t->type[OXL_TYPE_Q6_K].gemm = gemm_q6_K_file_x16;
+    t->type[OXL_TYPE_Q6_K].gemm_one_row = 1;
+    t->type[OXL_TYPE_Q6_K].repacked = (oxl_repacked_layout){"q6_K_x16", q6_K_x16_row_size, repack_q6_K_x16, gemm_q6_K_x16};
+}
