@@ -80,6 +80,65 @@ static inline simde__m512i oxl_model_mm512_i32gather_epi32(simde__m512i idx, con
     return r;
 }
 
+/* VGATHERDPS zmm{k}: 16 floats at base + scale * (int32 index k) where the mask is set (the others from src,
+ * their addresses not read) */
+static inline simde__m512 oxl_model_mm512_mask_i32gather_ps(simde__m512 src, simde__mmask16 m, simde__m512i idx,
+                                                            const void *base, int scale) {
+    int32_t i[16];
+    float v[16];
+    memcpy(i, &idx, sizeof(i));
+    memcpy(v, &src, sizeof(v));
+    for (int k = 0; k < 16; k++)
+        if ((m >> k) & 1) memcpy(&v[k], (const char *)base + (int64_t)i[k] * scale, 4);
+    simde__m512 r;
+    memcpy(&r, v, sizeof(v));
+    return r;
+}
+
+/* VSHUFF32X4 zmm: 128-bit lanes 0, 1 of the result from a (imm bits 0-1, 2-3), lanes 2, 3 from b (4-5, 6-7) */
+static inline simde__m512 oxl_model_mm512_shuffle_f32x4(simde__m512 a, simde__m512 b, int imm) {
+    float fa[16], fb[16], r[16];
+    memcpy(fa, &a, sizeof(fa));
+    memcpy(fb, &b, sizeof(fb));
+    for (int l = 0; l < 4; l++)
+        memcpy(r + 4 * l, (l < 2 ? fa : fb) + 4 * ((imm >> (2 * l)) & 3), 16);
+    simde__m512 out;
+    memcpy(&out, r, sizeof(r));
+    return out;
+}
+
+/* VPSRAD zmm, imm8: each int32 shifted right arithmetically (counts above 31 fill with the sign) */
+static inline simde__m512i oxl_model_mm512_srai_epi32(simde__m512i a, unsigned imm) {
+    int32_t v[16];
+    memcpy(v, &a, sizeof(v));
+    for (int k = 0; k < 16; k++) v[k] = v[k] >> (imm > 31 ? 31 : imm);
+    simde__m512i r;
+    memcpy(&r, v, sizeof(v));
+    return r;
+}
+
+/* VMOVDQU8 zmm{k}{z}, m512: the bytes whose mask bit is set, the others zero (and not read) */
+static inline simde__m512i oxl_model_mm512_maskz_loadu_epi8(simde__mmask64 k, const void *p) {
+    uint8_t v[64];
+    for (int i = 0; i < 64; i++) v[i] = (k >> i) & 1 ? ((const uint8_t *)p)[i] : 0;
+    simde__m512i r;
+    memcpy(&r, v, sizeof(v));
+    return r;
+}
+
+/* VPSUBB ymm{k}: a - b in the bytes whose mask bit is set, src's elsewhere */
+static inline __m256i oxl_model_mm256_mask_sub_epi8(__m256i src, uint32_t k, __m256i a, __m256i b) {
+    uint8_t s[32], x[32], y[32];
+    memcpy(s, &src, 32);
+    memcpy(x, &a, 32);
+    memcpy(y, &b, 32);
+    for (int i = 0; i < 32; i++)
+        if ((k >> i) & 1) s[i] = (uint8_t)(x[i] - y[i]);
+    __m256i r;
+    memcpy(&r, s, 32);
+    return r;
+}
+
 /* _mm512_reduce_add_epi32 (a sequence): the int32 sum of the 16 lanes, wrapping */
 static inline int oxl_model_mm512_reduce_add_epi32(simde__m512i a) {
     uint32_t v[16], s = 0;
@@ -132,6 +191,16 @@ static inline void oxl_model_mm512_mask_storeu_ps(void *p, simde__mmask16 k, sim
 #define _mm512_i32gather_epi64(i, b, s) oxl_model_mm512_i32gather_epi64(i, b, s)
 #undef _mm512_i32gather_epi32
 #define _mm512_i32gather_epi32(i, b, s) oxl_model_mm512_i32gather_epi32(i, b, s)
+#undef _mm512_mask_i32gather_ps
+#define _mm512_mask_i32gather_ps(src, k, i, b, s) oxl_model_mm512_mask_i32gather_ps(src, k, i, b, s)
+#undef _mm512_shuffle_f32x4
+#define _mm512_shuffle_f32x4(a, b, imm) oxl_model_mm512_shuffle_f32x4(a, b, imm)
+#undef _mm512_srai_epi32
+#define _mm512_srai_epi32(a, imm) oxl_model_mm512_srai_epi32(a, imm)
+#undef _mm512_maskz_loadu_epi8
+#define _mm512_maskz_loadu_epi8(k, p) oxl_model_mm512_maskz_loadu_epi8(k, p)
+#undef _mm256_mask_sub_epi8
+#define _mm256_mask_sub_epi8(src, k, a, b) oxl_model_mm256_mask_sub_epi8(src, k, a, b)
 #undef _mm512_reduce_add_epi32
 #define _mm512_reduce_add_epi32(a) oxl_model_mm512_reduce_add_epi32(a)
 #undef _mm512_cvtps_epi32
