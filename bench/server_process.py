@@ -99,7 +99,7 @@ async def stream_request(client, path: str, body: dict) -> tuple[dict, list[floa
     async with client.stream("POST", path, json=body) as r:
         if r.status_code != 200:
             raise RuntimeError(f"HTTP {r.status_code}: {(await r.aread())[:300]!r}")
-        async for line in r.aiter_lines():
+        async for line in _sse_lines(r):
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
             event = json.loads(line[6:])
@@ -111,3 +111,16 @@ async def stream_request(client, path: str, body: dict) -> tuple[dict, list[floa
     if usage is None:
         raise RuntimeError("no usage chunk in the stream")
     return usage, times
+
+
+async def _sse_lines(response):
+    """The lines of an event stream, cut where SSE cuts them (CR LF, LF or CR) and nowhere else: httpx's
+    aiter_lines also cuts at U+2028, U+0085 and the like, which a token's text may hold inside a JSON string."""
+    buf = ""
+    async for text in response.aiter_text():
+        buf += text
+        *lines, buf = buf.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        for line in lines:
+            yield line
+    if buf:
+        yield buf

@@ -458,9 +458,10 @@ int oxl_forward_batch(const oxl_model *m, const oxl_kv_cache *kv, const oxl_stat
         return OXL_ERR_NOMEM;
     }
 
-    /* one work counter per product: at most 12 per layer (q, k, v, o, gate, up, down; the experts' router,
-     * gate|up, down; latent attention's q_a, q_b, kv_a, k_b, v_b, o) and the output */
-    const int n_counters = m->n_layer * 12 + 1;
+    /* one work counter per product and per attention: at most 13 per layer (q, k, v, attention, o, gate, up,
+     * down; the experts' router, gate|up, down; latent attention's q_a, q_b, kv_a, k_b, v_b, attention, o) and
+     * the output; 16 leaves room */
+    const int n_counters = m->n_layer * 16 + 1;
     atomic_int counters[n_counters];
     for (int i = 0; i < n_counters; i++) atomic_init(&counters[i], 0);
 

@@ -2,6 +2,9 @@
  * the attention itself in fixed page tiles and chunks (forward_impl.h: ATTN_CHUNK), the output projection. */
 #include "../forward_impl.h"
 
+/* runs of a decode step's attention items a thread takes at once: its even share cut in this many */
+#define ATTN_GRAINS_PER_THREAD 4
+
 /* chunks a query at pos attends to, from the one holding its first position lo */
 static inline int attn_chunks(int lo, int pos) { return pos / ATTN_CHUNK - lo / ATTN_CHUNK + 1; }
 
@@ -274,6 +277,10 @@ void oxl_fwd_attend(const fwd_state *F, fwd_thread *T, const oxl_layer *L, const
     const int64_t istride = F->istride;
     float *parts = F->parts;
     const int group = L->n_head / L->n_head_kv, nkv = L->n_head_kv;
+    /* items are handed out from a counter, as products' chunks are: a descheduled thread or rows of unequal
+     * lengths (a server's sequences) leave no thread waiting at the barrier for a fixed share; which thread
+     * computes an item changes none of its floats */
+    atomic_int *next = next_counter(F, T);
     /* a few rows: (row, KV head, chunk) items over the threads, folded after a barrier, if their
      * partials fit; every thread computes the same item table */
     int item0[SPLIT_ATTN_MAX_ROWS + 1];
@@ -285,19 +292,25 @@ void oxl_fwd_attend(const fwd_state *F, fwd_thread *T, const oxl_layer *L, const
         split = (int64_t)item0[n] * istride <= F->S->part_floats;
     }
     if (split) {
-        /* contiguous shares: each thread streams whole runs of chunks (the prefetcher follows) */
-        int64_t ib, ie;
-        oxl_split_range(item0[n], nth, ith, 1, &ib, &ie);
-        int r = 0;
-        for (int it = (int)ib; it < (int)ie; it++) {
-            while (it >= item0[r + 1]) r++;
-            const int p = attn_hi(F, r), lo = attn_lo(L, p), nc = attn_chunks(lo, p);
-            const int g = (it - item0[r]) / nc, c = (it - item0[r]) % nc;
-            int tb, te;
-            chunk_span(lo, p, c, &tb, &te);
-            attn_chunk(kt, L, kv, L->kv_layer, F->seqs[row_seq[r]].pages,
-                       qsrc + (int64_t)r * q_dim + (int64_t)g * group * hd, g, p, tb, te, parts + (int64_t)it * istride,
-                       &T->w);
+        /* runs of ATTN_GRAINS_PER_THREAD-th of a thread's share: each thread streams whole runs of chunks
+         * (the prefetcher follows), a few runs each */
+        const int n_items = item0[n];
+        const int grain = OXL_MAX(1, n_items / (nth * ATTN_GRAINS_PER_THREAD));
+        for (int ib = grain * atomic_fetch_add_explicit(next, 1, memory_order_relaxed); ib < n_items;
+             ib = grain * atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) {
+            const int ie = OXL_MIN(n_items, ib + grain);
+            int r = 0;
+            while (ib >= item0[r + 1]) r++;
+            for (int it = ib; it < ie; it++) {
+                while (it >= item0[r + 1]) r++;
+                const int p = attn_hi(F, r), lo = attn_lo(L, p), nc = attn_chunks(lo, p);
+                const int g = (it - item0[r]) / nc, c = (it - item0[r]) % nc;
+                int tb, te;
+                chunk_span(lo, p, c, &tb, &te);
+                attn_chunk(kt, L, kv, L->kv_layer, F->seqs[row_seq[r]].pages,
+                           qsrc + (int64_t)r * q_dim + (int64_t)g * group * hd, g, p, tb, te,
+                           parts + (int64_t)it * istride, &T->w);
+            }
         }
         sync_threads(F, T);
         for (int pr = ith; pr < n * nkv; pr += nth) {
@@ -309,9 +322,10 @@ void oxl_fwd_attend(const fwd_state *F, fwd_thread *T, const oxl_layer *L, const
                         out + (int64_t)r * q_dim + (int64_t)g * group * hd);
         }
     } else {
-        /* (row, KV head) items dealt round-robin: a causal item's cost grows with its position,
-         * so contiguous shares would leave the first thread idle */
-        for (int64_t it = ith; it < (int64_t)n * nkv; it += nth) {
+        /* (row, KV head) items one at a time: a causal item's cost grows with its position, so contiguous
+         * shares would leave the first thread idle */
+        for (int64_t it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed); it < (int64_t)n * nkv;
+             it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) {
             const int r = (int)(it / nkv), g = (int)(it % nkv);
             attn_item(kt, L, kv, L->kv_layer, F->seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim, g, attn_hi(F, r),
                       out + (int64_t)r * q_dim, &T->w);

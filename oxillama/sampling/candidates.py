@@ -129,9 +129,23 @@ class Candidates:
         self.is_sorted = is_sorted
         self.changed()
 
-    def keep_top(self, k: int) -> None:
-        """Keep the k largest logits (all if k >= len), sorted descending, ties by lower id."""
+    def keep_top(self, k: int, exclude: np.ndarray | None = None) -> None:
+        """Keep the k largest logits (all if k >= len), sorted descending, ties by lower id. exclude (full
+        set only: sorted token ids): those are left out first, as if banned, without writing the row."""
         n = len(self.logits)
+        if exclude is not None and len(exclude):
+            if not self.full:
+                raise SamplerError("internal: keep_top(exclude=) on a narrowed set")
+            # the top k + len(exclude) hold the top k of the others, in the same order (value, then id)
+            m = _csampling.top_k(self.logits, min(k + len(exclude), n), self.ws.ids, self.ws.vals)
+            ids, vals = self.ws.ids[:m], self.ws.vals[:m]
+            kept = ~np.isin(ids, exclude, assume_unique=True)
+            self.ids, self.logits = ids[kept][:k], vals[kept][:k]
+            if not len(self.ids):
+                raise SamplerError("every token is banned or masked (-inf): nothing to sample")
+            self.is_sorted = True
+            self.changed()
+            return
         if self.full and k > n // 16:
             # most of the vocabulary: one sort beats a heap this large
             self.sort()

@@ -52,9 +52,10 @@ class SamplerChain:
         self.stages = list(stages)
         self.selector = selector
 
-    def run(self, cand: Candidates, ctx: StepContext) -> int:
-        """Apply the stages to cand (edited in place) and return the selected token id."""
-        for stage in self.stages:
+    def run(self, cand: Candidates, ctx: StepContext, start: int = 0) -> int:
+        """Apply the stages (from stages[start]: the caller applied those before) to cand (edited in place)
+        and return the selected token id."""
+        for stage in self.stages[start:]:
             stage.apply(cand, ctx)
         return self.selector.select(cand, ctx)
 

@@ -50,11 +50,20 @@ class BanTokens(Stage):
         self.token_ids = tuple(int(t) for t in token_ids)
         self._ids = np.unique(np.array(self.token_ids, dtype=np.int64))
 
+    @property
+    def banned(self) -> np.ndarray:
+        """The banned ids, sorted, each once."""
+        return self._ids
+
+    def banned_ids(self, n_vocab: int) -> np.ndarray:
+        """The banned ids, checked against the vocabulary."""
+        _check_ids(self._ids, n_vocab, "banned_tokens")
+        return self._ids
+
     def apply(self, cand: Candidates, ctx: StepContext) -> None:
         if not len(self._ids):
             return
-        _check_ids(self._ids, ctx.n_vocab, "banned_tokens")
-        pos, _ = cand.positions_of(self._ids)
+        pos, _ = cand.positions_of(self.banned_ids(ctx.n_vocab))
         if len(pos):
             cand.remove_positions(pos)
 

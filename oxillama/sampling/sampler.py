@@ -15,6 +15,7 @@ from oxillama.sampling.chain import SamplerChain, build_chain
 from oxillama.sampling.config import SamplerConfig
 from oxillama.sampling.penalties import dry_breakers_from_vocab
 from oxillama.sampling.rng import SamplerRNG
+from oxillama.sampling.penalties import BanTokens
 from oxillama.sampling.selection import Greedy, WeightedDraw
 from oxillama.sampling.truncation import TopK
 
@@ -25,15 +26,22 @@ log = logging.getLogger("oxillama.sampling")
 _STATE_VERSION = 1
 
 
-def _reads_row_only(chain: SamplerChain) -> bool:
-    """Whether the chain only reads the full logits row, never editing it in place: it has no stage and a
-    greedy or weighted-draw selector (both read it), or its first stage is a top-k (which always narrows the
-    set into new arrays, so every later stage works on those)."""
+def _in_place_stages(chain: SamplerChain, n_vocab: int) -> int | None:
+    """How many leading stages of the chain run on the caller's row without writing it, or None when the
+    row must be copied first. 0: the chain has no stage and a greedy or weighted-draw selector (both only
+    read the row). 1: its first stage is a top-k, which always narrows the set into new arrays, so every
+    later stage works on those. 2: it bans tokens, then takes a top-k: the top k + (banned) of the row
+    without the banned ones is that top-k, read from the row as it is."""
     stages = chain.stages
     if not stages:
-        return type(chain.selector) in (Greedy, WeightedDraw)
+        return 0 if type(chain.selector) in (Greedy, WeightedDraw) else None
     first = stages[0]
-    return type(first) is TopK and first.k > 0
+    if type(first) is TopK and first.k > 0:
+        return 1
+    if (type(first) is BanTokens and len(stages) > 1 and type(stages[1]) is TopK and stages[1].k > 0
+            and stages[1].k + len(first.banned) <= n_vocab // 16):
+        return 2
+    return None
 
 
 class Sampler:
@@ -108,17 +116,24 @@ class Sampler:
         row = check_logits(logits, self.n_vocab, scan=False)
         if self._ws is None:
             self._set_vocab(row.shape[0])
-        if _reads_row_only(self.chain):
-            # the chain never writes the whole row: it runs on the caller's, scanned in place (a copy of
-            # n_vocab floats per token saved); plain greedy is that scan's first max (Greedy's choice)
-            m, at = scan_checked(row)
-            if not self.chain.stages and type(self.chain.selector) is Greedy:
-                return at
-            cand = Candidates(self._ws, logits=row, max_logit=m)
-        else:
-            cand = Candidates(self._ws, max_logit=copy_checked(row, self._ws.logits))
+        chain = self.chain
+        done = _in_place_stages(chain, self.n_vocab)
         ctx = StepContext(tokens, self.rng, self.n_vocab)
-        return self.chain.run(cand, ctx)
+        if done is None:
+            cand = Candidates(self._ws, max_logit=copy_checked(row, self._ws.logits))
+            return chain.run(cand, ctx)
+        # the chain's first stages never write the whole row: they run on the caller's, scanned in place (a copy
+        # of n_vocab floats per token saved); plain greedy is that scan's first max (Greedy's choice)
+        m, at = scan_checked(row)
+        if done == 0 and type(chain.selector) is Greedy:
+            return at
+        cand = Candidates(self._ws, logits=row, max_logit=m)
+        if done == 2:
+            ban, top = chain.stages[:2]
+            cand.keep_top(top.k, exclude=ban.banned_ids(self.n_vocab))
+        else:
+            done = 0   # a top-k first: run it as a stage
+        return chain.run(cand, ctx, start=done)
 
     def top_logprobs(self, logits, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(token_ids, logprobs) of the n most likely tokens of the raw row (the model's own

@@ -148,6 +148,8 @@ def test_caller_logits_are_not_modified(rng):
     SamplerConfig(),                                                 # top-k first, then top-p, min-p, temperature
     SamplerConfig(top_k=3000, top_p=0.9, temperature=0.8),          # a top-k that sorts the row
     SamplerConfig(**PLAIN),                                          # the draw over the full row
+    SamplerConfig(banned_tokens=(5, 17, 900)),                       # bans, then top-k (the server's ignore_eos)
+    SamplerConfig(banned_tokens=(17,), top_k=1, temperature=0.5),
 ])
 def test_chains_that_read_the_row_in_place_draw_as_a_copy_does(rng, config):
     """A chain that only reads the whole row runs on the caller's array (no copy): the caller's row is
@@ -155,6 +157,9 @@ def test_chains_that_read_the_row_in_place_draw_as_a_copy_does(rng, config):
     puts a stage that writes first, so the row is copied)."""
     rows = random_rows(rng, 40, 5000)
     rows[0, 11] = rows[0, 900] = rows[0].max() + 1    # a tie for the greedy choice: the lower id
+    rows[1, 17] = rows[1].max() + 5                    # a banned token on top
+    rows[2, :] = -np.inf
+    rows[2, [5, 17, 40]] = [3.0, 4.0, 1.0]             # only one token left once the banned ones are out
     before = rows.copy()
     in_place = Sampler(config, seed=7)
     copied = Sampler(config.replace(logit_bias={0: 0.0}), seed=7)
