@@ -7,13 +7,22 @@
  * As ggml-cpu's mul_mat_id: the router picks each row's k experts; the step's (row, expert) pairs are
  * bucketed by expert once (expert order, rows in order within one); each chosen expert's gate, up and down
  * rows are then read once for all of its rows by the ordinary multi-row kernel, the threads taking
- * (expert, row chunk) items from one counter; experts nobody chose are never touched. Each product element is
+ * (expert, row chunk) items from one counter; experts nobody chose are never touched. The plan repacks the
+ * stacked experts like any other matrix where each expert is whole groups of OXL_REPACK_ROW_ALIGN rows
+ * (ForwardPlan): a few rows per expert, the common case of a batch, are then what the repacked kernels do
+ * best, and one row reads the copy as fast as a dense matrix. Each product element is
  * the float vec_dot gives for it (matmul.h), and a row's output is its experts' outputs summed in the order
  * the router ranked them, so a token's result does not depend on the other rows of the step or the threads. */
 
-/* rows [r0, r1) of the expert product Y (n, ldy) = X W_e^T, W_e = rows [e * rows_e, (e + 1) * rows_e) of w */
+/* rows [r0, r1) of the expert product Y (n, ldy) = X W_e^T, W_e = rows [e * rows_e, (e + 1) * rows_e) of w; from
+ * the repacked copy where the plan made one (r0 a multiple of OXL_REPACK_ROW_ALIGN, as the callers split, and
+ * rows_e one too, so that each expert's rows are whole interleaved groups: the same floats as the file's rows) */
 static void expert_range(const oxl_kernel_table *kt, const oxl_weight *w, int64_t rows_e, int e, const void *xq,
                          int n, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
+    if (w->packed && rows_e % OXL_REPACK_ROW_ALIGN == 0) {
+        const char *Pe = (const char *)w->packed + (int64_t)e * rows_e * oxl_repacked_row_size(kt, w->type, w->cols);
+        if (!oxl_gemm_packed_range(kt, w->type, Pe, w->cols, xq, n, Y, ldy, r0, r1)) return;
+    }
     const char *We = (const char *)w->data + (int64_t)e * rows_e * oxl_row_size(w->type, w->cols);
     if (n == 1 && !kt->type[w->type].gemm_one_row) oxl_gemv_range(kt, w->type, We, w->cols, xq, Y, r0, r1);
     else oxl_gemm_range(kt, w->type, We, w->cols, xq, n, Y, ldy, r0, r1);
