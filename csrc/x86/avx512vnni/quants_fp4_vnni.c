@@ -45,18 +45,14 @@ static inline __m512i mx16_table(void) {
 }
 
 /* Block b of up to 16 file rows (w_row bytes apart) as the tile's 8 chunks and 16 scales; missing rows are
- * zero (value 12, scale 0). Z_g holds rows g, g + 4, g + 8, g + 12 (lane i: row 4i + g), whose in-lane
- * 4 x 4 dword transpose gives T_c with row l's qs[4c..4c+3] at dword l; low nibbles are chunk c, high
- * nibbles chunk c + 4. The 16 E8M0 bytes come by one gather (row l's block at l w_row + 17 b; 4 bytes of
+ * zero (value 12, scale 0). x16_rows_dwords gives T_c with row l's qs[4c..4c+3] at dword l; low nibbles are
+ * chunk c, high nibbles chunk c + 4. The 16 E8M0 bytes come by one gather (row l's block at l w_row + 17 b; 4 bytes of
  * the 17-byte block) and become 2^(e - 128) in the vector: (e - 1) << 23, or the subnormal 2^21 << e for
  * e < 2, as oxl_e8m0_to_fp32_half. */
 OXL_INLINE void mx16_decode(const char *w, size_t w_row, int nrows, const __m512i rowoff, int b, const __m512i kv,
                             __m512i x[8], __m512 *dx) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const char *blk = w + (size_t)b * sizeof(block_mxfp4);
-    __m128i r[X16];
-    for (int l = 0; l < X16; l++)
-        r[l] = l < nrows ? _mm_loadu_si128((const __m128i *)(blk + (size_t)l * w_row + 1)) : _mm_setzero_si128();
     const __mmask16 live = (__mmask16)((1u << nrows) - 1);
     /* the lanes of missing rows read row 0 (rowoff 0), then count zero */
     const __m512i e = _mm512_and_si512(_mm512_i32gather_epi32(rowoff, blk, 1), _mm512_set1_epi32(0xFF));
@@ -64,31 +60,17 @@ OXL_INLINE void mx16_decode(const char *w, size_t w_row, int nrows, const __m512
     const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
     const __m512i bits = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(_mm512_set1_epi32(2), e), normal, sub);
     *dx = _mm512_maskz_mov_ps(live, _mm512_castsi512_ps(bits));
-    __m512i z[4];
-    for (int g = 0; g < 4; g++)
-        z[g] = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(r[g]), r[g + 4], 1),
-                                                     r[g + 8], 2), r[g + 12], 3);
-    const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-    const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-    const __m512i T[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
-                          _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+    __m512i T[4];
+    x16_rows_dwords(blk + 1, w_row, nrows, T);   /* the 16 bytes of qs */
     for (int c = 0; c < 4; c++) {
         x[c] = _mm512_shuffle_epi8(kv, _mm512_and_si512(T[c], m4));
         x[c + 4] = _mm512_shuffle_epi8(kv, _mm512_and_si512(_mm512_srli_epi16(T[c], 4), m4));
     }
 }
 
-/* row l's byte offset l w_row in lane l, 0 for the missing rows l >= nrows (16 w_row fits an int32 for any
- * real width: 16 x 17 bytes x 2^20 blocks) */
-static inline __m512i mx16_rowoff(size_t w_row, int nrows) {
-    return _mm512_maskz_mov_epi32((__mmask16)((1u << nrows) - 1),
-                                  _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                                     _mm512_set1_epi32((int)w_row)));
-}
-
 /* up to 16 file rows in the tile form */
 static void mx16_build(const char *w, size_t w_row, int nrows, int nb, uint8_t *dst) {
-    const __m512i kv = mx16_table(), rowoff = mx16_rowoff(w_row, nrows);
+    const __m512i kv = mx16_table(), rowoff = x16_rowoff(w_row, nrows);
     float *sc = (float *)(void *)(dst + (size_t)nb * MX16_QBYTES);
     for (int b = 0; b < nb; b++) {
         __m512i x[8];
@@ -105,7 +87,7 @@ static void mx16_build(const char *w, size_t w_row, int nrows, int nb, uint8_t *
 OXL_INLINE void mx16_group(const int C, int nb, const uint8_t *g, const char *w, size_t w_row, int nrows,
                            const char *y, size_t y_row, const x16_act *A, __m512 *acc) {
     const float *sc = g ? (const float *)(const void *)(g + (size_t)nb * MX16_QBYTES) : NULL;
-    const __m512i kv = mx16_table(), rowoff = mx16_rowoff(w_row, nrows);
+    const __m512i kv = mx16_table(), rowoff = x16_rowoff(w_row, nrows);
     X16_UNROLL for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         __m512i x[8];
@@ -161,15 +143,13 @@ static void gemm_mxfp4_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void
                            int nr, const void *OXL_RESTRICT vy, size_t y_row, int nc) {
     const int nb = n / QK_MXFP4;
     const char *w = (const char *)vw, *y = (const char *)vy;
-    const size_t abytes = ((size_t)nc * nb * sizeof(x16_act) + 63) & ~(size_t)63;
-    uint8_t *buf = (uint8_t *)oxl_vnni_panel_memory(abytes + mx16_group_bytes(nb));
+    uint8_t *tile, *buf = x16_panel((size_t)nc * nb * sizeof(x16_act), mx16_group_bytes(nb), &tile);
     if (!buf) {
         for (int r = 0; r < nr; r++)
             for (int j = 0; j < nc; j++) vec_dot_mxfp4_x16(n, &S[j * lds + r], w + (size_t)r * w_row, y + (size_t)j * y_row);
         return;
     }
     x16_act *A = (x16_act *)(void *)buf;
-    uint8_t *tile = buf + abytes;
     x16_prepare_q8_0(MX16_OFF, nb, y, y_row, nc, A);
     const char *end = w + (size_t)nr * w_row;
     for (int r = 0; r < nr; r += X16) {

@@ -280,14 +280,12 @@ static void vec_dot_tq2_0_q8_K_x4(int n, float *OXL_RESTRICT s, const void *OXL_
  * 32 c + 4 j .. + 3 with k = 8 c + j, holds values 128 c + 32 l' + 4 j + (0..3) at bit pairs 2 l', so each
  * of the 16 dwords gives four vpdpbusd operands ((T >> 2 l') & 3, trits 0..2) against the activation's four
  * bytes broadcast; the sums start at -sum(y) (from the bsums, once per call). The 16 rows' dwords come by
- * the in-lane 4 x 4 dword transpose of quants_fp4_vnni.c, a 16-byte piece at a time, the 16 fp16 scales by one
+ * x16_rows_dwords (an in-lane 4 x 4 dword transpose), a 16-byte piece at a time, the 16 fp16 scales by one
  * gather (4 bytes from qs[62], the scale in the upper half: never past the block). */
 OXL_INLINE void tqx_group(const int C, int nb, const char *w, size_t w_row, int nrows, const char *y, size_t y_row,
                           const x16_act *A, float *S, int64_t lds) {
     const __m512i m3 = _mm512_set1_epi8(3);
-    const __mmask16 live = (__mmask16)((1u << nrows) - 1);
-    const __m512i rowoff = _mm512_maskz_mov_epi32(live, _mm512_mullo_epi32(
-        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32((int)w_row)));
+    const __m512i rowoff = x16_rowoff(w_row, nrows);
     uint16_t hi[32];
     for (int i = 0; i < 32; i++) hi[i] = (uint16_t)(2 * (i % 16) + 1);   /* the upper half of dword i */
     const __m512i pick_hi = _mm512_loadu_si512((const void *)hi);
@@ -300,17 +298,8 @@ OXL_INLINE void tqx_group(const int C, int nb, const char *w, size_t w_row, int 
         __m512i s[X16_VG];
         for (int j = 0; j < C; j++) s[j] = _mm512_set1_epi32(A[(size_t)j * nb + b].base);
         for (int p = 0; p < 4; p++) {   /* qs bytes 16 p .. 16 p + 15: dwords k = 4 p + c */
-            __m128i r[X16];
-            for (int l = 0; l < X16; l++)
-                r[l] = l < nrows ? _mm_loadu_si128((const __m128i *)(blk + (size_t)l * w_row + 16 * p)) : _mm_setzero_si128();
-            __m512i z[4];
-            for (int g = 0; g < 4; g++)
-                z[g] = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(r[g]), r[g + 4], 1),
-                                                             r[g + 8], 2), r[g + 12], 3);
-            const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-            const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-            const __m512i T[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
-                                  _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+            __m512i T[4];
+            x16_rows_dwords(blk + 16 * p, w_row, nrows, T);
             for (int c4 = 0; c4 < 4; c4++) {
                 const int k = 4 * p + c4, off = 128 * (k / 8) + 4 * (k % 8);
                 const __m512i x[4] = {_mm512_and_si512(T[c4], m3), _mm512_and_si512(_mm512_srli_epi32(T[c4], 2), m3),

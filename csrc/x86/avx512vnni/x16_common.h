@@ -83,6 +83,42 @@ OXL_INLINE void x16_store(int C, const __m512 *acc, float *S, int64_t lds, int n
     X16_UNROLL for (int j = 0; j < C; j++) _mm512_mask_storeu_ps(S + j * lds, m, acc[j]);
 }
 
+/* row l's byte offset l w_row in lane l, 0 for the missing rows l >= nrows (for gathers of one field of each
+ * of 16 file rows; 16 w_row fits an int32 for any real width) */
+OXL_INLINE __m512i x16_rowoff(size_t w_row, int nrows) {
+    return _mm512_maskz_mov_epi32((__mmask16)((1u << nrows) - 1),
+                                  _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                     _mm512_set1_epi32((int)w_row)));
+}
+
+/* 16 bytes of each of up to 16 file rows (row l's at p + l w_row; rows l >= nrows zero) as T[c] (c = 0..3) with
+ * row l's dword c at dword l: rows g, g + 4, g + 8, g + 12 into the four 128-bit lanes of Z_g, then the in-lane
+ * 4 x 4 dword transpose */
+OXL_INLINE void x16_rows_dwords(const char *p, size_t w_row, int nrows, __m512i T[4]) {
+    __m128i r[X16];
+    for (int l = 0; l < X16; l++)
+        r[l] = l < nrows ? _mm_loadu_si128((const __m128i *)(const void *)(p + (size_t)l * w_row)) : _mm_setzero_si128();
+    __m512i z[4];
+    for (int g = 0; g < 4; g++)
+        z[g] = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(r[g]), r[g + 4], 1),
+                                                     r[g + 8], 2), r[g + 12], 3);
+    const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+    T[0] = _mm512_unpacklo_epi64(t0, t2);
+    T[1] = _mm512_unpackhi_epi64(t0, t2);
+    T[2] = _mm512_unpacklo_epi64(t1, t3);
+    T[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+/* this thread's buffer for a product: the prepared activations (act_bytes, rounded up to 64), then a tile of
+ * tile_bytes at *tile; NULL without memory */
+static inline uint8_t *x16_panel(size_t act_bytes, size_t tile_bytes, uint8_t **tile) {
+    const size_t abytes = (act_bytes + 63) & ~(size_t)63;
+    uint8_t *buf = (uint8_t *)oxl_vnni_panel_memory(abytes + tile_bytes);
+    *tile = buf + abytes;
+    return buf;
+}
+
 /* PASS(c) with the run-time count C (1..X16_VG) of a pass's activation rows as the constant c, so that the
  * loops over activation rows unroll */
 #define X16_BY_C(C, PASS)                                                                                      \
@@ -120,10 +156,8 @@ typedef struct {
  * buffer (the prepared activations, then one group's tile) */
 OXL_INLINE int x16_gemm(const x16_family *f, int packed, float *S, int64_t lds, const char *w, size_t w_row, int nr,
                            const char *y, size_t y_row, int nc) {
-    const size_t abytes = ((size_t)nc * f->act_row + 63) & ~(size_t)63;
-    uint8_t *buf = (uint8_t *)oxl_vnni_panel_memory(abytes + f->group_bytes);
+    uint8_t *tile, *buf = x16_panel((size_t)nc * f->act_row, f->group_bytes, &tile);
     if (!buf) return -1;
-    uint8_t *tile = buf + abytes;
     f->prepare(f->kind, f->nb, y, y_row, nc, buf);
     const char *end = w + (size_t)nr * w_row;
     for (int r = 0; r < nr; r += X16) {
