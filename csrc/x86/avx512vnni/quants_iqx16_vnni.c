@@ -193,6 +193,17 @@ static inline __m512i ix_bcast4(const int8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
+/* acc + vpdpbusd(x, the 4 bytes at p in every lane), the broadcast a memory operand of the instruction (GCC
+ * otherwise loads it with a vpbroadcastd of its own) */
+static inline __m512i ix_dpbusd_bcast(__m512i acc, __m512i x, const int8_t *p) {
+#if defined(__AVX512VNNI__) && defined(__GNUC__)
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(x), "m"(*(const int32_t *)(const void *)p));
+    return acc;
+#else
+    return _mm512_dpbusd_epi32(acc, x, ix_bcast4(p));
+#endif
+}
+
 /* the 8 unsigned weight registers of one 32-value (sub-)block of 16 rows from its 4 nibble chunks: x[c] values
  * 4c..4c+3, x[c + 4] values 16 + 4c.. */
 static inline void ix_weights(const uint8_t *q, __m512i table, __m512i x[8]) {
@@ -315,12 +326,17 @@ OXL_INLINE void ix_group_c(int type, int C, int nb, const uint8_t *g, const char
  * x[c], at 512 ib + 64 c), its 8 scale pairs (ix_scale_pair_next's, 64 bytes each), then the 16 rows' dx as
  * floats. */
 #define IXP_SBYTES (4096 + 512 + 64)
+#ifndef IXP_ACT_CHUNK
+#define IXP_ACT_CHUNK 128   /* activation rows per pass over the groups */
+#endif
 
-static void ixp_build(int nb, const uint8_t *g, uint8_t *P) {
+static void ixp_build(int nb, const uint8_t *g, int ahead, uint8_t *P) {
     const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kvalues_iq4nl_u8));
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = g + (size_t)b * 2176;
         uint8_t *p = P + (size_t)b * IXP_SBYTES;
+        if (ahead)
+            for (int c = 0; c < 34; c++) __builtin_prefetch(q + ahead + 64 * c, 0, 3);
         for (int ib = 0; ib < QK_K / 32; ib++) {
             __m512i x[8];
             ix_weights(q + 256 * ib, table, x);
@@ -352,7 +368,7 @@ OXL_INLINE void ixp_group(const int C, int nb, const uint8_t *P, const char *y, 
             for (int j = 0; j < C; j++) {
                 const int8_t *yq = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[b].qs + 32 * ib;
                 __m512i dot = _mm512_set1_epi32(A[(size_t)j * nb + b].base[ib]);
-                for (int c = 0; c < 8; c++) dot = _mm512_dpbusd_epi32(dot, x[c], ix_bcast4(yq + 4 * c));
+                for (int c = 0; c < 8; c++) dot = ix_dpbusd_bcast(dot, x[c], yq + 4 * c);
                 isum[j] = _mm512_dpwssd_epi32(isum[j], _mm512_shuffle_epi8(dot, split), ls);
             }
         }
@@ -400,18 +416,23 @@ static int ixp_gemm(int packed, int n, float *S, int64_t lds, const char *w, siz
     uint8_t *tile = buf + abytes, *panel = tile + gbytes;
     ix_prepare(OXL_TYPE_IQ4_XS, nb, y, y_row, nc, A);
     const char *end = w + (size_t)nr * w_row;
-    for (int r = 0; r < nr; r += IX16) {
-        const int nrows = OXL_MIN(IX16, nr - r);
-        const char *g = w + (size_t)r * w_row;
-        if (!packed || nrows < IX16) {   /* file rows (a repacked matrix's last rows % 16 are too) */
-            for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
-            ix_build(OXL_TYPE_IQ4_XS, g, w_row, nrows, nb, tile);
-            g = (const char *)tile;
+    /* activation rows a chunk at a time, so that they stay in L2 while every group passes */
+    for (int jc = 0; jc < nc; jc += IXP_ACT_CHUNK) {
+        const int jend = OXL_MIN(nc, jc + IXP_ACT_CHUNK);
+        for (int r = 0; r < nr; r += IX16) {
+            const int nrows = OXL_MIN(IX16, nr - r);
+            const char *g = w + (size_t)r * w_row;
+            int ahead = IX16_AHEAD;
+            if (!packed || nrows < IX16) {   /* file rows (a repacked matrix's last rows % 16 are too) */
+                for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
+                ix_build(OXL_TYPE_IQ4_XS, g, w_row, nrows, nb, tile);
+                g = (const char *)tile, ahead = 0;
+            }
+            ixp_build(nb, (const uint8_t *)g, ahead, panel);
+            for (int j0 = jc; j0 < jend; j0 += IX16_VG)
+                ixp_group_c(OXL_MIN(IX16_VG, jend - j0), nb, panel, y + (size_t)j0 * y_row, y_row, A + (size_t)j0 * nb,
+                            S + j0 * lds + r, lds, nrows);
         }
-        ixp_build(nb, (const uint8_t *)g, panel);
-        for (int j0 = 0; j0 < nc; j0 += IX16_VG)
-            ixp_group_c(OXL_MIN(IX16_VG, nc - j0), nb, panel, y + (size_t)j0 * y_row, y_row, A + (size_t)j0 * nb,
-                        S + j0 * lds + r, lds, nrows);
     }
     return 0;
 }
