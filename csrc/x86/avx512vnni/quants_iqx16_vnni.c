@@ -220,8 +220,8 @@ static inline __m512i ix_sub_dot(const __m512i x[8], const int8_t *yq, int32_t s
     /* two chains for latency; integer sums, so their split changes nothing */
     __m512i s0 = _mm512_set1_epi32(start), s1 = _mm512_setzero_si512();
     for (int c = 0; c < 8; c += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, x[c], ix_bcast4(yq + 4 * c));
-        s1 = _mm512_dpbusd_epi32(s1, x[c + 1], ix_bcast4(yq + 4 * c + 4));
+        s0 = ix_dpbusd_bcast(s0, x[c], yq + 4 * c);
+        s1 = ix_dpbusd_bcast(s1, x[c + 1], yq + 4 * c + 4);
     }
     return _mm512_add_epi32(s0, s1);
 }
