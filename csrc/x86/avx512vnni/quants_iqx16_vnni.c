@@ -49,12 +49,12 @@
 #include "../quants_legacy_x86.h"
 #include "../../scalar/quants_k.h"
 #include "../avx512/iq_block_avx512.h"
+#include "x16_common.h"
 
 #define IX16 16          /* rows per group */
 #define IX16_VG 8        /* activation rows per pass over a group */
 #define IX16_AHEAD 2048  /* prefetch distance in a repacked matrix, bytes */
 
-void *oxl_vnni_panel_memory(size_t bytes);   /* quants_legacy_vnni.c: a per-thread buffer */
 
 /* kvalues_iq4nl + 128, the weight as vpdpbusd's unsigned operand */
 static const uint8_t kvalues_iq4nl_u8[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
@@ -165,11 +165,6 @@ typedef struct {
     int32_t base;
 } ix_act_nl;
 
-static inline int32_t ix_sum_i8_32(const int8_t *y) {
-    return hsum_i32_8(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
-                                          _mm256_loadu_si256((const __m256i *)y)));
-}
-
 static inline size_t ix_act_bytes(int type) { return ix_is_xs(type) ? sizeof(ix_act_xs) : sizeof(ix_act_nl); }
 
 static void ix_prepare(int type, int nb, const char *y, size_t y_row, int nc, void *A) {
@@ -182,15 +177,9 @@ static void ix_prepare(int type, int nb, const char *y, size_t y_row, int nc, vo
                 for (int ib = 0; ib < QK_K / 32; ib++) a->base[ib] = -128 * (yb->bsums[2 * ib] + yb->bsums[2 * ib + 1]);
             } else {
                 const block_q8_0 *yb = (const block_q8_0 *)(const void *)(y + (size_t)j * y_row) + b;
-                ((ix_act_nl *)A)[(size_t)j * nb + b] = (ix_act_nl){fp16(yb->d), -128 * ix_sum_i8_32(yb->qs)};
+                ((ix_act_nl *)A)[(size_t)j * nb + b] = (ix_act_nl){fp16(yb->d), -128 * x16_sum_i8_32(yb->qs)};
             }
         }
-}
-
-static inline __m512i ix_bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
 }
 
 /* acc + vpdpbusd(x, the 4 bytes at p in every lane), the broadcast a memory operand of the instruction (GCC
@@ -200,7 +189,7 @@ static inline __m512i ix_dpbusd_bcast(__m512i acc, __m512i x, const int8_t *p) {
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(x), "m"(*(const int32_t *)(const void *)p));
     return acc;
 #else
-    return _mm512_dpbusd_epi32(acc, x, ix_bcast4(p));
+    return _mm512_dpbusd_epi32(acc, x, x16_bcast4(p));
 #endif
 }
 
