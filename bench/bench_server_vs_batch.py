@@ -6,8 +6,9 @@ against InferenceEngine.generate_batch on the same 8 prompts (issue 35: the serv
 
 Both sides run the same prompts (token ids, so no chat template or tokenizer difference; new ones every round, so
 the server's prompt cache finds nothing from a warm-up or an earlier round), the same sampling
-(temperature 0.8, a seed per prompt, ignore_eos: every request generates exactly --tokens tokens) and the same
-thread count; rounds alternate a server burst and a generate_batch child process (each loads the model once
+(temperature 0.8, a seed per prompt, ignore_eos: every request generates exactly --tokens tokens; the server
+bans the end-of-generation tokens for it, as llama.cpp's server does, and generate_batch is given the same
+ban, banned_tokens, so both sides run the same sampler chain) and the same thread count; rounds alternate a server burst and a generate_batch child process (each loads the model once
 and warms up first). Per side, per round:
   tokens/s   generated tokens over the wall time from sending the requests to the last one ending
   cpu ms/tok the process's CPU time (user + system, every thread: forward, scheduler, sampling, detokenizing,
@@ -38,7 +39,8 @@ import json, os, sys, time
 from oxillama import InferenceEngine
 model, threads, n_tokens, (warm, prompts) = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
 e = InferenceEngine.from_gguf(model, n_ctx=1024, n_threads=threads)
-kw = dict(max_tokens=n_tokens, temperature=0.8, ignore_eos=True)
+# the server's ignore_eos: the end-of-generation tokens banned (oxillama.openai.request.generate_kwargs)
+kw = dict(max_tokens=n_tokens, temperature=0.8, ignore_eos=True, banned_tokens=sorted(e.tokenizer.eog_ids))
 e.generate_batch(warm, **dict(kw, max_tokens=4))           # warm-up: every slot used once
 out = []
 for r in range(int(sys.argv[5])):
