@@ -150,3 +150,46 @@ def test_drain_cuts_streams_after_its_timeout():
     conn, streams = run(main())
     assert closed == [True] and len(streams) == 0
     assert conn.sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}   # ended as HTTP wants
+
+
+CHAT_CHOICES = [{"index": 0, "delta": {"content": t}, "logprobs": None, "finish_reason": None} for t in TEXTS] + [
+    {"index": 1, "delta": {"reasoning_content": "hmm \u2028"}, "logprobs": None, "finish_reason": None},
+    {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None},
+    {"index": 0, "delta": {"content": "x", "reasoning_content": None}, "logprobs": None, "finish_reason": None},
+    {"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                           "function": {"name": "f", "arguments": "{}"}}]},
+     "logprobs": None, "finish_reason": None},
+    {"index": 0, "delta": {"content": "y"}, "logprobs": {"content": [], "refusal": None}, "finish_reason": None},
+    {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"},
+]
+
+
+def test_chat_chunk_frames_equal_the_pydantic_chunks():
+    """Every streamed chat choice, plain text (through a template) or not, is sent as the pydantic chunk."""
+    from oxillama.server.routes._generation import ChunkFrames
+    from oxillama.server.routes.chat import text_choice, text_of_choice
+
+    def chunk(choices, usage=None):
+        return ChatCompletionChunk(id="chatcmpl-1", created=7, model="m", usage=usage,
+                                   choices=[ChatCompletionStreamChoice.model_validate(c) for c in choices])
+    frames = ChunkFrames(chunk, text_of_choice, text_choice)
+    assert sum(text_of_choice(c) is not None for c in CHAT_CHOICES) == len(TEXTS) + 1
+    for c in CHAT_CHOICES + CHAT_CHOICES:      # the second time through the templates made the first time
+        assert frames.choice(c) == frames.chunk([c])
+
+
+def test_completion_chunk_frames_equal_the_pydantic_chunks():
+    from oxillama.openai.shapes import completion_choice
+    from oxillama.server.routes._generation import ChunkFrames
+    from oxillama.server.routes.completions import text_choice, text_of_choice
+
+    def chunk(choices, usage=None):
+        return CompletionResponse(id="cmpl-1", created=7, model="m", usage=usage,
+                                  choices=[CompletionChoice.model_validate(c) for c in choices])
+    choices = [completion_choice(t, i % 3) for i, t in enumerate(TEXTS)] + [
+        completion_choice("", 0, "length"), completion_choice("a", 1, None, {"text_offset": [0], "tokens": ["a"],
+                                                                             "token_logprobs": [-1.0],
+                                                                             "top_logprobs": [{"a": -1.0}]})]
+    frames = ChunkFrames(chunk, text_of_choice, text_choice)
+    for c in choices + choices:
+        assert frames.choice(c) == frames.chunk([c])

@@ -129,25 +129,28 @@ async def streamed_choices(handles: list, streams: list, completions: list) -> A
 
 class ChunkFrames:
     """The SSE events of one streamed completion's chunks. chunk(choices, usage) is the route's pydantic
-    chunk body; a choice that carries only text (text_of(choice) is its text, else None) goes out through a
-    TextFrames made once per choice index from that body with plain(index, TextFrames.MARK): the same bytes,
-    without a pydantic model per token."""
+    chunk body; a choice that carries only text (text_of(choice): (field, text), else None) goes out through
+    a TextFrames made once per (choice index, field) from that body with plain(index, field,
+    TextFrames.MARK): the same bytes, without a pydantic model per token."""
 
-    def __init__(self, chunk: Callable, text_of: Callable[[dict], str | None], plain: Callable[[int, str], dict]):
+    def __init__(self, chunk: Callable, text_of: Callable[[dict], tuple | None],
+                 plain: Callable[[int, str, str], dict]):
         self._chunk, self._text_of, self._plain = chunk, text_of, plain
-        self._frames: dict[int, sse.TextFrames] = {}
+        self._frames: dict[tuple, sse.TextFrames] = {}
 
     def chunk(self, choices: list[dict], usage=None) -> bytes:
         return sse.frame(self._chunk(choices, usage).model_dump_json())
 
     def choice(self, c: dict) -> bytes:
-        text = self._text_of(c)
-        if text is None:
+        plain = self._text_of(c)
+        if plain is None:
             return self.chunk([c])
-        frames = self._frames.get(c["index"])
+        field, text = plain
+        key = (c["index"], field)
+        frames = self._frames.get(key)
         if frames is None:
-            body = self._chunk([self._plain(c["index"], sse.TextFrames.MARK)], None).model_dump_json()
-            frames = self._frames[c["index"]] = sse.TextFrames(body)
+            body = self._chunk([self._plain(c["index"], field, sse.TextFrames.MARK)], None).model_dump_json()
+            frames = self._frames[key] = sse.TextFrames(body)
         return frames(text)
 
 

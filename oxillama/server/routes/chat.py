@@ -29,6 +29,22 @@ def assistant_message(content: str | None, calls, reasoning: str | None = None) 
                             tool_calls=[ToolCall.model_validate(c.to_openai()) for c in calls] or None)
 
 
+def text_of_choice(c: dict) -> tuple | None:
+    """(field, text) of a streamed choice whose delta is only answer text or only thinking text, else None
+    (oxillama.server.routes._generation.ChunkFrames)"""
+    delta = c["delta"]
+    if c["logprobs"] is None and c["finish_reason"] is None and len(delta) == 1:
+        for field in ("content", "reasoning_content"):
+            text = delta.get(field)
+            if text is not None:
+                return field, text
+    return None
+
+
+def text_choice(index: int, field: str, text: str) -> dict:
+    return {"index": index, "delta": {field: text}, "logprobs": None, "finish_reason": None}
+
+
 @router.post("/v1/chat/completions")
 async def chat_completions(req: ChatCompletionRequest, request: Request, state: ServerState = Depends(ready_state)):
     state = await state.serving(req.model)
@@ -63,14 +79,7 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
                                    choices=[ChatCompletionStreamChoice.model_validate(c) for c in choices],
                                    usage=usage)
 
-    def content_only(c: dict) -> str | None:
-        delta = c["delta"]
-        if c["logprobs"] is None and c["finish_reason"] is None and len(delta) == 1:
-            return delta.get("content")
-        return None
-
-    frames = ChunkFrames(chunk, content_only, lambda index, text: {"index": index, "delta": {"content": text},
-                                                                   "logprobs": None, "finish_reason": None})
+    frames = ChunkFrames(chunk, text_of_choice, text_choice)
 
     async def events():
         try:

@@ -35,6 +35,16 @@ def _prompts(req: CompletionRequest) -> list:
     return list(p)
 
 
+def text_of_choice(c: dict) -> tuple | None:
+    """("text", text) of a streamed choice that carries only text, else None
+    (oxillama.server.routes._generation.ChunkFrames)"""
+    return ("text", c["text"]) if c["logprobs"] is None and c["finish_reason"] is None else None
+
+
+def text_choice(index: int, field: str, text: str) -> dict:
+    return completion_choice(text, index)
+
+
 @router.post("/v1/completions")
 async def completions(req: CompletionRequest, request: Request, state: ServerState = Depends(ready_state)):
     state = await state.serving(req.model)
@@ -75,10 +85,7 @@ async def completions(req: CompletionRequest, request: Request, state: ServerSta
         return CompletionResponse(id=request_id, created=created, model=state.model_name,
                                   choices=[CompletionChoice.model_validate(c) for c in choices], usage=usage)
 
-    def text_only(c: dict) -> str | None:
-        return c["text"] if c["logprobs"] is None and c["finish_reason"] is None else None
-
-    frames = ChunkFrames(chunk, text_only, lambda index, text: completion_choice(text, index))
+    frames = ChunkFrames(chunk, text_of_choice, text_choice)
 
     async def events():
         try:
