@@ -16,7 +16,9 @@ once it has ended); its CPU per token is reported beside the server's. Per side,
   cpu ms/tok the process's CPU time (user + system, every thread: forward, scheduler, sampling, detokenizing,
              HTTP, SSE) over the same span per generated token; on a machine shared with other work this
              ratio holds much steadier than the wall figure, and it is what the server adds per token.
-Reported: medians over rounds, and server / generate_batch for both.
+Reported: medians over rounds, and server / generate_batch for both; for the server also the CPU per token of
+its main thread (the event loop: HTTP, SSE, JSON; the forward and sampling run on the scheduler's threads)
+and of the client.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from server_process import ServerProcess, checkout_env, proc_cpu_seconds, stream_raw
+from server_process import ServerProcess, checkout_env, proc_cpu_seconds, stream_raw, thread_cpu_seconds
 
 N_SEQ = 8
 PROMPT_TOKENS = 24
@@ -75,10 +77,10 @@ async def _stream(url: str, prompt: list[int], n_tokens: int, seed: int) -> int:
 async def _burst(url: str, prompts, n_tokens: int, seed: int, pid: int) -> dict:
     """The 8 streams at once (a lean client: it shares the machine with the server, see stream_raw); the
     server's CPU seconds and the client's over the same span."""
-    o0, c0, t0 = os.times(), proc_cpu_seconds(pid), time.perf_counter()
+    o0, m0, c0, t0 = os.times(), thread_cpu_seconds(pid, pid), proc_cpu_seconds(pid), time.perf_counter()
     counts = await asyncio.gather(*(_stream(url, p, n_tokens, seed * 100 + i) for i, p in enumerate(prompts)))
-    t1, c1, o1 = time.perf_counter(), proc_cpu_seconds(pid), os.times()
-    return {"tokens": sum(counts), "wall": t1 - t0, "cpu": c1 - c0,
+    t1, c1, m1, o1 = time.perf_counter(), proc_cpu_seconds(pid), thread_cpu_seconds(pid, pid), os.times()
+    return {"tokens": sum(counts), "wall": t1 - t0, "cpu": c1 - c0, "loop_cpu": m1 - m0,
             "client_cpu": (o1.user - o0.user) + (o1.system - o0.system)}
 
 
@@ -109,7 +111,8 @@ def run(model: str, threads: int = 2, n_tokens: int = 64, rounds: int = 3) -> di
                      "cpu_ms_per_token": statistics.median(1e3 * x["cpu"] / x["tokens"] for x in rs),
                      "rounds_tokens_per_s": [round(x["tokens"] / x["wall"], 1) for x in rs]}
         if side == "server":
-            fig[side]["client_cpu_ms_per_token"] = statistics.median(1e3 * x["client_cpu"] / x["tokens"] for x in rs)
+            for key in ("loop_cpu", "client_cpu"):
+                fig[side][key + "_ms_per_token"] = statistics.median(1e3 * x[key] / x["tokens"] for x in rs)
     fig["server_vs_batch_tokens_per_s"] = fig["server"]["tokens_per_s"] / fig["batch"]["tokens_per_s"]
     fig["server_vs_batch_cpu_per_token"] = fig["server"]["cpu_ms_per_token"] / fig["batch"]["cpu_ms_per_token"]
     return fig
@@ -122,7 +125,8 @@ def report(f: dict) -> str:
         s = f[side]
         lines.append(f"  {side:7s} {s['tokens_per_s']:8.1f} tokens/s  {s['cpu_ms_per_token']:7.2f} cpu ms/token  "
                      f"rounds {s['rounds_tokens_per_s']}")
-    lines.append(f"  (the client: {f['server']['client_cpu_ms_per_token']:.3f} cpu ms/token)")
+    lines.append(f"  (of the server's: its event loop thread {f['server']['loop_cpu_ms_per_token']:.3f} cpu ms/token; "
+                 f"the client {f['server']['client_cpu_ms_per_token']:.3f})")
     lines.append(f"  server / generate_batch: tokens/s {f['server_vs_batch_tokens_per_s']:.3f}, "
                  f"cpu per token {f['server_vs_batch_cpu_per_token']:.3f}")
     return "\n".join(lines)
