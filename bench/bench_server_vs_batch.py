@@ -7,8 +7,8 @@ against InferenceEngine.generate_batch on the same 8 prompts (issue 35: the serv
 Both sides run the same prompts (token ids, so no chat template or tokenizer difference; new ones every round, so
 the server's prompt cache finds nothing from a warm-up or an earlier round), the same sampling
 (temperature 0.8, a seed per prompt, ignore_eos: every request generates exactly --tokens tokens; the server
-bans the end-of-generation tokens for it, as llama.cpp's server does, and generate_batch is given the same
-ban, banned_tokens, so both sides run the same sampler chain) and the same thread count; rounds alternate a
+bans the end-of-generation tokens for it with a -inf logit bias, as llama.cpp's server does, and generate_batch
+is given the same bias, so both sides run the same sampler chain) and the same thread count; rounds alternate a
 server burst and a generate_batch child process (each loads the model once and warms up first). The client
 runs on the same machine, so it is lean (server_process.stream_raw: a bare connection, the stream decoded
 once it has ended); its CPU per token is reported beside the server's. Per side, per round:
@@ -43,8 +43,9 @@ import json, os, sys, time
 from oxillama import InferenceEngine
 model, threads, n_tokens, (warm, prompts) = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
 e = InferenceEngine.from_gguf(model, n_ctx=1024, n_threads=threads)
-# the server's ignore_eos: the end-of-generation tokens banned (oxillama.openai.request.generate_kwargs)
-kw = dict(max_tokens=n_tokens, temperature=0.8, ignore_eos=True, banned_tokens=sorted(e.tokenizer.eog_ids))
+# the server's ignore_eos: the end-of-generation tokens banned by a -inf bias (oxillama.openai.request)
+kw = dict(max_tokens=n_tokens, temperature=0.8, ignore_eos=True,
+          logit_bias={t: float("-inf") for t in e.tokenizer.eog_ids})
 e.generate_batch(warm, **dict(kw, max_tokens=4))           # warm-up: every slot used once
 out = []
 for r in range(int(sys.argv[5])):

@@ -5,6 +5,7 @@ logit_bias with string keys, ignore_eos, a grammar or a response_format compiled
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,18 +28,16 @@ def generate_kwargs(sampling: Mapping[str, Any], *, max_tokens: int | None = Non
     max_tokens: always passed (None: until the end of generation or of the context). stop: a string or
     strings. logit_bias: {token id, or its decimal string: bias}, checked against n_vocab and, when
     bias_bound is given, within [-bias_bound, bias_bound]; ban: token ids made impossible (ignore_eos bans
-    the end-of-generation tokens, as llama.cpp does), passed as banned_tokens: the sampler then still reads
-    the logits row in place, where a -inf logit bias would make it copy the row every token. grammar: GBNF text or a Grammar; response_format:
+    the end-of-generation tokens, as llama.cpp does). grammar: GBNF text or a Grammar; response_format:
     OpenAI's dict, compiled here so that an invalid schema fails before anything is queued."""
     kw = {name: value for name, value in sampling.items() if value is not None}
     kw["max_tokens"] = max_tokens
     if stop:
         kw["stop"] = [stop] if isinstance(stop, str) else list(stop)
     bias = openai_logit_bias(logit_bias, n_vocab, bias_bound) if logit_bias else {}
+    bias.update({int(t): -math.inf for t in ban})
     if bias:
         kw["logit_bias"] = bias
-    if ban:
-        kw["banned_tokens"] = sorted({int(t) for t in ban})
     if response_format is not None and response_format.get("type") == "text":
         response_format = None
     if grammar is not None and response_format is not None:
