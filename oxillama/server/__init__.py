@@ -1,4 +1,4 @@
-"""`oxillama serve`: an OpenAI-compatible HTTP server (FastAPI + uvicorn; its event streams are oxillama.server.sse) on the
+"""`oxillama serve`: an OpenAI-compatible HTTP server (FastAPI + uvicorn + sse-starlette) on the
 continuous-batching Scheduler. Needs the server extra: pip install "oxillama[server]".
 
     from oxillama.server import ServerConfig, create_app, serve

@@ -105,8 +105,6 @@ def create_app(config: ServerConfig, *, on_load_error=None, load_before_serving:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        state.loop = asyncio.get_running_loop()
-
         async def load_in_background():
             try:
                 await asyncio.to_thread(load, state)
@@ -242,10 +240,6 @@ class DrainingServer(uvicorn.Server):
                                 "stop them now)", running, self.state.config.drain_timeout)
             else:
                 server_log.info("shutting down")
-            if self.state is not None and self.state.loop is not None:
-                # streams still running after the drain timeout are cut (the scheduler stops after them)
-                with contextlib.suppress(RuntimeError):     # (the loop is closed)
-                    self.state.loop.call_soon_threadsafe(self.state.streams.drain, self.state.config.drain_timeout)
         elif sig == signal.SIGINT:
             server_log.info("stopping now")
         super().handle_exit(sig, frame)

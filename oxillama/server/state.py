@@ -114,9 +114,6 @@ class ServerState:
         self.keys = KeyRing(keys, self.metrics.registry) if keys else None
         from oxillama.server.response_store import ResponseStore
         self.responses = ResponseStore(config.responses_store, config.responses_store_mb << 20)
-        from oxillama.server.sse import Streams
-        self.streams = Streams()         # the event streams running (a drain cuts them after drain_timeout)
-        self.loop = None                 # the event loop serving (set by the app's lifespan)
 
     # the default model's, as the single-model server had them
     @property

@@ -101,4 +101,4 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
                 if not h.done:
                     h.cancel()
 
-    return sse.EventStream(events(), state.streams)
+    return sse.EventStream(events(), state.config.drain_timeout)

@@ -108,4 +108,4 @@ async def completions(req: CompletionRequest, request: Request, state: ServerSta
                 if not h.done:
                     h.cancel()
 
-    return sse.EventStream(events(), state.streams)
+    return sse.EventStream(events(), state.config.drain_timeout)

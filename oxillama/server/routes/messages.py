@@ -112,7 +112,7 @@ async def create_message(req: MessagesRequest, request: Request, state: ServerSt
             if not handle.done:
                 handle.cancel()
 
-    return sse.EventStream(events(), state.streams)
+    return sse.EventStream(events(), state.config.drain_timeout)
 
 
 @router.post("/v1/messages/count_tokens")

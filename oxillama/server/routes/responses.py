@@ -105,7 +105,7 @@ async def create_response(req: ResponsesRequest, request: Request, state: Server
             if not handle.done:
                 handle.cancel()
 
-    return sse.EventStream(events(), state.streams)
+    return sse.EventStream(events(), state.config.drain_timeout)
 
 
 class ResponseEvents:
