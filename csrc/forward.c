@@ -345,11 +345,7 @@ static int layer_phases(const oxl_layer *L, fwd_phase *ph) {
     }
     ph[k++] = oxl_fwd_phase_ffn_norm;
     if (L->n_expert > 0) {
-        ph[k++] = oxl_fwd_phase_experts;
-        if (L->w_up.data) {   /* the shared expert */
-            ph[k++] = oxl_fwd_phase_ffn;
-            ph[k++] = oxl_fwd_phase_shared_expert_sum;
-        }
+        ph[k++] = oxl_fwd_phase_experts;   /* with the shared expert, if any */
     } else {
         ph[k++] = oxl_fwd_phase_ffn;
     }

@@ -278,9 +278,8 @@ void oxl_fwd_phase_ffn_residual(const fwd_state *F, fwd_thread *T, const oxl_lay
 /* y (n) = the layer's activation of g, times u where gated (u NULL: ungated) */
 void oxl_fwd_activate(const oxl_kernel_table *kt, const oxl_layer *L, const float *g, const float *u, float *y, int n);
 
-/* layers/moe.c: the router and the experts */
+/* layers/moe.c: the router, the experts and the shared expert */
 void oxl_fwd_phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il);
-void oxl_fwd_phase_shared_expert_sum(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il);
 
 /* layers/ssm.c: Mamba-2 */
 int oxl_fwd_check_mamba2(const oxl_model *m, const oxl_layer *L);

@@ -28,7 +28,8 @@ cdef class ForwardPlan:
 
     repack: the matrices whose type has a repacked layout on the active tier (matmul.h) are copied once
     into it, and the products read the copy (the same floats, less work per block); the file stays the
-    truth (embedding rows, experts). `repacked`: a dict shared by plans over the same weights (a layer
+    truth (embedding rows, and experts whose rows do not split into whole groups of OXL_REPACK_ROW_ALIGN per
+    expert). `repacked`: a dict shared by plans over the same weights (a layer
     draft) so each matrix is repacked once. repacked_bytes: the RAM the copies take.
     """
     cdef oxl_model model
@@ -417,9 +418,12 @@ cdef class ForwardPlan:
         L.expert_scale = ls.get("expert_scale", 1.0)
         L.act = _ACTS[ls.get("act", "silu")]
         L.router = self._weight(ls["router"], p + "ffn_gate_inp", ne, self.n_embd)
-        L.exp_gate = self._weight(ls["exp_gate"], p + "ffn_gate_exps", ne * ff, self.n_embd, False)
-        L.exp_up = self._weight(ls["exp_up"], p + "ffn_up_exps", ne * ff, self.n_embd, False)
-        L.exp_down = self._weight(ls["exp_down"], p + "ffn_down_exps", ne * self.n_embd, ff, False)
+        # repacked where each expert is whole groups of the layouts' rows (layers/moe.c reads the copy then)
+        L.exp_gate = self._weight(ls["exp_gate"], p + "ffn_gate_exps", ne * ff, self.n_embd,
+                                  ff % OXL_REPACK_ROW_ALIGN == 0)
+        L.exp_up = self._weight(ls["exp_up"], p + "ffn_up_exps", ne * ff, self.n_embd, ff % OXL_REPACK_ROW_ALIGN == 0)
+        L.exp_down = self._weight(ls["exp_down"], p + "ffn_down_exps", ne * self.n_embd, ff,
+                                  self.n_embd % OXL_REPACK_ROW_ALIGN == 0)
         L.shexp_gate = self._vec(ls.get("shexp_gate"), self.n_embd, p + "ffn_gate_inp_shexp")
         L.router_b = self._vec(ls.get("router_b"), ne, p + "ffn_gate_inp.bias")
         L.sel_bias = self._vec(ls.get("sel_bias"), ne, p + "exp_probs_b.bias")
@@ -517,6 +521,8 @@ def _release_file_pages(arr):
 
 
 KV_PAGE = OXL_KV_PAGE   # positions per page of the C forward's KV cache
+REPACK_ROW_ALIGN = OXL_REPACK_ROW_ALIGN   # rows per interleaved group of the repacked layouts: experts repack
+                                          # where each one is whole groups
 LORA_SLOTS = ("q", "k", "v", "o", "gate", "up", "down")   # the order of OXL_LORA_Q .. OXL_LORA_DOWN
 LORA_MAX_RANK = OXL_LORA_MAX_RANK
 

@@ -72,6 +72,25 @@ void oxl_fwd_phase_mla_in(const fwd_state *F, fwd_thread *T, const oxl_layer *L,
     (void)il;
 }
 
+/* Y_h (n, rows_h) = x_h W_h^T for each head h < nh of the head-major weight w (rows_h rows a head), the threads
+ * taking (head, row chunk) items off the phase's next counter: head h's n activation rows at xq + h n rb (rb
+ * bytes each), its outputs at Y + h y_head, ldy floats a token apart. The chunks split rows only: each output's
+ * sum is the kernel's, whatever the thread count. */
+static void mla_heads(const fwd_state *F, fwd_thread *T, const oxl_weight *w, int nh, int64_t rows_h, const char *xq,
+                      int64_t rb, float *Y, int64_t y_head, int64_t ldy) {
+    const int n = F->n, c_h = expert_chunks(w, rows_h, T->nth);
+    atomic_int *next = next_counter(F, T);
+    for (int it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed); it < nh * c_h;
+         it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) {
+        const int h = it / c_h, ch = it % c_h;
+        int64_t b, e;
+        oxl_split_range(rows_h, c_h, ch, 16, &b, &e);
+        if (b < e)
+            oxl_mla_head_range(F->kt, w->type, w->data, rows_h, w->cols, h, xq + (int64_t)h * n * rb, n, Y + h * y_head,
+                               ldy, b, e);
+    }
+}
+
 /* per row: c RMS-normed, k_pe rotated, [c | k_pe] into the cache; each head's q_pe rotated into its absorbed query
  * [q_abs | q_pe] (qabs), its q_nope quantized head-major for wk_b; then q_abs_h = W_kb_h q_nope_h, the threads
  * taking (head, row chunk) items */
@@ -101,17 +120,7 @@ void oxl_fwd_phase_mla_rope_store(const fwd_state *F, fwd_thread *T, const oxl_l
         }
     }
     sync_threads(F, T);
-    const int c_h = expert_chunks(&a->wk_b, r, T->nth);
-    atomic_int *next = next_counter(F, T);
-    for (int it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed); it < nh * c_h;
-         it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) {
-        const int h = it / c_h, ch = it % c_h;
-        int64_t b, e;
-        oxl_split_range(r, c_h, ch, 16, &b, &e);
-        if (b < e)
-            oxl_mla_head_range(kt, a->wk_b.type, a->wk_b.data, r, dn, h, qn_act + (int64_t)h * n * rb, n,
-                               qabs + h * hd, ld_abs, b, e);
-    }
+    mla_heads(F, T, &a->wk_b, nh, r, qn_act, rb, qabs, hd, ld_abs);
     sync_threads(F, T);
     (void)il;
 }
@@ -135,17 +144,7 @@ void oxl_fwd_phase_mla_attention(const fwd_state *F, fwd_thread *T, const oxl_la
     for (int64_t i = T->t0; i < T->t1; i++)
         for (int h = 0; h < nh; h++) oxl_mla_act_row(kt, vdt, lat + i * ld_lat + h * hd, r, lat_act + ((int64_t)h * n + i) * rb);
     sync_threads(F, T);
-    const int c_h = expert_chunks(&a->wv_b, dv, T->nth);
-    atomic_int *next = next_counter(F, T);
-    for (int it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed); it < nh * c_h;
-         it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) {
-        const int h = it / c_h, ch = it % c_h;
-        int64_t b, e;
-        oxl_split_range(dv, c_h, ch, 16, &b, &e);
-        if (b < e)
-            oxl_mla_head_range(kt, a->wv_b.type, a->wv_b.data, dv, r, h, lat_act + (int64_t)h * n * rb, n,
-                               F->attn + (int64_t)h * dv, (int64_t)nh * dv, b, e);
-    }
+    mla_heads(F, T, &a->wv_b, nh, dv, lat_act, rb, F->attn, dv, (int64_t)nh * dv);
     sync_threads(F, T);
     (void)il;
 }

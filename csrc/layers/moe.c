@@ -7,13 +7,22 @@
  * As ggml-cpu's mul_mat_id: the router picks each row's k experts; the step's (row, expert) pairs are
  * bucketed by expert once (expert order, rows in order within one); each chosen expert's gate, up and down
  * rows are then read once for all of its rows by the ordinary multi-row kernel, the threads taking
- * (expert, row chunk) items from one counter; experts nobody chose are never touched. Each product element is
+ * (expert, row chunk) items from one counter; experts nobody chose are never touched. The plan repacks the
+ * stacked experts like any other matrix where each expert is whole groups of OXL_REPACK_ROW_ALIGN rows
+ * (ForwardPlan): a few rows per expert, the common case of a batch, are then what the repacked kernels do
+ * best, and one row reads the copy as fast as a dense matrix. Each product element is
  * the float vec_dot gives for it (matmul.h), and a row's output is its experts' outputs summed in the order
  * the router ranked them, so a token's result does not depend on the other rows of the step or the threads. */
 
-/* rows [r0, r1) of the expert product Y (n, ldy) = X W_e^T, W_e = rows [e * rows_e, (e + 1) * rows_e) of w */
+/* rows [r0, r1) of the expert product Y (n, ldy) = X W_e^T, W_e = rows [e * rows_e, (e + 1) * rows_e) of w; from
+ * the repacked copy where the plan made one (r0 a multiple of OXL_REPACK_ROW_ALIGN, as the callers split, and
+ * rows_e one too, so that each expert's rows are whole interleaved groups: the same floats as the file's rows) */
 static void expert_range(const oxl_kernel_table *kt, const oxl_weight *w, int64_t rows_e, int e, const void *xq,
                          int n, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
+    if (w->packed && rows_e % OXL_REPACK_ROW_ALIGN == 0) {
+        const char *Pe = (const char *)w->packed + (int64_t)e * rows_e * oxl_repacked_row_size(kt, w->type, w->cols);
+        if (!oxl_gemm_packed_range(kt, w->type, Pe, w->cols, xq, n, Y, ldy, r0, r1)) return;
+    }
     const char *We = (const char *)w->data + (int64_t)e * rows_e * oxl_row_size(w->type, w->cols);
     if (n == 1 && !kt->type[w->type].gemm_one_row) oxl_gemv_range(kt, w->type, We, w->cols, xq, Y, r0, r1);
     else oxl_gemm_range(kt, w->type, We, w->cols, xq, n, Y, ldy, r0, r1);
@@ -118,8 +127,44 @@ static void route_row(const oxl_layer *L, float *logits, int32_t *sel, float *w)
         for (int j = 0; j < k; j++) w[j] *= L->expert_scale;
 }
 
-/* The mixture: (tmp, or moe_out beside a shared expert) (n, n_embd) = sum over each row's chosen experts of
- * weight * down(act(gate(xn)) * up(xn)); xn quantized by phase_ffn_norm */
+/* beside a shared expert: tmp = routed + sigmoid(shexp_gate . xn) * shared (or + shared without the gate), rows
+ * [r0, r1) */
+static void shared_expert_sum(const fwd_state *F, const oxl_layer *L, int64_t r0, int64_t r1) {
+    const int n_embd = F->m->n_embd;
+    const float *moe = (const float *)(F->base + F->S->moe_out);
+    for (int64_t i = r0; i < r1; i++) {
+        float *y = F->tmp + i * n_embd;
+        const float *r = moe + i * n_embd;
+        float s = 1.0f;
+        if (L->shexp_gate) s = 1.0f / (1.0f + expf(-F->kt->ops.dot_f32(L->shexp_gate, F->xn + i * n_embd, n_embd)));
+        for (int d = 0; d < n_embd; d++) y[d] = r[d] + s * y[d];
+    }
+}
+
+/* The shared expert's h = act(gate (+ b_gate)) * (up (+ b_up)) of rows [r0, r1) into F->gate, quantized for its
+ * down projection into T's activation set: the dense FFN's (ffn.c) arithmetic, without LoRA */
+static void shared_expert_act(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int64_t r0, int64_t r1) {
+    const oxl_kernel_table *kt = F->kt;
+    const int n_ff = (int)L->w_up.rows;
+    const oxl_weight *down_ws[1] = {&L->w_down};
+    act_set_init(&T->acts, kt, F->base, F->S, down_ws, 1);
+    for (int64_t i = r0; i < r1; i++) {
+        float *gi = F->gate + i * n_ff, *ui = F->up + i * n_ff;
+        add_bias(ui, L->b_up, 1, n_ff, 0, 0, 1);
+        add_bias(gi, L->b_gate, 1, n_ff, 0, 0, 1);
+        oxl_fwd_activate(kt, L, gi, ui, gi, n_ff);
+    }
+    act_set_fill(&T->acts, kt, F->gate, n_ff, (int)r0, (int)r1);
+}
+
+/* The mixture: tmp (n, n_embd) = sum over each row's chosen experts of weight * down(act(gate(xn)) * up(xn)), and
+ * the shared expert's output beside it where the layer has one; xn quantized by phase_ffn_norm.
+ *
+ * A shared expert (a gated FFN, no LoRA on the step) runs inside the phase's own steps, so that a layer of
+ * experts costs five barriers, not eight: its gate and up while one thread routes the rows, its
+ * activation beside the experts', its down product beside theirs; every product element and sum is the one
+ * the dense FFN's phase and the separate sum gave (the same kernels, rows and order). Otherwise (LoRA on the
+ * step, a fused gate|up or an ungated shared expert) the dense FFN's phase and the sum follow the experts. */
 void oxl_fwd_phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
     const oxl_kernel_table *kt = F->kt;
     const scratch_layout *S = F->S;
@@ -132,8 +177,9 @@ void oxl_fwd_phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L
     int32_t *used = (int32_t *)(base + S->used);   /* used[0]: how many; then the experts in order */
     float *g_gate = (float *)(base + S->g_gate), *g_up = (float *)(base + S->g_up), *g_out = (float *)(base + S->g_out);
     char *g_hact = base + S->g_hact;
-    float *out = L->w_up.data ? (float *)(base + S->moe_out) : F->tmp;
-    (void)il;
+    const int shared = L->w_up.data != NULL;
+    const int fuse = shared && !F->any_lora && !L->fused_gate_up && L->w_gate.data;
+    float *out = shared ? (float *)(base + S->moe_out) : F->tmp;
 
     /* router logits (n, n_expert), then each row's choice */
     matmul_share(kt, &L->router, act_for(&T->acts, kt, &L->router, F->xn), n, r_logits, ne, next_counter(F, T), nth);
@@ -175,6 +221,12 @@ void oxl_fwd_phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L
                 memcpy((char *)g_in[j] + q * rb, src + (int64_t)g_row[q] * rb, (size_t)rb);
         }
     }
+    if (fuse) {   /* the shared expert's gate and up (n, n_ff): thread 0 joins when the routing is done */
+        const int n_ff = (int)L->w_up.rows;
+        matmul_share(kt, &L->w_gate, act_for(&T->acts, kt, &L->w_gate, F->xn), n, F->gate, n_ff,
+                     next_counter(F, T), nth);
+        matmul_share(kt, &L->w_up, act_for(&T->acts, kt, &L->w_up, F->xn), n, F->up, n_ff, next_counter(F, T), nth);
+    }
     sync_threads(F, T);
 
     /* gate and up of every chosen expert: (expert, chunk) items, gate's then up's, from one counter */
@@ -214,6 +266,7 @@ void oxl_fwd_phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L
             if (hvdt != OXL_TYPE_F32) kt->type[hvdt].from_float(h, g_hact + pos * hrb, ff);
         }
     }
+    if (fuse) shared_expert_act(F, T, L, T->t0, T->t1);
     sync_threads(F, T);
     const void *h_in = hvdt == OXL_TYPE_F32 ? (const void *)g_gate : (const void *)g_hact;
 
@@ -233,6 +286,9 @@ void oxl_fwd_phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L
                          g_out + (int64_t)p0 * n_embd, n_embd, b, end);
         }
     }
+    if (fuse)   /* the shared expert's down: tmp (n, n_embd) */
+        matmul_share(kt, &L->w_down, act_for(&T->acts, kt, &L->w_down, F->gate), n, F->tmp, n_embd,
+                     next_counter(F, T), nth);
     sync_threads(F, T);
 
     /* each row: its experts' outputs (+ their down biases), weighted, summed in the router's order */
@@ -245,18 +301,10 @@ void oxl_fwd_phase_experts(const fwd_state *F, fwd_thread *T, const oxl_layer *L
             kt->ops.axpy(y, sel_w[i * k + j], o, n_embd);
         }
     }
-}
-
-/* beside a shared expert: tmp = routed + sigmoid(shexp_gate . xn) * shared (or + shared without the gate) */
-void oxl_fwd_phase_shared_expert_sum(const fwd_state *F, fwd_thread *T, const oxl_layer *L, int il) {
-    const int n_embd = F->m->n_embd;
-    const float *moe = (const float *)(F->base + F->S->moe_out);
-    for (int64_t i = T->t0; i < T->t1; i++) {
-        float *y = F->tmp + i * n_embd;
-        const float *r = moe + i * n_embd;
-        float s = 1.0f;
-        if (L->shexp_gate) s = 1.0f / (1.0f + expf(-F->kt->ops.dot_f32(L->shexp_gate, F->xn + i * n_embd, n_embd)));
-        for (int d = 0; d < n_embd; d++) y[d] = r[d] + s * y[d];
+    if (fuse) {
+        shared_expert_sum(F, L, T->t0, T->t1);
+    } else if (shared) {   /* the dense FFN's phase (LoRA, fused gate|up), then the sum */
+        oxl_fwd_phase_ffn(F, T, L, il);
+        shared_expert_sum(F, L, T->t0, T->t1);
     }
-    (void)il;
 }

@@ -1,8 +1,8 @@
-/* x86 helpers and multi-row kernels (tiles) shared by the tiers for the K-quants Q4_K, Q5_K, Q6_K and IQ4_XS: the
- * AVX2 tier (csrc/x86/avx2/quants_k_avx2.c, with its vec_dots) and the AVX-512 VNNI tier
- * (csrc/x86/avx512vnni/quants_k_vnni.c). Static inline: each tier compiles them with its own flags and its own
- * OXL_K_ACC_MADD(acc, a, b) = acc + vpmaddwd(a, b) per int32 lane: vpaddd + vpmaddwd on AVX2, one vpdpwssd
- * with VNNI (the same integers, so the same floats). Needs AVX2 + F16C. */
+/* x86 helpers and multi-row kernels (tiles) for the K-quants Q4_K, Q5_K, Q6_K and IQ4_XS of the AVX2 tier
+ * (csrc/x86/avx2/quants_k_avx2.c, with its vec_dots; the AVX-512 tier inherits them, the AVX-512 VNNI tier has
+ * its own sixteen-row kernels). Static inline, with OXL_K_ACC_MADD(acc, a, b) = acc + vpmaddwd(a, b) per int32
+ * lane (vpaddd + vpmaddwd; a tier with VNNI could set one vpdpwssd: the same integers, so the same floats).
+ * Needs AVX2 + F16C. */
 #ifndef OXL_X86_QUANTS_K_X86_H
 #define OXL_X86_QUANTS_K_X86_H
 

@@ -115,19 +115,25 @@ def _experts(f: GGUFFile, hparams: dict) -> dict | None:
 
 def _repack(f: GGUFFile) -> dict:
     """What loading this file copies into this CPU's repacked layouts (the default; --no-repack skips it):
-    the matrices the products read, not the embedding table or the experts, which stay in the file's layout.
-    The copies' pages replace the file's in memory, so resident memory stays about the file's size."""
+    the matrices the products read, not the embedding table, and the stacked experts where each expert's rows
+    are whole groups of the layouts' rows (the others stay in the file's layout). The copies' pages replace the
+    file's in memory, so resident memory stays about the file's size."""
     from oxillama import _core
     from oxillama.quant import GGMLType
     layouts = _core.repacked_layouts()
     used, nbytes = {}, 0
     for t in f.tensors.values():
-        if t.qtype not in layouts or len(t.shape) != 2 or t.name.startswith("token_embd") or "_exps" in t.name:
+        if t.qtype not in layouts or t.name.startswith("token_embd"):
             continue
-        row = _core.repacked_row_size(int(GGMLType[t.qtype]), t.shape[1])
+        if len(t.shape) == 3 and "_exps" in t.name:   # (n_expert, rows per expert, cols)
+            if t.shape[1] % _core.REPACK_ROW_ALIGN:
+                continue
+        elif len(t.shape) != 2 or "_exps" in t.name:
+            continue
+        row = _core.repacked_row_size(int(GGMLType[t.qtype]), t.shape[-1])
         if row > 0:
             used[t.qtype] = layouts[t.qtype]
-            nbytes += row * t.shape[0]
+            nbytes += row * int(np.prod(t.shape[:-1]))
     return {"tier": _core.active_tier(), "layouts": used, "nbytes": nbytes}
 
 

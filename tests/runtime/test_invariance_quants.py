@@ -21,10 +21,9 @@ _spec.loader.exec_module(_helpers)
 weights_bytes = _helpers.weights_bytes
 
 DATA = Path(__file__).parent.parent / "models" / "data"
-# + Q4_K and Q6_K, whose prefill products (more than 8 tokens) the AVX-512 VNNI tier runs through its
-# 512-bit two-row kernels (csrc/x86/avx512vnni/quants_k_vnni.c; Q5_K shares Q4_K's) and decode through the
-# inherited vec_dots; IQ4_XS and IQ4_NL, which that tier runs sixteen rows at a time in every call shape, from
-# the repacked copy or from file rows (csrc/x86/avx512vnni/quants_iqx16_vnni.c)
+# + Q4_K and Q6_K (Q5_K shares Q4_K's kernel), IQ4_XS and IQ4_NL, which the AVX-512 VNNI tier runs sixteen rows
+# at a time in every call shape, from the repacked copy or from file rows (csrc/x86/avx512vnni/quants_kx16_vnni.c,
+# quants_iqx16_vnni.c)
 TYPES = ["Q1_0", "TQ1_0", "MXFP4", "NVFP4", "IQ2_XXS", "IQ3_S", "IQ1_M", "Q4_K", "Q6_K", "IQ4_XS", "IQ4_NL"]
 N_EMBD, N_FF, N_LAYER, N_HEAD, N_HEAD_KV = 256, 512, 2, 4, 2
 N_TOKENS = 80

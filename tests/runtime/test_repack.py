@@ -74,3 +74,28 @@ def test_inspect_says_what_loading_will_repack(model_path):
     with InferenceEngine.from_gguf(path, n_ctx=64, n_threads=1) as e:
         assert rp["nbytes"] == e.model.repacked_bytes
         assert rp["layouts"] == e.model.plan.repacked_layouts
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+def test_repacked_experts_give_the_file_layouts_logits_bit_for_bit(tmp_path, qtype):
+    """The stacked experts (each expert whole groups of REPACK_ROW_ALIGN rows) are repacked too: layers/moe.c
+    reads each chosen expert's rows from the copy, one token or a few per expert, and the logits stay the file
+    layout's in every call shape; `inspect` counts the experts' copies as loading makes them."""
+    from oxillama.cli.inspect import summarize
+    from oxillama.gguf import GGUFFile
+    from tiny_moe import N_EMBD, N_FF_EXP, write_tiny_moe   # tests/models, on the path via test_invariance
+    if qtype not in _core.repacked_layouts():
+        pytest.skip(f"no repacked layout for {qtype} on the {_core.active_tier()} tier")
+    assert N_FF_EXP % _core.REPACK_ROW_ALIGN == 0 and N_EMBD % _core.REPACK_ROW_ALIGN == 0
+    path = write_tiny_moe(tmp_path / "qwen2moe.gguf", "qwen2moe", qtype=qtype)   # with a shared expert
+    with InferenceEngine.from_gguf(path, n_ctx=256, n_threads=2) as packed, \
+            InferenceEngine.from_gguf(path, n_ctx=256, n_threads=2, repack=False) as plain:
+        with GGUFFile(path) as f:
+            exps = sum(t.nbytes for t in f.tensors.values() if "_exps" in t.name)
+            assert summarize(f, tensors=False)["repack"]["nbytes"] == packed.model.repacked_bytes
+        assert packed.model.repacked_bytes > exps   # the experts' copies and the dense matrices'
+        toks = tokens_for(packed, 150)
+        ref = prefill_logits(plain, toks)
+        assert_same(prefill_logits(packed, toks), ref, "prefill, repacked experts against the file layout")
+        assert_same(chunked_logits(packed, toks, 1), ref, "decode, repacked experts against the file layout")
+        check_batched(packed, toks, ref)

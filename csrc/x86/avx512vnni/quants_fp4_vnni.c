@@ -29,17 +29,14 @@
 #include <string.h>
 
 #include "../quants_legacy_x86.h"
+#include "x16_common.h"
 
-#define MX16 16       /* rows per group */
-#define MX16_VG 8     /* activation rows per pass over a group */
 #define MX16_OFF 12   /* added to the table values: unsigned 0..24 */
 #define MX16_QBYTES 512
 
-void *oxl_vnni_panel_memory(size_t bytes);   /* quants_legacy_vnni.c: a per-thread buffer */
-
 static float g_e8m0_half[256];   /* oxl_e8m0_to_fp32_half of every byte */
 
-static inline size_t mx16_group_bytes(int nb) { return (size_t)nb * (MX16_QBYTES + sizeof(float) * MX16); }
+static inline size_t mx16_group_bytes(int nb) { return (size_t)nb * (MX16_QBYTES + sizeof(float) * X16); }
 
 /* the table + 12 in every 128-bit lane, for vpshufb */
 static inline __m512i mx16_table(void) {
@@ -48,18 +45,14 @@ static inline __m512i mx16_table(void) {
 }
 
 /* Block b of up to 16 file rows (w_row bytes apart) as the tile's 8 chunks and 16 scales; missing rows are
- * zero (value 12, scale 0). Z_g holds rows g, g + 4, g + 8, g + 12 (lane i: row 4i + g), whose in-lane
- * 4 x 4 dword transpose gives T_c with row l's qs[4c..4c+3] at dword l; low nibbles are chunk c, high
- * nibbles chunk c + 4. The 16 E8M0 bytes come by one gather (row l's block at l w_row + 17 b; 4 bytes of
+ * zero (value 12, scale 0). x16_rows_dwords gives T_c with row l's qs[4c..4c+3] at dword l; low nibbles are
+ * chunk c, high nibbles chunk c + 4. The 16 E8M0 bytes come by one gather (row l's block at l w_row + 17 b; 4 bytes of
  * the 17-byte block) and become 2^(e - 128) in the vector: (e - 1) << 23, or the subnormal 2^21 << e for
  * e < 2, as oxl_e8m0_to_fp32_half. */
 OXL_INLINE void mx16_decode(const char *w, size_t w_row, int nrows, const __m512i rowoff, int b, const __m512i kv,
                             __m512i x[8], __m512 *dx) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const char *blk = w + (size_t)b * sizeof(block_mxfp4);
-    __m128i r[MX16];
-    for (int l = 0; l < MX16; l++)
-        r[l] = l < nrows ? _mm_loadu_si128((const __m128i *)(blk + (size_t)l * w_row + 1)) : _mm_setzero_si128();
     const __mmask16 live = (__mmask16)((1u << nrows) - 1);
     /* the lanes of missing rows read row 0 (rowoff 0), then count zero */
     const __m512i e = _mm512_and_si512(_mm512_i32gather_epi32(rowoff, blk, 1), _mm512_set1_epi32(0xFF));
@@ -67,31 +60,17 @@ OXL_INLINE void mx16_decode(const char *w, size_t w_row, int nrows, const __m512
     const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
     const __m512i bits = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(_mm512_set1_epi32(2), e), normal, sub);
     *dx = _mm512_maskz_mov_ps(live, _mm512_castsi512_ps(bits));
-    __m512i z[4];
-    for (int g = 0; g < 4; g++)
-        z[g] = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(r[g]), r[g + 4], 1),
-                                                     r[g + 8], 2), r[g + 12], 3);
-    const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-    const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-    const __m512i T[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
-                          _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+    __m512i T[4];
+    x16_rows_dwords(blk + 1, w_row, nrows, T);   /* the 16 bytes of qs */
     for (int c = 0; c < 4; c++) {
         x[c] = _mm512_shuffle_epi8(kv, _mm512_and_si512(T[c], m4));
         x[c + 4] = _mm512_shuffle_epi8(kv, _mm512_and_si512(_mm512_srli_epi16(T[c], 4), m4));
     }
 }
 
-/* row l's byte offset l w_row in lane l, 0 for the missing rows l >= nrows (16 w_row fits an int32 for any
- * real width: 16 x 17 bytes x 2^20 blocks) */
-static inline __m512i mx16_rowoff(size_t w_row, int nrows) {
-    return _mm512_maskz_mov_epi32((__mmask16)((1u << nrows) - 1),
-                                  _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                                     _mm512_set1_epi32((int)w_row)));
-}
-
 /* up to 16 file rows in the tile form */
 static void mx16_build(const char *w, size_t w_row, int nrows, int nb, uint8_t *dst) {
-    const __m512i kv = mx16_table(), rowoff = mx16_rowoff(w_row, nrows);
+    const __m512i kv = mx16_table(), rowoff = x16_rowoff(w_row, nrows);
     float *sc = (float *)(void *)(dst + (size_t)nb * MX16_QBYTES);
     for (int b = 0; b < nb; b++) {
         __m512i x[8];
@@ -99,89 +78,48 @@ static void mx16_build(const char *w, size_t w_row, int nrows, int nb, uint8_t *
         mx16_decode(w, w_row, nrows, rowoff, b, kv, x, &dx);
         uint8_t *q = dst + (size_t)b * MX16_QBYTES;
         for (int c = 0; c < 8; c++) _mm512_storeu_si512((void *)(q + 64 * c), x[c]);
-        _mm512_storeu_ps(sc + MX16 * b, dx);
+        _mm512_storeu_ps(sc + X16 * b, dx);
     }
-}
-
-/* per activation block: its scale and where its int32 sums start */
-typedef struct {
-    float d;
-    int32_t base;   /* -12 sum(y) */
-} mx16_act;
-
-static inline int32_t mx16_sum_i8_32(__m256i y) {
-    return hsum_i32_8(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), y));
-}
-
-static void mx16_prepare(int nb, const char *y, size_t y_row, int nc, mx16_act *A) {
-    for (int j = 0; j < nc; j++)
-        for (int b = 0; b < nb; b++) {
-            const block_q8_0 *yb = (const block_q8_0 *)(const void *)(y + (size_t)j * y_row) + b;
-            A[(size_t)j * nb + b] = (mx16_act){fp16(yb->d), -MX16_OFF * mx16_sum_i8_32(_mm256_loadu_si256((const __m256i *)yb->qs))};
-        }
-}
-
-static inline __m512i mx16_bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
 }
 
 /* acc[j] (lane l: row l) over all nb blocks of one group against activation rows 0..C-1: from a tile g, or
  * (g NULL: one pass covers every activation row) decoded from the file rows w in registers */
 OXL_INLINE void mx16_group(const int C, int nb, const uint8_t *g, const char *w, size_t w_row, int nrows,
-                           const char *y, size_t y_row, const mx16_act *A, __m512 *acc) {
+                           const char *y, size_t y_row, const x16_act *A, __m512 *acc) {
     const float *sc = g ? (const float *)(const void *)(g + (size_t)nb * MX16_QBYTES) : NULL;
-    const __m512i kv = mx16_table(), rowoff = mx16_rowoff(w_row, nrows);
-    for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
+    const __m512i kv = mx16_table(), rowoff = x16_rowoff(w_row, nrows);
+    X16_UNROLL for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         __m512i x[8];
         __m512 dx;
         if (g) {
             const uint8_t *q = g + (size_t)b * MX16_QBYTES;
             for (int c = 0; c < 8; c++) x[c] = _mm512_loadu_si512((const void *)(q + 64 * c));
-            dx = _mm512_loadu_ps(sc + MX16 * b);
+            dx = _mm512_loadu_ps(sc + X16 * b);
         } else {
             mx16_decode(w, w_row, nrows, rowoff, b, kv, x, &dx);
         }
-        for (int j = 0; j < C; j++) {
+        X16_UNROLL for (int j = 0; j < C; j++) {
             const int8_t *yq = ((const block_q8_0 *)(const void *)(y + (size_t)j * y_row))[b].qs;
-            const mx16_act a = A[(size_t)j * nb + b];
-            /* two chains for latency; integer sums, so their split changes nothing */
-            __m512i s0 = _mm512_set1_epi32(a.base), s1 = _mm512_setzero_si512();
-            for (int c = 0; c < 8; c += 2) {
-                s0 = _mm512_dpbusd_epi32(s0, x[c], mx16_bcast4(yq + 4 * c));
-                s1 = _mm512_dpbusd_epi32(s1, x[c + 1], mx16_bcast4(yq + 4 * c + 4));
-            }
-            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a.d));
-            acc[j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[j]);
+            const x16_act a = A[(size_t)j * nb + b];
+            acc[j] = x16_step(acc[j], dx, a.d, x16_dot32(x, yq, a.base));
         }
     }
 }
 
 OXL_INLINE void mx16_group_store(const int C, int nb, const uint8_t *g, const char *w, size_t w_row, int nrows,
-                                 const char *y, size_t y_row, const mx16_act *A, float *S, int64_t lds) {
-    __m512 acc[MX16_VG];
+                                 const char *y, size_t y_row, const x16_act *A, float *S, int64_t lds) {
+    __m512 acc[X16_VG];
     mx16_group(C, nb, g, w, w_row, nrows, y, y_row, A, acc);
-    const __mmask16 m = (__mmask16)((1u << nrows) - 1);
-    for (int j = 0; j < C; j++) _mm512_mask_storeu_ps(S + j * lds, m, acc[j]);
+    x16_store(C, acc, S, lds, nrows);
 }
 
-/* C as a constant per call (the loops over activation rows and chunks unroll) */
-static void mx16_group_c(int C, int nb, const uint8_t *g, const char *w, size_t w_row, int nrows, const char *y,
-                         size_t y_row, const mx16_act *A, float *S, int64_t lds) {
-#define MX16_C(C_) mx16_group_store(C_, nb, g, w, w_row, nrows, y, y_row, A, S, lds); break;
-    switch (C) {
-    case 8: MX16_C(8)
-    case 7: MX16_C(7)
-    case 6: MX16_C(6)
-    case 5: MX16_C(5)
-    case 4: MX16_C(4)
-    case 3: MX16_C(3)
-    case 2: MX16_C(2)
-    default: MX16_C(1)
-    }
-#undef MX16_C
+/* one pass of C (1..8) activation rows over a group (the tile g, or g NULL: the file rows w) */
+static void mx16_pass(int C, int nb, const uint8_t *g, const char *w, size_t w_row, int nrows, const char *y,
+                      size_t y_row, const x16_act *A, float *S, int64_t lds) {
+#define MX16_PASS(C_) mx16_group_store(C_, nb, g, w, w_row, nrows, y, y_row, A, S, lds)
+    X16_BY_C(C, MX16_PASS)
+#undef MX16_PASS
 }
 
 /* one row, one activation row: the same steps, one output */
@@ -193,7 +131,7 @@ static void vec_dot_mxfp4_x16(int n, float *OXL_RESTRICT s, const void *OXL_REST
     for (int b = 0; b < n / QK_MXFP4; b++) {
         const __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs);
         const __m256i u = _mm256_shuffle_epi8(kv, nibbles_32(x[b].qs));
-        const int32_t isum = hsum_i32_8(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, yq)) - MX16_OFF * mx16_sum_i8_32(yq);
+        const int32_t isum = hsum_i32_8(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, yq)) - MX16_OFF * x16_sum_i8_32(y[b].qs);
         acc = fmaf(g_e8m0_half[x[b].e] * fp16(y[b].d), (float)isum, acc);
     }
     *s = acc;
@@ -205,28 +143,26 @@ static void gemm_mxfp4_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void
                            int nr, const void *OXL_RESTRICT vy, size_t y_row, int nc) {
     const int nb = n / QK_MXFP4;
     const char *w = (const char *)vw, *y = (const char *)vy;
-    const size_t gbytes = mx16_group_bytes(nb), abytes = ((size_t)nc * nb * sizeof(mx16_act) + 63) & ~(size_t)63;
-    uint8_t *buf = (uint8_t *)oxl_vnni_panel_memory(abytes + gbytes);
+    uint8_t *tile, *buf = x16_panel((size_t)nc * nb * sizeof(x16_act), mx16_group_bytes(nb), &tile);
     if (!buf) {
         for (int r = 0; r < nr; r++)
             for (int j = 0; j < nc; j++) vec_dot_mxfp4_x16(n, &S[j * lds + r], w + (size_t)r * w_row, y + (size_t)j * y_row);
         return;
     }
-    mx16_act *A = (mx16_act *)(void *)buf;
-    uint8_t *tile = buf + abytes;
-    mx16_prepare(nb, y, y_row, nc, A);
+    x16_act *A = (x16_act *)(void *)buf;
+    x16_prepare_q8_0(MX16_OFF, nb, y, y_row, nc, A);
     const char *end = w + (size_t)nr * w_row;
-    for (int r = 0; r < nr; r += MX16) {
-        const int nrows = OXL_MIN(MX16, nr - r);
+    for (int r = 0; r < nr; r += X16) {
+        const int nrows = OXL_MIN(X16, nr - r);
         const char *g = w + (size_t)r * w_row;
         for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
-        if (nc <= MX16_VG) {   /* one pass: decoded in registers, no tile */
-            mx16_group_c(nc, nb, NULL, g, w_row, nrows, y, y_row, A, S + r, lds);
+        if (nc <= X16_VG) {   /* one pass: decoded in registers, no tile */
+            mx16_pass(nc, nb, NULL, g, w_row, nrows, y, y_row, A, S + r, lds);
             continue;
         }
         mx16_build(g, w_row, nrows, nb, tile);
-        for (int j0 = 0; j0 < nc; j0 += MX16_VG)
-            mx16_group_c(OXL_MIN(MX16_VG, nc - j0), nb, tile, NULL, 0, nrows, y + (size_t)j0 * y_row, y_row,
+        for (int j0 = 0; j0 < nc; j0 += X16_VG)
+            mx16_pass(OXL_MIN(X16_VG, nc - j0), nb, tile, NULL, 0, nrows, y + (size_t)j0 * y_row, y_row,
                          A + (size_t)j0 * nb, S + j0 * lds + r, lds);
     }
 }

@@ -248,7 +248,7 @@ static void *panel_memory(size_t bytes) {
     return b->p;
 }
 
-void *oxl_vnni_panel_memory(size_t bytes);   /* also quants_lowbit_vnni.c's */
+void *oxl_vnni_panel_memory(size_t bytes);   /* also the sixteen-row kernels' (x16_common.h) */
 void *oxl_vnni_panel_memory(size_t bytes) { return panel_memory(bytes); }
 
 OXL_INLINE void gemm_vnni(int vk, int n, float *S, int64_t lds, const void *vw, size_t w_row, int nr,

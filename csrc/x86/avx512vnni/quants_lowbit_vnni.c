@@ -33,24 +33,22 @@
 #include <string.h>
 
 #include "../quants_lowbit_x86.h"
+#include "x16_common.h"
 
-#define Q1_VG 4                  /* TQ2_0: activation rows per group */
-#define Q1X 16                   /* Q1_0: rows per group */
-#define Q1X_VG 8                 /* Q1_0: activation rows per pass over a group */
 #define Q1X_BITS 256             /* Q1_0: bytes of bits of one block of a group */
 #define Q1X_AHEAD 2048           /* Q1_0: prefetch distance in a repacked matrix, bytes */
 
-void *oxl_vnni_panel_memory(size_t bytes);   /* quants_legacy_vnni.c: this thread's 64-byte aligned buffer */
-
-static inline size_t q1x_group_bytes(int nb) { return (size_t)nb * (Q1X_BITS + 2 * Q1X); }
+static inline size_t q1x_group_bytes(int nb) { return (size_t)nb * (Q1X_BITS + 2 * X16); }
 
 /* Up to 16 file rows (w_row bytes apart) in the q1_0_x16 form; missing rows are zero, scales too.
  * Four blocks at a time: row l's 4 x 16 bytes of bits as 8 64-bit lanes (lane 2i + h: block i's bytes
  * 8h..8h+7, i.e. the 16 nibbles of chunks 16h..16h+15), picked out of the row's 72 bytes by vpermt2w; the 16
  * rows' vectors are then 8 lanes of 16 x 16 nibble matrices, transposed together by delta swaps (halves of 8,
  * 4, 2, 1 nibbles), after which vector c holds word 16h + c of block i in lane 2i + h. A decode reads the
- * file rows through this when the matrix was not repacked: about as much work as the product itself. */
-static void q1x_build(const char *w, size_t w_row, int nrows, int nb, uint8_t *dst) {
+ * file rows through this when the matrix was not repacked: about as much work as the product itself.
+ * (kind: unused, x16_family's build signature.) */
+static void q1x_build(int kind, const char *w, size_t w_row, int nrows, int nb, uint8_t *dst) {
+    (void)kind;
     uint16_t *sc = (uint16_t *)(void *)(dst + (size_t)nb * Q1X_BITS);
     uint16_t pick[32];
     for (int q = 0; q < 8; q++)
@@ -60,8 +58,8 @@ static void q1x_build(const char *w, size_t w_row, int nrows, int nb, uint8_t *d
                                      0x0F0F0F0F0F0F0F0Full};
     for (int b0 = 0; b0 < nb; b0 += 4) {
         const int nbk = OXL_MIN(4, nb - b0);
-        __m512i v[Q1X];
-        for (int l = 0; l < Q1X; l++) {
+        __m512i v[X16];
+        for (int l = 0; l < X16; l++) {
             if (l >= nrows) {
                 v[l] = _mm512_setzero_si512();
                 continue;
@@ -81,58 +79,34 @@ static void q1x_build(const char *w, size_t w_row, int nrows, int nb, uint8_t *d
         for (int st = 0; st < 4; st++) {
             const int s = 8 >> st;
             const __m512i k = _mm512_set1_epi64((long long)keep[st]);
-            for (int i = 0; i < Q1X; i++) {
+            for (int i = 0; i < X16; i++) {
                 if (i & s) continue;
                 const __m512i t = _mm512_and_si512(_mm512_xor_si512(_mm512_srli_epi64(v[i], 4 * s), v[i + s]), k);
                 v[i + s] = _mm512_xor_si512(v[i + s], t);
                 v[i] = _mm512_xor_si512(v[i], _mm512_slli_epi64(t, 4 * s));
             }
         }
-        uint64_t word[Q1X][8];
-        for (int c = 0; c < Q1X; c++) _mm512_storeu_si512((void *)word[c], v[c]);
+        uint64_t word[X16][8];
+        for (int c = 0; c < X16; c++) _mm512_storeu_si512((void *)word[c], v[c]);
         for (int i = 0; i < nbk; i++) {
             uint8_t *out = dst + (size_t)(b0 + i) * Q1X_BITS;
             for (int h = 0; h < 2; h++)
-                for (int c = 0; c < Q1X; c++) memcpy(out + 8 * (16 * h + c), &word[c][2 * i + h], 8);
-            for (int l = 0; l < Q1X; l++) {
-                if (l < nrows) memcpy(&sc[(b0 + i) * Q1X + l], w + (size_t)l * w_row + (size_t)(b0 + i) * sizeof(block_q1_0), 2);
-                else sc[(b0 + i) * Q1X + l] = 0;
+                for (int c = 0; c < X16; c++) memcpy(out + 8 * (16 * h + c), &word[c][2 * i + h], 8);
+            for (int l = 0; l < X16; l++) {
+                if (l < nrows) memcpy(&sc[(b0 + i) * X16 + l], w + (size_t)l * w_row + (size_t)(b0 + i) * sizeof(block_q1_0), 2);
+                else sc[(b0 + i) * X16 + l] = 0;
             }
         }
     }
 }
 
-/* per activation block: its scale and where its int32 sums start */
-typedef struct {
-    float d;
-    int32_t base;   /* -sum(y) */
-} q1x_act;
-
-static inline int32_t q1x_sum_i8_32(__m256i y) {
-    return lb_hsum_i32_8(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), y));
-}
-
-/* nk activation blocks of each of nc rows */
-static void q1x_prepare(int nk, const char *y, size_t y_row, int nc, q1x_act *A) {
-    for (int j = 0; j < nc; j++)
-        for (int k = 0; k < nk; k++) {
-            const block_q8_0 *yb = (const block_q8_0 *)(const void *)(y + (size_t)j * y_row) + k;
-            A[(size_t)j * nk + k] = (q1x_act){_cvtsh_ss(yb->d), -q1x_sum_i8_32(_mm256_loadu_si256((const __m256i *)yb->qs))};
-        }
-}
-
-static inline __m512i q1x_bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
-/* acc[j] (lane l: row l) over all nb blocks of one group against activation rows 0..C-1 */
-OXL_INLINE void q1x_group(const int C, int nb, const uint8_t *g, const char *y, size_t y_row, const q1x_act *A,
+/* acc[j] (lane l: row l) over all nb blocks of one group against activation rows 0..C-1; A: 4 nb activation
+ * blocks a row */
+OXL_INLINE void q1x_group(const int C, int nb, const uint8_t *g, const char *y, size_t y_row, const x16_act *A,
                           int ahead, __m512 *acc) {
     const uint8_t *sc = g + (size_t)nb * Q1X_BITS;
     const __m512i two = _mm512_set1_epi8(2);
-    for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
+    X16_UNROLL for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = g + (size_t)b * Q1X_BITS;
         if (ahead) {   /* a repacked matrix streams group after group: the bits `ahead` on, the scales too */
@@ -147,73 +121,43 @@ OXL_INLINE void q1x_group(const int C, int nb, const uint8_t *g, const char *y, 
                 memcpy(&m, q + 64 * k + 8 * c, 8);
                 x[c] = _mm512_maskz_mov_epi8((__mmask64)m, two);
             }
-            for (int j = 0; j < C; j++) {
+            X16_UNROLL for (int j = 0; j < C; j++) {
                 const int8_t *yq = ((const block_q8_0 *)(const void *)(y + (size_t)j * y_row))[4 * b + k].qs;
-                const q1x_act a = A[(size_t)j * 4 * nb + 4 * b + k];
-                /* two chains for latency; integer sums, so their split changes nothing */
-                __m512i s0 = _mm512_set1_epi32(a.base), s1 = _mm512_setzero_si512();
-                for (int c = 0; c < 8; c += 2) {
-                    s0 = _mm512_dpbusd_epi32(s0, x[c], q1x_bcast4(yq + 4 * c));
-                    s1 = _mm512_dpbusd_epi32(s1, x[c + 1], q1x_bcast4(yq + 4 * c + 4));
-                }
-                const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a.d));
-                acc[j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[j]);
+                const x16_act a = A[(size_t)j * 4 * nb + 4 * b + k];
+                acc[j] = x16_step(acc[j], dx, a.d, x16_dot32(x, yq, a.base));
             }
         }
     }
 }
 
-OXL_INLINE void q1x_group_store(const int C, int nb, const uint8_t *g, const char *y, size_t y_row, const q1x_act *A,
+/* the x16_family functions: the activations' sums start at -sum(y) (weights 2b = (2b - 1) + 1), 4 blocks of
+ * 32 activation values per weight block */
+static void q1x_prepare(int kind, int nb, const char *y, size_t y_row, int nc, void *A) {
+    (void)kind;
+    x16_prepare_q8_0(1, 4 * nb, y, y_row, nc, (x16_act *)A);
+}
+OXL_INLINE void q1x_group_store(const int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
                                 int ahead, float *S, int64_t lds, int nrows) {
-    __m512 acc[Q1X_VG];
-    q1x_group(C, nb, g, y, y_row, A, ahead, acc);
-    const __mmask16 m = (__mmask16)((1u << nrows) - 1);
-    for (int j = 0; j < C; j++) _mm512_mask_storeu_ps(S + j * lds, m, acc[j]);
+    __m512 acc[X16_VG];
+    q1x_group(C, nb, g, y, y_row, (const x16_act *)A, ahead, acc);
+    x16_store(C, acc, S, lds, nrows);
+}
+static void q1x_pass(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A, int ahead,
+                     float *S, int64_t lds, int nrows) {
+    (void)kind;
+#define Q1X_PASS(C_) q1x_group_store(C_, nb, g, y, y_row, A, ahead, S, lds, nrows)
+    X16_BY_C(C, Q1X_PASS)
+#undef Q1X_PASS
 }
 
-/* C as a constant per call (the loops over activation rows and chunks unroll) */
-static void q1x_group_c(int C, int nb, const uint8_t *g, const char *y, size_t y_row, const q1x_act *A, int ahead,
-                        float *S, int64_t lds, int nrows) {
-#define Q1X_C(C_) q1x_group_store(C_, nb, g, y, y_row, A, ahead, S, lds, nrows); break;
-    switch (C) {
-    case 8: Q1X_C(8)
-    case 7: Q1X_C(7)
-    case 6: Q1X_C(6)
-    case 5: Q1X_C(5)
-    case 4: Q1X_C(4)
-    case 3: Q1X_C(3)
-    case 2: Q1X_C(2)
-    default: Q1X_C(1)
-    }
-#undef Q1X_C
-}
-
-/* S[j * lds + r] for nr rows from w (file rows w_row bytes apart, or a repacked matrix's rows from a group
- * start) and nc activation rows; -1 if no memory for the per-thread buffer */
+/* S[j * lds + r] for nr rows from w (file rows, or with `packed` a repacked matrix's rows from a group start) and
+ * nc activation rows; -1 if no memory for the per-thread buffer */
 static int q1x_gemm(int packed, int n, float *S, int64_t lds, const char *w, size_t w_row, int nr, const char *y,
                     size_t y_row, int nc) {
     const int nb = n / QK1_0;
-    const size_t gbytes = q1x_group_bytes(nb), abytes = ((size_t)nc * 4 * nb * sizeof(q1x_act) + 63) & ~(size_t)63;
-    uint8_t *buf = (uint8_t *)oxl_vnni_panel_memory(abytes + gbytes);
-    if (!buf) return -1;
-    q1x_act *A = (q1x_act *)(void *)buf;
-    uint8_t *tile = buf + abytes;
-    q1x_prepare(4 * nb, y, y_row, nc, A);
-    const char *end = w + (size_t)nr * w_row;
-    for (int r = 0; r < nr; r += Q1X) {
-        const int nrows = OXL_MIN(Q1X, nr - r);
-        const char *g = w + (size_t)r * w_row;
-        int ahead = Q1X_AHEAD;
-        if (!packed || nrows < Q1X) {   /* file rows (a repacked matrix's last rows % 16 are too) */
-            for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
-            q1x_build(g, w_row, nrows, nb, tile);
-            g = (const char *)tile, ahead = 0;
-        }
-        for (int j0 = 0; j0 < nc; j0 += Q1X_VG)
-            q1x_group_c(OXL_MIN(Q1X_VG, nc - j0), nb, (const uint8_t *)g, y + (size_t)j0 * y_row, y_row,
-                        A + (size_t)j0 * 4 * nb, ahead, S + j0 * lds + r, lds, nrows);
-    }
-    return 0;
+    const x16_family f = {0, nb, (size_t)4 * nb * sizeof(x16_act), q1x_group_bytes(nb), Q1X_AHEAD,
+                          q1x_prepare, q1x_build, q1x_pass};
+    return x16_gemm(&f, packed, S, lds, w, w_row, nr, y, y_row, nc);
 }
 
 /* one row, one activation row: the same steps, one output */
@@ -258,7 +202,7 @@ static void repack_q1_0_x16(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, 
     const int nb = (int)(cols / QK1_0);
     const size_t row = (size_t)nb * sizeof(block_q1_0);
     int64_t r = 0;
-    for (; r + Q1X <= rows; r += Q1X) q1x_build((const char *)w + r * row, row, Q1X, nb, (uint8_t *)dst + r * row);
+    for (; r + X16 <= rows; r += X16) q1x_build(0, (const char *)w + r * row, row, X16, nb, (uint8_t *)dst + r * row);
     memcpy((char *)dst + r * row, (const char *)w + r * row, (size_t)(rows - r) * row);
 }
 
@@ -290,45 +234,6 @@ static inline int tq_block_dot_vnni(const __m512i t[4], const block_q8_K *y) {
     return _mm512_reduce_add_epi32(_mm512_sub_epi32(acc, _mm512_inserti64x4(_mm512_setzero_si512(), ys, 0)));
 }
 
-#define TQ_VNNI(T, block_t)                                                                                    \
-    OXL_INLINE void T##_rows_vnni(const int C, const block_t *x, int nb, const char *y, size_t y_row, float *out,  \
-                                  int64_t lds) {                                                               \
-        float sum[Q1_VG] = {0};                                                                                \
-        for (int i = 0; i < nb; i++) {                                                                         \
-            __m512i t[4];                                                                                      \
-            T##_decode_512(&x[i], t);                                                                          \
-            const float dx = _cvtsh_ss(x[i].d);                                                                \
-            for (int j = 0; j < C; j++) {                                                                      \
-                const block_q8_K *yb = (const block_q8_K *)(y + j * y_row) + i;                                \
-                sum[j] += (float)tq_block_dot_vnni(t, yb) * (dx * yb->d);                                      \
-            }                                                                                                  \
-        }                                                                                                      \
-        for (int j = 0; j < C; j++) out[j * lds] = sum[j];                                                     \
-    }                                                                                                          \
-    static void vec_dot_##T##_q8_K_vnni(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx,             \
-                                        const void *OXL_RESTRICT vy) {                                         \
-        T##_rows_vnni(1, (const block_t *)vx, n / QK_K, (const char *)vy, 0, s, 0);                            \
-    }                                                                                                          \
-    static void gemm_##T##_vnni(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w,         \
-                                size_t w_row, int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {      \
-        const char *wc = (const char *)w, *yc = (const char *)y;                                               \
-        for (int r = 0; r < nr; r++) {                                                                         \
-            oxl_stream_row(wc + r * w_row, w_row, wc + (size_t)nr * w_row);                                    \
-            const block_t *x = (const block_t *)(wc + r * w_row);                                              \
-            for (int j = 0; j < nc; j += Q1_VG) {                                                              \
-                float *out = S + j * lds + r;                                                                  \
-                switch (OXL_MIN(Q1_VG, nc - j)) {                                                              \
-                case 4: T##_rows_vnni(4, x, n / QK_K, yc + j * y_row, y_row, out, lds); break;                 \
-                case 3: T##_rows_vnni(3, x, n / QK_K, yc + j * y_row, y_row, out, lds); break;                 \
-                case 2: T##_rows_vnni(2, x, n / QK_K, yc + j * y_row, y_row, out, lds); break;                 \
-                default: T##_rows_vnni(1, x, n / QK_K, yc + j * y_row, y_row, out, lds); break;                \
-                }                                                                                              \
-            }                                                                                                  \
-        }                                                                                                      \
-    }
-
-TQ_VNNI(tq2_0, block_tq2_0)
-
 /* the 16 int32 lanes of each of a0..a3 summed: {sum a0, sum a1, sum a2, sum a3} (exact, wrapping as int32) */
 static inline __m128i tq_reduce4(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
     const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a0, a1), _mm512_unpackhi_epi32(a0, a1));
@@ -339,7 +244,7 @@ static inline __m128i tq_reduce4(__m512i a0, __m512i a1, __m512i a2, __m512i a3)
 }
 
 /* TQ2_0's vec_dot: the integer of four super-blocks reduced together (one transpose-and-add instead of four
- * horizontal sums), then the scalar float steps in block order: the floats of tq2_0_rows_vnni */
+ * horizontal sums), then the scalar float steps in block order */
 static void vec_dot_tq2_0_q8_K_x4(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
     const block_tq2_0 *x = (const block_tq2_0 *)vx;
     const block_q8_K *y = (const block_q8_K *)vy;
@@ -375,45 +280,26 @@ static void vec_dot_tq2_0_q8_K_x4(int n, float *OXL_RESTRICT s, const void *OXL_
  * 32 c + 4 j .. + 3 with k = 8 c + j, holds values 128 c + 32 l' + 4 j + (0..3) at bit pairs 2 l', so each
  * of the 16 dwords gives four vpdpbusd operands ((T >> 2 l') & 3, trits 0..2) against the activation's four
  * bytes broadcast; the sums start at -sum(y) (from the bsums, once per call). The 16 rows' dwords come by
- * the in-lane 4 x 4 dword transpose of quants_fp4_vnni.c, a 16-byte piece at a time, the 16 fp16 scales by one
+ * x16_rows_dwords (an in-lane 4 x 4 dword transpose), a 16-byte piece at a time, the 16 fp16 scales by one
  * gather (4 bytes from qs[62], the scale in the upper half: never past the block). */
-#define TQX 16        /* rows per group */
-#define TQX_VG 8      /* activation rows per pass over a group */
-
-typedef struct {
-    float d;
-    int32_t base;   /* -sum(y) */
-} tqx_act;
-
 OXL_INLINE void tqx_group(const int C, int nb, const char *w, size_t w_row, int nrows, const char *y, size_t y_row,
-                          const tqx_act *A, float *S, int64_t lds) {
+                          const x16_act *A, float *S, int64_t lds) {
     const __m512i m3 = _mm512_set1_epi8(3);
-    const __mmask16 live = (__mmask16)((1u << nrows) - 1);
-    const __m512i rowoff = _mm512_maskz_mov_epi32(live, _mm512_mullo_epi32(
-        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32((int)w_row)));
+    const __m512i rowoff = x16_rowoff(w_row, nrows);
     uint16_t hi[32];
     for (int i = 0; i < 32; i++) hi[i] = (uint16_t)(2 * (i % 16) + 1);   /* the upper half of dword i */
     const __m512i pick_hi = _mm512_loadu_si512((const void *)hi);
-    __m512 acc[TQX_VG];
+    __m512 acc[X16_VG];
     for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const char *blk = w + (size_t)b * sizeof(block_tq2_0);
         const __m512i dh = _mm512_i32gather_epi32(rowoff, blk + offsetof(block_tq2_0, d) - 2, 1);
         const __m512 dx = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(dh, pick_hi, dh)));
-        __m512i s[TQX_VG];
+        __m512i s[X16_VG];
         for (int j = 0; j < C; j++) s[j] = _mm512_set1_epi32(A[(size_t)j * nb + b].base);
         for (int p = 0; p < 4; p++) {   /* qs bytes 16 p .. 16 p + 15: dwords k = 4 p + c */
-            __m128i r[TQX];
-            for (int l = 0; l < TQX; l++)
-                r[l] = l < nrows ? _mm_loadu_si128((const __m128i *)(blk + (size_t)l * w_row + 16 * p)) : _mm_setzero_si128();
-            __m512i z[4];
-            for (int g = 0; g < 4; g++)
-                z[g] = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(r[g]), r[g + 4], 1),
-                                                             r[g + 8], 2), r[g + 12], 3);
-            const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-            const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-            const __m512i T[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
-                                  _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+            __m512i T[4];
+            x16_rows_dwords(blk + 16 * p, w_row, nrows, T);
             for (int c4 = 0; c4 < 4; c4++) {
                 const int k = 4 * p + c4, off = 128 * (k / 8) + 4 * (k % 8);
                 const __m512i x[4] = {_mm512_and_si512(T[c4], m3), _mm512_and_si512(_mm512_srli_epi32(T[c4], 2), m3),
@@ -434,31 +320,25 @@ OXL_INLINE void tqx_group(const int C, int nb, const char *w, size_t w_row, int 
             acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_cvtepi32_ps(s[j]), c));
         }
     }
-    for (int j = 0; j < C; j++) _mm512_mask_storeu_ps(S + j * lds, live, acc[j]);
+    x16_store(C, acc, S, lds, nrows);
 }
 
-static void tqx_group_c(int C, int nb, const char *w, size_t w_row, int nrows, const char *y, size_t y_row,
-                        const tqx_act *A, float *S, int64_t lds) {
-#define TQX_C(C_) tqx_group(C_, nb, w, w_row, nrows, y, y_row, A, S, lds); break;
-    switch (C) {
-    case 8: TQX_C(8)
-    case 7: TQX_C(7)
-    case 6: TQX_C(6)
-    case 5: TQX_C(5)
-    case 4: TQX_C(4)
-    case 3: TQX_C(3)
-    case 2: TQX_C(2)
-    default: TQX_C(1)
-    }
-#undef TQX_C
+static void tqx_pass(int C, int nb, const char *w, size_t w_row, int nrows, const char *y, size_t y_row,
+                     const x16_act *A, float *S, int64_t lds) {
+#define TQX_PASS(C_) tqx_group(C_, nb, w, w_row, nrows, y, y_row, A, S, lds)
+    X16_BY_C(C, TQX_PASS)
+#undef TQX_PASS
 }
 
 static void gemm_tq2_0_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT vw, size_t w_row, int nr,
                            const void *OXL_RESTRICT vy, size_t y_row, int nc) {
     const int nb = n / QK_K;
-    tqx_act *A = (tqx_act *)oxl_vnni_panel_memory((size_t)nc * nb * sizeof(tqx_act));
-    if (!A) {   /* no memory for the per-thread buffer: the row-at-a-time kernel (the same floats) */
-        gemm_tq2_0_vnni(n, S, lds, vw, w_row, nr, vy, y_row, nc);
+    x16_act *A = (x16_act *)oxl_vnni_panel_memory((size_t)nc * nb * sizeof(x16_act));
+    if (!A) {   /* no memory for the per-thread buffer: one output at a time (the same floats) */
+        for (int r = 0; r < nr; r++)
+            for (int j = 0; j < nc; j++)
+                vec_dot_tq2_0_q8_K_x4(n, &S[j * lds + r], (const char *)vw + (size_t)r * w_row,
+                                      (const char *)vy + (size_t)j * y_row);
         return;
     }
     const char *w = (const char *)vw, *y = (const char *)vy, *end = w + (size_t)nr * w_row;
@@ -466,14 +346,14 @@ static void gemm_tq2_0_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void
         for (int b = 0; b < nb; b++) {
             const block_q8_K *yb = (const block_q8_K *)(const void *)(y + (size_t)j * y_row) + b;
             const __m256i ys = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)yb->bsums), _mm256_set1_epi16(1));
-            A[(size_t)j * nb + b] = (tqx_act){yb->d, -lb_hsum_i32_8(ys)};
+            A[(size_t)j * nb + b] = (x16_act){yb->d, -lb_hsum_i32_8(ys)};
         }
-    for (int r = 0; r < nr; r += TQX) {
-        const int nrows = OXL_MIN(TQX, nr - r);
+    for (int r = 0; r < nr; r += X16) {
+        const int nrows = OXL_MIN(X16, nr - r);
         const char *g = w + (size_t)r * w_row;
         for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
-        for (int j0 = 0; j0 < nc; j0 += TQX_VG)
-            tqx_group_c(OXL_MIN(TQX_VG, nc - j0), nb, g, w_row, nrows, y + (size_t)j0 * y_row, y_row, A + (size_t)j0 * nb,
+        for (int j0 = 0; j0 < nc; j0 += X16_VG)
+            tqx_pass(OXL_MIN(X16_VG, nc - j0), nb, g, w_row, nrows, y + (size_t)j0 * y_row, y_row, A + (size_t)j0 * nb,
                         S + j0 * lds + r, lds);
     }
 }

@@ -22,17 +22,15 @@
  * The weight is vpdpbusd's unsigned operand, the activation's four bytes the broadcast signed one; each
  * block's int32 sum starts at -off * sum(y) (off 8 or 128), computed once per activation block.
  * A repacked matrix is its whole groups of 16 rows in this form, then its last rows % 16 rows as in the
- * file: the file's size, and a product's row range starts at a multiple of 16 (forward.c aligns them). */
+ * file: the file's size, and a product's row range starts at a multiple of 16 (forward_impl.h's
+ * matmul_share aligns them). The walk over groups and passes is x16_common.h's x16_gemm. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../quants_legacy_x86.h"
+#include "x16_common.h"
 
-#define X16 16   /* rows per group */
-#define X16_VG 8 /* activation rows per pass over a group */
 #define X16_AHEAD 2048 /* prefetch distance in a repacked matrix, bytes */
-
-void *oxl_vnni_panel_memory(size_t bytes);   /* quants_legacy_vnni.c: a per-thread buffer */
 
 static inline int x16_chunks(int kind) { return kind == K_Q4_0 ? 4 : 8; }
 static inline size_t x16_qbytes(int kind) { return kind == K_Q4_0 ? 256 : 512; }
@@ -66,37 +64,12 @@ static void x16_build(int kind, const char *w, size_t w_row, int nrows, int nb, 
     }
 }
 
-/* per activation block: its scale and where its int32 sums start */
-typedef struct {
-    float d;
-    int32_t base;   /* -off * sum(y) */
-} x16_act;
-
-static inline int32_t sum_i8_32(__m256i y) {
-    return hsum_i32_8(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), y));
-}
-
-static void x16_prepare(int kind, int nb, const char *y, size_t y_row, int nc, x16_act *A) {
-    const int off = x16_off(kind);
-    for (int j = 0; j < nc; j++)
-        for (int b = 0; b < nb; b++) {
-            const block_q8_0 *yb = (const block_q8_0 *)(const void *)(y + (size_t)j * y_row) + b;
-            A[(size_t)j * nb + b] = (x16_act){fp16(yb->d), -off * sum_i8_32(_mm256_loadu_si256((const __m256i *)yb->qs))};
-        }
-}
-
-static inline __m512i bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* acc[j] (lane l: row l) over all nb blocks of one group against activation rows 0..C-1 */
 OXL_INLINE void x16_group(int kind, const int C, int nb, const uint8_t *g, const char *y, size_t y_row,
                           const x16_act *A, int ahead, __m512 *acc) {
     const uint8_t *sc = g + (size_t)nb * x16_qbytes(kind);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
+    X16_UNROLL for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = g + (size_t)b * x16_qbytes(kind);
         /* a repacked matrix streams group after group: ask for the bytes `ahead` on, a block's worth per block */
@@ -113,72 +86,48 @@ OXL_INLINE void x16_group(int kind, const int C, int nb, const uint8_t *g, const
             for (int c = 0; c < 8; c++) x[c] = _mm512_loadu_si512((const void *)(q + 64 * c));
         }
         const __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32 * b)));
-        for (int j = 0; j < C; j++) {
+        X16_UNROLL for (int j = 0; j < C; j++) {
             const int8_t *yq = ((const block_q8_0 *)(const void *)(y + (size_t)j * y_row))[b].qs;
             const x16_act a = A[(size_t)j * nb + b];
-            /* two chains for latency; integer sums, so their split changes nothing */
-            __m512i s0 = _mm512_set1_epi32(a.base), s1 = _mm512_setzero_si512();
-            for (int c = 0; c < 8; c += 2) {
-                s0 = _mm512_dpbusd_epi32(s0, x[c], bcast4(yq + 4 * c));
-                s1 = _mm512_dpbusd_epi32(s1, x[c + 1], bcast4(yq + 4 * c + 4));
-            }
-            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a.d));
-            acc[j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[j]);
+            acc[j] = x16_step(acc[j], dx, a.d, x16_dot32(x, yq, a.base));
         }
     }
 }
 
-OXL_INLINE void x16_group_store(int kind, const int C, int nb, const uint8_t *g, const char *y, size_t y_row,
-                                const x16_act *A, int ahead, float *S, int64_t lds, int nrows) {
+/* one pass of C activation rows over a group */
+OXL_INLINE void x16_pass(int kind, const int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
+                         int ahead, float *S, int64_t lds, int nrows) {
     __m512 acc[X16_VG];
-    x16_group(kind, C, nb, g, y, y_row, A, ahead, acc);
-    const __mmask16 m = (__mmask16)((1u << nrows) - 1);
-    for (int j = 0; j < C; j++) _mm512_mask_storeu_ps(S + j * lds, m, acc[j]);
+    x16_group(kind, C, nb, g, y, y_row, (const x16_act *)A, ahead, acc);
+    x16_store(C, acc, S, lds, nrows);
 }
 
-/* C as a constant per call (the loops over activation rows and chunks unroll) */
-OXL_INLINE void x16_group_c(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const x16_act *A,
-                            int ahead, float *S, int64_t lds, int nrows) {
-#define X16_C(C_) x16_group_store(kind, C_, nb, g, y, y_row, A, ahead, S, lds, nrows); break;
-    switch (C) {
-    case 8: X16_C(8)
-    case 7: X16_C(7)
-    case 6: X16_C(6)
-    case 5: X16_C(5)
-    case 4: X16_C(4)
-    case 3: X16_C(3)
-    case 2: X16_C(2)
-    default: X16_C(1)
-    }
-#undef X16_C
+/* the family's functions, the kind a constant in each */
+static void x16_prepare(int kind, int nb, const char *y, size_t y_row, int nc, void *A) {
+    x16_prepare_q8_0(x16_off(kind), nb, y, y_row, nc, (x16_act *)A);
+}
+static void x16_pass_q4_0(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
+                          int ahead, float *S, int64_t lds, int nrows) {
+    (void)kind;
+#define X16_PASS(C_) x16_pass(K_Q4_0, C_, nb, g, y, y_row, A, ahead, S, lds, nrows)
+    X16_BY_C(C, X16_PASS)
+#undef X16_PASS
+}
+static void x16_pass_q8_0(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
+                          int ahead, float *S, int64_t lds, int nrows) {
+    (void)kind;
+#define X16_PASS(C_) x16_pass(K_Q8_0, C_, nb, g, y, y_row, A, ahead, S, lds, nrows)
+    X16_BY_C(C, X16_PASS)
+#undef X16_PASS
 }
 
-/* S[j * lds + r] for nr rows from w (file rows w_row bytes apart, or a repacked matrix's rows from a group
- * start) and nc activation rows; -1 if no memory for the per-thread buffer */
-OXL_INLINE int x16_gemm(int kind, int packed, int n, float *S, int64_t lds, const char *w, size_t w_row, int nr,
-                        const char *y, size_t y_row, int nc) {
-    const int nb = n / 32;
-    const size_t gbytes = x16_group_bytes(kind, nb), abytes = ((size_t)nc * nb * sizeof(x16_act) + 63) & ~(size_t)63;
-    uint8_t *buf = (uint8_t *)oxl_vnni_panel_memory(abytes + gbytes);
-    if (!buf) return -1;
-    x16_act *A = (x16_act *)(void *)buf;
-    uint8_t *tile = buf + abytes;
-    x16_prepare(kind, nb, y, y_row, nc, A);
-    const char *end = w + (size_t)nr * w_row;
-    for (int r = 0; r < nr; r += X16) {
-        const int nrows = OXL_MIN(X16, nr - r);
-        const char *g = w + (size_t)r * w_row;
-        int ahead = X16_AHEAD;
-        if (!packed || nrows < X16) {   /* file rows (a repacked matrix's last rows % 16 are too) */
-            for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
-            x16_build(kind, g, w_row, nrows, nb, tile);
-            g = (const char *)tile, ahead = 0;
-        }
-        for (int j0 = 0; j0 < nc; j0 += X16_VG)
-            x16_group_c(kind, OXL_MIN(X16_VG, nc - j0), nb, (const uint8_t *)g, y + (size_t)j0 * y_row, y_row,
-                        A + (size_t)j0 * nb, ahead, S + j0 * lds + r, lds, nrows);
-    }
-    return 0;
+/* S[j * lds + r] for nr rows from w (file rows, or with `packed` a repacked matrix's rows from a group start) and
+ * nc activation rows; -1 if no memory for the per-thread buffer */
+OXL_INLINE int x16_gemm_kind(int kind, int packed, int n, float *S, int64_t lds, const char *w, size_t w_row, int nr,
+                             const char *y, size_t y_row, int nc) {
+    const x16_family f = {kind, n / 32, (size_t)(n / 32) * sizeof(x16_act), x16_group_bytes(kind, n / 32), X16_AHEAD,
+                          x16_prepare, x16_build, kind == K_Q4_0 ? x16_pass_q4_0 : x16_pass_q8_0};
+    return x16_gemm(&f, packed, S, lds, w, w_row, nr, y, y_row, nc);
 }
 
 /* one row, one activation row: the same steps, one output */
@@ -194,7 +143,7 @@ OXL_INLINE void x16_vec_dot(int kind, int n, float *s, const void *vx, const voi
         __m256i u;
         if (kind == K_Q4_0) u = nibbles_32((const uint8_t *)blk + 2);
         else u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
-        const int32_t isum = hsum_i32_8(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, yq)) - x16_off(kind) * sum_i8_32(yq);
+        const int32_t isum = hsum_i32_8(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, yq)) - x16_off(kind) * x16_sum_i8_32(y[b].qs);
         oxl_half dx;
         memcpy(&dx, blk, 2);
         const float d = fp16(dx) * fp16(y[b].d);
@@ -213,7 +162,7 @@ static void vec_dot_q8_0_x16(int n, float *OXL_RESTRICT s, const void *OXL_RESTR
 /* the file-layout products; without memory for the per-thread buffer, one output at a time (the same floats) */
 OXL_INLINE void x16_gemm_file(int kind, int n, float *S, int64_t lds, const void *w, size_t w_row, int nr, const void *y,
                               size_t y_row, int nc) {
-    if (!x16_gemm(kind, 0, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc)) return;
+    if (!x16_gemm_kind(kind, 0, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc)) return;
     for (int r = 0; r < nr; r++)
         for (int j = 0; j < nc; j++)
             x16_vec_dot(kind, n, &S[j * lds + r], (const char *)w + (size_t)r * w_row, (const char *)y + (size_t)j * y_row);
@@ -229,11 +178,11 @@ static void gemm_q8_0_file_x16(int n, float *OXL_RESTRICT S, int64_t lds, const 
 /* the repacked products (rows from a group start); -1: no memory, the caller reads the file rows */
 static int gemm_q4_0_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
                          const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    return x16_gemm(K_Q4_0, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
+    return x16_gemm_kind(K_Q4_0, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
 }
 static int gemm_q8_0_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
                          const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    return x16_gemm(K_Q8_0, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
+    return x16_gemm_kind(K_Q8_0, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
 }
 
 /* the repacked layout has the file's bytes per row; any width */

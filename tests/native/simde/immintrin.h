@@ -117,28 +117,6 @@ static inline simde__m512i oxl_model_mm512_srai_epi32(simde__m512i a, unsigned i
     return r;
 }
 
-/* VMOVDQU8 zmm{k}{z}, m512: the bytes whose mask bit is set, the others zero (and not read) */
-static inline simde__m512i oxl_model_mm512_maskz_loadu_epi8(simde__mmask64 k, const void *p) {
-    uint8_t v[64];
-    for (int i = 0; i < 64; i++) v[i] = (k >> i) & 1 ? ((const uint8_t *)p)[i] : 0;
-    simde__m512i r;
-    memcpy(&r, v, sizeof(v));
-    return r;
-}
-
-/* VPSUBB ymm{k}: a - b in the bytes whose mask bit is set, src's elsewhere */
-static inline __m256i oxl_model_mm256_mask_sub_epi8(__m256i src, uint32_t k, __m256i a, __m256i b) {
-    uint8_t s[32], x[32], y[32];
-    memcpy(s, &src, 32);
-    memcpy(x, &a, 32);
-    memcpy(y, &b, 32);
-    for (int i = 0; i < 32; i++)
-        if ((k >> i) & 1) s[i] = (uint8_t)(x[i] - y[i]);
-    __m256i r;
-    memcpy(&r, s, 32);
-    return r;
-}
-
 /* _mm512_reduce_add_epi32 (a sequence): the int32 sum of the 16 lanes, wrapping */
 static inline int oxl_model_mm512_reduce_add_epi32(simde__m512i a) {
     uint32_t v[16], s = 0;
@@ -197,10 +175,6 @@ static inline void oxl_model_mm512_mask_storeu_ps(void *p, simde__mmask16 k, sim
 #define _mm512_shuffle_f32x4(a, b, imm) oxl_model_mm512_shuffle_f32x4(a, b, imm)
 #undef _mm512_srai_epi32
 #define _mm512_srai_epi32(a, imm) oxl_model_mm512_srai_epi32(a, imm)
-#undef _mm512_maskz_loadu_epi8
-#define _mm512_maskz_loadu_epi8(k, p) oxl_model_mm512_maskz_loadu_epi8(k, p)
-#undef _mm256_mask_sub_epi8
-#define _mm256_mask_sub_epi8(src, k, a, b) oxl_model_mm256_mask_sub_epi8(src, k, a, b)
 #undef _mm512_reduce_add_epi32
 #define _mm512_reduce_add_epi32(a) oxl_model_mm512_reduce_add_epi32(a)
 #undef _mm512_cvtps_epi32
