@@ -6,14 +6,19 @@ against InferenceEngine.generate_batch on the same 8 prompts (issue 35: the serv
 
 Both sides run the same prompts (token ids, so no chat template or tokenizer difference; new ones every round, so
 the server's prompt cache finds nothing from a warm-up or an earlier round), the same sampling
-(temperature 0.8, a seed per prompt, ignore_eos: every request generates exactly --tokens tokens) and the same
-thread count; rounds alternate a server burst and a generate_batch child process (each loads the model once
-and warms up first). Per side, per round:
+(temperature 0.8, a seed per prompt, ignore_eos: every request generates exactly --tokens tokens; the server
+bans the end-of-generation tokens for it with a -inf logit bias, as llama.cpp's server does, and generate_batch
+is given the same bias, so both sides run the same sampler chain) and the same thread count; rounds alternate a
+server burst and a generate_batch child process (each loads the model once and warms up first). The client
+runs on the same machine, so it is lean (server_process.stream_raw: a bare connection, the stream decoded
+once it has ended); its CPU per token is reported beside the server's. Per side, per round:
   tokens/s   generated tokens over the wall time from sending the requests to the last one ending
   cpu ms/tok the process's CPU time (user + system, every thread: forward, scheduler, sampling, detokenizing,
              HTTP, SSE) over the same span per generated token; on a machine shared with other work this
              ratio holds much steadier than the wall figure, and it is what the server adds per token.
-Reported: medians over rounds, and server / generate_batch for both.
+Reported: medians over rounds, and server / generate_batch for both; for the server also the CPU per token of
+its main thread (the event loop: HTTP, SSE, JSON; the forward and sampling run on the scheduler's threads)
+and of the client.
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from server_process import ServerProcess, checkout_env, proc_cpu_seconds, stream_request
+from server_process import ServerProcess, checkout_env, proc_cpu_seconds, stream_raw, thread_cpu_seconds
 
 N_SEQ = 8
 PROMPT_TOKENS = 24
@@ -38,7 +43,9 @@ import json, os, sys, time
 from oxillama import InferenceEngine
 model, threads, n_tokens, (warm, prompts) = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
 e = InferenceEngine.from_gguf(model, n_ctx=1024, n_threads=threads)
-kw = dict(max_tokens=n_tokens, temperature=0.8, ignore_eos=True)
+# the server's ignore_eos: the end-of-generation tokens banned by a -inf bias (oxillama.openai.request)
+kw = dict(max_tokens=n_tokens, temperature=0.8, ignore_eos=True,
+          logit_bias={t: float("-inf") for t in e.tokenizer.eog_ids})
 e.generate_batch(warm, **dict(kw, max_tokens=4))           # warm-up: every slot used once
 out = []
 for r in range(int(sys.argv[5])):
@@ -58,21 +65,24 @@ def prompts_for(round_: int, n_vocab: int = 30000) -> list[list[int]]:
             for s in range(N_SEQ)]
 
 
-async def _stream(client, prompt: list[int], n_tokens: int, seed: int) -> int:
+async def _stream(url: str, prompt: list[int], n_tokens: int, seed: int) -> int:
     """One streaming completion; the completion tokens the server's usage chunk counts."""
     body = {"prompt": prompt, "max_tokens": n_tokens, "temperature": 0.8, "seed": seed, "ignore_eos": True,
             "stream": True, "stream_options": {"include_usage": True}}
-    usage, _ = await stream_request(client, "/v1/completions", body)
+    usage, n_events = await stream_raw(url, "/v1/completions", body)
+    if n_events < 2:
+        raise RuntimeError(f"the stream had {n_events} events")
     return usage["completion_tokens"]
 
 
 async def _burst(url: str, prompts, n_tokens: int, seed: int, pid: int) -> dict:
-    import httpx
-    async with httpx.AsyncClient(base_url=url, timeout=600, limits=httpx.Limits(max_connections=N_SEQ + 4)) as c:
-        c0, t0 = proc_cpu_seconds(pid), time.perf_counter()
-        counts = await asyncio.gather(*(_stream(c, p, n_tokens, seed * 100 + i) for i, p in enumerate(prompts)))
-        t1, c1 = time.perf_counter(), proc_cpu_seconds(pid)
-    return {"tokens": sum(counts), "wall": t1 - t0, "cpu": c1 - c0}
+    """The 8 streams at once (a lean client: it shares the machine with the server, see stream_raw); the
+    server's CPU seconds and the client's over the same span."""
+    o0, m0, c0, t0 = os.times(), thread_cpu_seconds(pid, pid), proc_cpu_seconds(pid), time.perf_counter()
+    counts = await asyncio.gather(*(_stream(url, p, n_tokens, seed * 100 + i) for i, p in enumerate(prompts)))
+    t1, c1, m1, o1 = time.perf_counter(), proc_cpu_seconds(pid), thread_cpu_seconds(pid, pid), os.times()
+    return {"tokens": sum(counts), "wall": t1 - t0, "cpu": c1 - c0, "loop_cpu": m1 - m0,
+            "client_cpu": (o1.user - o0.user) + (o1.system - o0.system)}
 
 
 def run(model: str, threads: int = 2, n_tokens: int = 64, rounds: int = 3) -> dict:
@@ -101,6 +111,9 @@ def run(model: str, threads: int = 2, n_tokens: int = 64, rounds: int = 3) -> di
         fig[side] = {"tokens_per_s": statistics.median(x["tokens"] / x["wall"] for x in rs),
                      "cpu_ms_per_token": statistics.median(1e3 * x["cpu"] / x["tokens"] for x in rs),
                      "rounds_tokens_per_s": [round(x["tokens"] / x["wall"], 1) for x in rs]}
+        if side == "server":
+            for key in ("loop_cpu", "client_cpu"):
+                fig[side][key + "_ms_per_token"] = statistics.median(1e3 * x[key] / x["tokens"] for x in rs)
     fig["server_vs_batch_tokens_per_s"] = fig["server"]["tokens_per_s"] / fig["batch"]["tokens_per_s"]
     fig["server_vs_batch_cpu_per_token"] = fig["server"]["cpu_ms_per_token"] / fig["batch"]["cpu_ms_per_token"]
     return fig
@@ -113,6 +126,8 @@ def report(f: dict) -> str:
         s = f[side]
         lines.append(f"  {side:7s} {s['tokens_per_s']:8.1f} tokens/s  {s['cpu_ms_per_token']:7.2f} cpu ms/token  "
                      f"rounds {s['rounds_tokens_per_s']}")
+    lines.append(f"  (of the server's: its event loop thread {f['server']['loop_cpu_ms_per_token']:.3f} cpu ms/token; "
+                 f"the client {f['server']['client_cpu_ms_per_token']:.3f})")
     lines.append(f"  server / generate_batch: tokens/s {f['server_vs_batch_tokens_per_s']:.3f}, "
                  f"cpu per token {f['server_vs_batch_cpu_per_token']:.3f}")
     return "\n".join(lines)

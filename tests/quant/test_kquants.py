@@ -692,6 +692,46 @@ def test_vec_dot_random_bytes_every_quant_value(tier, qtype):
     assert abs(got - ref) <= DOT_TOL_VS_FLOAT * scale
 
 
+def _q8_K_rows(qs: np.ndarray, d: float) -> np.ndarray:
+    """Q8_K blocks (d, 256 int8, 16 int16 sums of 16) of the given int8 values, one row per qs row."""
+    rows, n = qs.shape
+    q = qs.reshape(rows, n // QK_K, QK_K).astype(np.int8)
+    out = np.zeros((rows, n // QK_K, 4 + QK_K + 32), np.uint8)
+    out[:, :, 0:4] = np.array([d], F).view(np.uint8)
+    out[:, :, 4:4 + QK_K] = q.view(np.uint8)
+    out[:, :, 4 + QK_K:] = q.reshape(rows, n // QK_K, 16, 16).astype(np.int16).sum(-1).astype(np.int16).view(np.uint8)
+    return out.reshape(rows, -1)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_iq4_xs_products_at_the_extremes_equal_vec_dot(tier):
+    """The sixteen-row IQ4_XS kernels apply a sub-block's 6-bit scale to its exact int32 dot as two int16 words
+    (low byte, the rest): the largest dots (every weight at kvalue -127, activations at -128, scale 0 or 63 so
+    ls - 32 = -32 or 31) and random bytes must give vec_dot's floats bit for bit, in the file layout and
+    repacked, with decode-sized and prefill-sized activation row counts (past a 512-row pass too)."""
+    rows, nb = 37, 4
+    n = nb * QK_K
+    w = random_blocks("IQ4_XS", rows * nb, seed=5).reshape(rows, nb, -1)
+    w[:8, :, 2:8] = 0        # scales_h, scales_l: every ls - 32 = -32
+    w[8:12, :, 2:8] = 0xFF   # ls - 32 = 31
+    w[:12, :, 8:] = 0        # every weight kvalue -127
+    w[12:16, :, 8:] = 0xFF   # kvalue 113
+    w = np.ascontiguousarray(w.reshape(-1))
+    rng = np.random.default_rng(6)
+    qs = rng.integers(-128, 128, size=(520, n))   # 520: past a prefill pass of 512 activation rows
+    qs[:6] = -128
+    qs[6:9] = 127
+    act = np.ascontiguousarray(_q8_K_rows(qs, 0.01))
+    expect = np.array([[_core.vec_dot(tid("IQ4_XS"), w.reshape(rows, -1)[r], act[j], n, tier) for r in range(rows)]
+                       for j in range(len(act))], F)
+    packed = _core.repack(w, tid("IQ4_XS"), rows, n, 1, tier) if "IQ4_XS" in _core.repacked_layouts(tier) else None
+    for nc in (1, 3, 8, 9, 20, 520):
+        for layout in ((None,) if packed is None else (None, packed)):
+            Y = np.full((nc, rows), np.nan, F)
+            _core.gemm_range(w, tid("IQ4_XS"), rows, n, act[:nc].reshape(-1), nc, Y, 0, rows, tier, layout)
+            assert np.array_equal(Y, expect[:nc]), (tier, nc, layout is not None)
+
+
 # ------------------------------------------------------------------ QMatrix
 
 @pytest.mark.parametrize("tier", TIERS)

@@ -12,6 +12,8 @@ import pytest
 openai = pytest.importorskip("openai")
 jsonschema = pytest.importorskip("jsonschema")
 
+from .sse_reader import sse_data, sse_lines  # noqa: E402
+
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 LONG = 400          # max_tokens of requests meant to be cut off (by a disconnect or a full queue)
 
@@ -129,10 +131,42 @@ def test_raw_sse_framing(server):
     body = {"messages": QUESTION, "max_tokens": 4, "stream": True}
     with server.client() as c, c.stream("POST", "/v1/chat/completions", json=body) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-        data = [line[len("data: "):] for line in r.iter_lines() if line.startswith("data: ")]
+        data = sse_data(r)
     assert data[-1] == "[DONE]"
     events = [json.loads(d) for d in data[:-1]]
     assert events and all("usage" not in e or e["usage"] is None for e in events)   # not asked for
+
+
+# characters that end a line for Python's str.splitlines (and so for httpx's iter_lines) but not for SSE
+LINE_SEPARATORS = "a\u2028b\u0085c\u2029d"
+
+
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
+def test_text_with_unicode_line_separators_streams_intact(server, path):
+    """A grammar makes the model write U+2028, U+0085 and U+2029 (each a token piece of its own): every
+    chunk is one `data:` line of JSON, and the pieces join to the text, read raw and by the openai client."""
+    grammar = "root ::= " + json.dumps(LINE_SEPARATORS, ensure_ascii=False)
+    if path == "/v1/completions":
+        body = {"prompt": "Hello", "max_tokens": 16, "temperature": 0, "grammar": grammar, "stream": True}
+    else:
+        body = {"messages": QUESTION, "max_tokens": 16, "temperature": 0, "grammar": grammar, "stream": True}
+    with server.client() as c, c.stream("POST", path, json=body) as r:
+        assert r.status_code == 200
+        data = sse_data(r)
+    assert data[-1] == "[DONE]"
+    chunks = [json.loads(d) for d in data[:-1]]
+    texts = [ch["choices"][0]["text"] if path == "/v1/completions" else ch["choices"][0]["delta"]["content"] or ""
+             for ch in chunks]
+    assert "".join(texts) == LINE_SEPARATORS and len([t for t in texts if t]) > 1
+    client = server.openai()
+    if path == "/v1/completions":
+        streamed = client.completions.create(model="smol", prompt="Hello", max_tokens=16, temperature=0, stream=True,
+                                             extra_body={"grammar": grammar})
+        assert "".join(ch.choices[0].text for ch in streamed) == LINE_SEPARATORS
+    else:
+        streamed = client.chat.completions.create(model="smol", messages=QUESTION, max_tokens=16, temperature=0,
+                                                  stream=True, extra_body={"grammar": grammar})
+        assert "".join(ch.choices[0].delta.content or "" for ch in streamed) == LINE_SEPARATORS
 
 
 def test_completions_stream(server):
@@ -347,7 +381,7 @@ def test_stream_disconnect_cancels(server):
     body = {"messages": [{"role": "user", "content": "Write a very long essay."}], "max_tokens": LONG,
             "stream": True, "ignore_eos": True}
     with server.client() as c, c.stream("POST", "/v1/chat/completions", json=body) as r:
-        lines = r.iter_lines()
+        lines = sse_lines(r)
         got = [line for line, _ in zip(lines, range(6))]
         assert any(line.startswith("data: ") for line in got)
     # the connection is closed: the request is cancelled at the next step, long before LONG tokens

@@ -10,6 +10,8 @@ import pytest
 
 openai = pytest.importorskip("openai")
 
+from .sse_reader import sse_lines  # noqa: E402
+
 
 def _running(server) -> float:
     with server.client() as c:
@@ -51,7 +53,7 @@ def test_sigterm_drains_a_running_stream(smollm2_path, server_factory):
             "ignore_eos": True, "stream": True}
     events = []
     with server.client() as c, c.stream("POST", "/v1/chat/completions", json=body) as r:
-        lines = r.iter_lines()
+        lines = sse_lines(r)
         for line in lines:
             if line.startswith("data: "):
                 events.append(line[6:])

@@ -18,6 +18,8 @@ anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
 jsonschema = pytest.importorskip("jsonschema")
 
+from .sse_reader import sse_lines  # noqa: E402
+
 pytestmark = pytest.mark.slow
 
 KEY = "sk-test-messages"
@@ -248,7 +250,7 @@ def test_disconnect_cancels(server, path, body, stream):
     body = {"model": "smol", **body, "stream": stream, "ignore_eos": True}
     if stream:
         with server.client() as c, c.stream("POST", path, json=body) as r:
-            got = [line for line, _ in zip(r.iter_lines(), range(12))]
+            got = [line for line, _ in zip(sse_lines(r), range(12))]
             assert any(line.startswith("data: ") for line in got)
     else:
         with pytest.raises(httpx.ReadTimeout):

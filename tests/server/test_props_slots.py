@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from .sse_reader import sse_lines
+
 
 @pytest.fixture(scope="module")
 def server(server_factory, tiny_models):
@@ -51,7 +53,7 @@ def test_slots_need_the_key_and_show_a_running_request(server):
         with c.stream("POST", "/v1/completions", json=body) as r:
             t = threading.Thread(target=watch)
             t.start()
-            for _ in r.iter_lines():
+            for _ in sse_lines(r):
                 pass
             t.join()
     assert seen, "no slot was seen processing"

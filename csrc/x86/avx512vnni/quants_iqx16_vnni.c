@@ -12,9 +12,12 @@
  *
  * isum_b is an exact integer (|isum_b| < 2^28), so how it is summed is free; dx_b * dy_b is rounded to float
  * once, the fma once. One float step per activation scale: in a register of sixteen rows the 6-bit
- * sub-block scale is an integer multiply (vpmulld) of the sub-block's int32 sums, and a super-block costs one
- * convert, one multiply and one fma per activation row, where a float step per sub-block would cost eight.
- * (The AVX2 order this tier inherited kept 8 float lanes per row, which a lane-per-row register cannot.)
+ * sub-block scale multiplies the sub-block's exact int32 dot s (|s| <= 32 * 127 * 128 < 2^19) without vpmulld
+ * (two uops): vpshufb splits s into the words (s & 255, s >> 8) and vpdpwssd adds
+ * (s & 255) * ls + (s >> 8) * (256 * ls) = ls * s to the super-block's integer, the pair (ls, 256 ls) of
+ * int16 made once per sub-block of a group. A super-block then costs one convert, one multiply and one fma
+ * per activation row, where a float step per sub-block would cost eight. (The AVX2 order this tier
+ * inherited kept 8 float lanes per row, which a lane-per-row register cannot.)
  *
  * The weight is vpdpbusd's unsigned operand: kvalues_iq4nl + 128 (1..241) looked up from the 4-bit indices
  * by vpshufb once per group and sub-block, the activation's four bytes the broadcast signed operand; each
@@ -29,7 +32,11 @@
  *           iq4_nl's block), then the 16 rows' d | scales_h << 16 (4 bytes each, 64 bytes) and scales_l
  *           (4 bytes each, 64 bytes), row l's at 4l
  * A repacked matrix is its whole groups of 16 rows in this form, then its last rows % 16 rows as in the
- * file, and a product's row range starts at a multiple of 16 (forward.c aligns them). */
+ * file, and a product's row range starts at a multiple of 16 (forward.c aligns them).
+ *
+ * IQ4_XS prefill (more than IX16_VG activation rows) first decodes each group once per call into a panel
+ * (ixp_build: the weight bytes, the scale pairs, dx as floats), so that the loop over activation rows does
+ * per sub-block and activation row only its 8 vpdpbusd, one vpshufb and one vpdpwssd: the same integers. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF   /* the i-quants' float steps are a multiply and an add, as the tiers below */
 #elif defined(__GNUC__)
@@ -42,12 +49,12 @@
 #include "../quants_legacy_x86.h"
 #include "../../scalar/quants_k.h"
 #include "../avx512/iq_block_avx512.h"
+#include "x16_common.h"
 
 #define IX16 16          /* rows per group */
 #define IX16_VG 8        /* activation rows per pass over a group */
 #define IX16_AHEAD 2048  /* prefetch distance in a repacked matrix, bytes */
 
-void *oxl_vnni_panel_memory(size_t bytes);   /* quants_legacy_vnni.c: a per-thread buffer */
 
 /* kvalues_iq4nl + 128, the weight as vpdpbusd's unsigned operand */
 static const uint8_t kvalues_iq4nl_u8[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
@@ -158,11 +165,6 @@ typedef struct {
     int32_t base;
 } ix_act_nl;
 
-static inline int32_t ix_sum_i8_32(const int8_t *y) {
-    return hsum_i32_8(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
-                                          _mm256_loadu_si256((const __m256i *)y)));
-}
-
 static inline size_t ix_act_bytes(int type) { return ix_is_xs(type) ? sizeof(ix_act_xs) : sizeof(ix_act_nl); }
 
 static void ix_prepare(int type, int nb, const char *y, size_t y_row, int nc, void *A) {
@@ -175,15 +177,20 @@ static void ix_prepare(int type, int nb, const char *y, size_t y_row, int nc, vo
                 for (int ib = 0; ib < QK_K / 32; ib++) a->base[ib] = -128 * (yb->bsums[2 * ib] + yb->bsums[2 * ib + 1]);
             } else {
                 const block_q8_0 *yb = (const block_q8_0 *)(const void *)(y + (size_t)j * y_row) + b;
-                ((ix_act_nl *)A)[(size_t)j * nb + b] = (ix_act_nl){fp16(yb->d), -128 * ix_sum_i8_32(yb->qs)};
+                ((ix_act_nl *)A)[(size_t)j * nb + b] = (ix_act_nl){fp16(yb->d), -128 * x16_sum_i8_32(yb->qs)};
             }
         }
 }
 
-static inline __m512i ix_bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
+/* acc + vpdpbusd(x, the 4 bytes at p in every lane), the broadcast a memory operand of the instruction (GCC
+ * otherwise loads it with a vpbroadcastd of its own) */
+static inline __m512i ix_dpbusd_bcast(__m512i acc, __m512i x, const int8_t *p) {
+#if defined(__AVX512VNNI__) && defined(__GNUC__)
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(x), "m"(*(const int32_t *)(const void *)p));
+    return acc;
+#else
+    return _mm512_dpbusd_epi32(acc, x, x16_bcast4(p));
+#endif
 }
 
 /* the 8 unsigned weight registers of one 32-value (sub-)block of 16 rows from its 4 nibble chunks: x[c] values
@@ -202,10 +209,28 @@ static inline __m512i ix_sub_dot(const __m512i x[8], const int8_t *yq, int32_t s
     /* two chains for latency; integer sums, so their split changes nothing */
     __m512i s0 = _mm512_set1_epi32(start), s1 = _mm512_setzero_si512();
     for (int c = 0; c < 8; c += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, x[c], ix_bcast4(yq + 4 * c));
-        s1 = _mm512_dpbusd_epi32(s1, x[c + 1], ix_bcast4(yq + 4 * c + 4));
+        s0 = ix_dpbusd_bcast(s0, x[c], yq + 4 * c);
+        s1 = ix_dpbusd_bcast(s1, x[c + 1], yq + 4 * c + 4);
     }
     return _mm512_add_epi32(s0, s1);
+}
+
+/* vpshufb's pattern that turns each int32 s (|s| < 2^23) into the int16 pair (s & 255, s >> 8) */
+static inline __m512i ix_split_pattern(void) {
+    return _mm512_broadcast_i32x4(_mm_setr_epi8(0, -128, 1, 2, 4, -128, 5, 6, 8, -128, 9, 10, 12, -128, 13, 14));
+}
+
+/* the sub-block scales of an x16 super-block as vpdpwssd's pairs, one sub-block a call: lane l of the result
+ * holds the int16 (ls - 32, 256 (ls - 32)) of row l's next sub-block; *lo and *hi start as the super-block's
+ * scales_l and scales_h (its d | scales_h << 16 shifted right by 16) and move on by one sub-block */
+static inline __m512i ix_scale_pair_next(__m512i *lo, __m512i *hi) {
+    const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3), k32 = _mm512_set1_epi32(32);
+    /* ls - 32, per row: low 4 bits from scales_l, high 2 from scales_h */
+    const __m512i v = _mm512_sub_epi32(
+        _mm512_or_si512(_mm512_and_si512(*lo, m4), _mm512_slli_epi32(_mm512_and_si512(*hi, m2), 4)), k32);
+    *lo = _mm512_srli_epi32(*lo, 4);
+    *hi = _mm512_srli_epi32(*hi, 2);
+    return _mm512_or_si512(_mm512_and_si512(v, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(v, 24));
 }
 
 /* acc[j] (lane l: row l) over all nb blocks of one group against activation rows 0..C-1 */
@@ -231,7 +256,7 @@ OXL_INLINE void ix_group(int type, const int C, int nb, const uint8_t *g, const 
         }
         return;
     }
-    const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3), k32 = _mm512_set1_epi32(32);
+    const __m512i split = ix_split_pattern();
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = g + (size_t)b * 2176;
         if (ahead)
@@ -242,17 +267,13 @@ OXL_INLINE void ix_group(int type, const int C, int nb, const uint8_t *g, const 
         __m512i isum[IX16_VG];
         for (int j = 0; j < C; j++) isum[j] = _mm512_setzero_si512();
         for (int ib = 0; ib < QK_K / 32; ib++) {
-            /* ls - 32 of sub-block ib, per row: low 4 bits from scales_l, high 2 from scales_h */
-            const __m512i ls = _mm512_sub_epi32(
-                _mm512_or_si512(_mm512_and_si512(lo, m4), _mm512_slli_epi32(_mm512_and_si512(hi, m2), 4)), k32);
-            lo = _mm512_srli_epi32(lo, 4);
-            hi = _mm512_srli_epi32(hi, 2);
+            const __m512i ls = ix_scale_pair_next(&lo, &hi);
             __m512i x[8];
             ix_weights(q + 256 * ib, table, x);
             for (int j = 0; j < C; j++) {
                 const int8_t *yq = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[b].qs + 32 * ib;
                 const int32_t start = ((const ix_act_xs *)A)[(size_t)j * nb + b].base[ib];
-                isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(ix_sub_dot(x, yq, start), ls));
+                isum[j] = _mm512_dpwssd_epi32(isum[j], _mm512_shuffle_epi8(ix_sub_dot(x, yq, start), split), ls);
             }
         }
         const __m512 dx = _mm512_cvtph_ps(ix_low_halves(dh));
@@ -288,10 +309,129 @@ OXL_INLINE void ix_group_c(int type, int C, int nb, const uint8_t *g, const char
 #undef IX16_C
 }
 
+/* ---- IQ4_XS prefill: a group decoded once per call ------------------------------------------------ */
+
+/* Panel of one group per super-block: 8 sub-blocks x 512 bytes (sub-block ib's weight register c, ix_weights's
+ * x[c], at 512 ib + 64 c), its 8 scale pairs (ix_scale_pair_next's, 64 bytes each), then the 16 rows' dx as
+ * floats. */
+#define IXP_SBYTES (4096 + 512 + 64)
+#ifndef IXP_ACT_CHUNK
+#define IXP_ACT_CHUNK 512   /* activation rows per pass over the groups (a prefill chunk: one pass) */
+#endif
+
+static void ixp_build(int nb, const uint8_t *g, int ahead, uint8_t *P) {
+    const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kvalues_iq4nl_u8));
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *q = g + (size_t)b * 2176;
+        uint8_t *p = P + (size_t)b * IXP_SBYTES;
+        if (ahead)
+            for (int c = 0; c < 34; c++) __builtin_prefetch(q + ahead + 64 * c, 0, 3);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            __m512i x[8];
+            ix_weights(q + 256 * ib, table, x);
+            for (int c = 0; c < 8; c++) _mm512_store_si512((void *)(p + 512 * ib + 64 * c), x[c]);
+        }
+        __m512i lo = _mm512_loadu_si512((const void *)(q + 2048 + 64));
+        const __m512i dh = _mm512_loadu_si512((const void *)(q + 2048));
+        __m512i hi = _mm512_srli_epi32(dh, 16);
+        for (int ib = 0; ib < QK_K / 32; ib++)
+            _mm512_store_si512((void *)(p + 4096 + 64 * ib), ix_scale_pair_next(&lo, &hi));
+        _mm512_store_ps((void *)(p + 4608), _mm512_cvtph_ps(ix_low_halves(dh)));
+    }
+}
+
+/* acc[j] (lane l: row l) over all nb super-blocks of one panel group against activation rows 0..C-1: the
+ * steps of ix_group, the weights read from the panel */
+OXL_INLINE void ixp_group(const int C, int nb, const uint8_t *P, const char *y, size_t y_row, const ix_act_xs *A,
+                          __m512 *acc) {
+    const __m512i split = ix_split_pattern();
+    for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *p = P + (size_t)b * IXP_SBYTES;
+        __m512i isum[IX16_VG];
+        for (int j = 0; j < C; j++) isum[j] = _mm512_setzero_si512();
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            __m512i x[8];
+            for (int c = 0; c < 8; c++) x[c] = _mm512_load_si512((const void *)(p + 512 * ib + 64 * c));
+            const __m512i ls = _mm512_load_si512((const void *)(p + 4096 + 64 * ib));
+            for (int j = 0; j < C; j++) {
+                const int8_t *yq = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[b].qs + 32 * ib;
+                __m512i dot = _mm512_set1_epi32(A[(size_t)j * nb + b].base[ib]);
+                for (int c = 0; c < 8; c++) dot = ix_dpbusd_bcast(dot, x[c], yq + 4 * c);
+                isum[j] = _mm512_dpwssd_epi32(isum[j], _mm512_shuffle_epi8(dot, split), ls);
+            }
+        }
+        const __m512 dx = _mm512_load_ps((const void *)(p + 4608));
+        for (int j = 0; j < C; j++) {
+            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(A[(size_t)j * nb + b].d));
+            acc[j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[j]), acc[j]);
+        }
+    }
+}
+
+OXL_INLINE void ixp_group_store(const int C, int nb, const uint8_t *P, const char *y, size_t y_row,
+                                const ix_act_xs *A, float *S, int64_t lds, int nrows) {
+    __m512 acc[IX16_VG];
+    ixp_group(C, nb, P, y, y_row, A, acc);
+    const __mmask16 m = (__mmask16)((1u << nrows) - 1);
+    for (int j = 0; j < C; j++) _mm512_mask_storeu_ps(S + j * lds, m, acc[j]);
+}
+
+OXL_INLINE void ixp_group_c(int C, int nb, const uint8_t *P, const char *y, size_t y_row, const ix_act_xs *A, float *S,
+                            int64_t lds, int nrows) {
+#define IXP_C(C_) ixp_group_store(C_, nb, P, y, y_row, A, S, lds, nrows); break;
+    switch (C) {
+    case 8: IXP_C(8)
+    case 7: IXP_C(7)
+    case 6: IXP_C(6)
+    case 5: IXP_C(5)
+    case 4: IXP_C(4)
+    case 3: IXP_C(3)
+    case 2: IXP_C(2)
+    default: IXP_C(1)
+    }
+#undef IXP_C
+}
+
+/* ix_gemm's IQ4_XS product over a panel per group; -1 if no memory for the per-thread buffer */
+static int ixp_gemm(int packed, int n, float *S, int64_t lds, const char *w, size_t w_row, int nr, const char *y,
+                    size_t y_row, int nc) {
+    const int nb = n / QK_K;
+    const size_t gbytes = ix_group_bytes(OXL_TYPE_IQ4_XS, nb);   /* a multiple of 64 */
+    const size_t abytes = ((size_t)nc * nb * sizeof(ix_act_xs) + 63) & ~(size_t)63;
+    uint8_t *buf = (uint8_t *)oxl_vnni_panel_memory(abytes + gbytes + (size_t)nb * IXP_SBYTES);
+    if (!buf) return -1;
+    ix_act_xs *A = (ix_act_xs *)(void *)buf;
+    uint8_t *tile = buf + abytes, *panel = tile + gbytes;
+    ix_prepare(OXL_TYPE_IQ4_XS, nb, y, y_row, nc, A);
+    const char *end = w + (size_t)nr * w_row;
+    /* activation rows a chunk at a time, so that a long batch's stay near while every group passes (each chunk
+     * decodes the groups again: 32 or 64 rows a chunk measured 10-15% slower than 512 on 2048 x 8192) */
+    for (int jc = 0; jc < nc; jc += IXP_ACT_CHUNK) {
+        const int jend = OXL_MIN(nc, jc + IXP_ACT_CHUNK);
+        for (int r = 0; r < nr; r += IX16) {
+            const int nrows = OXL_MIN(IX16, nr - r);
+            const char *g = w + (size_t)r * w_row;
+            int ahead = IX16_AHEAD;
+            if (!packed || nrows < IX16) {   /* file rows (a repacked matrix's last rows % 16 are too) */
+                for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
+                ix_build(OXL_TYPE_IQ4_XS, g, w_row, nrows, nb, tile);
+                g = (const char *)tile, ahead = 0;
+            }
+            ixp_build(nb, (const uint8_t *)g, ahead, panel);
+            for (int j0 = jc; j0 < jend; j0 += IX16_VG)
+                ixp_group_c(OXL_MIN(IX16_VG, jend - j0), nb, panel, y + (size_t)j0 * y_row, y_row, A + (size_t)j0 * nb,
+                            S + j0 * lds + r, lds, nrows);
+        }
+    }
+    return 0;
+}
+
 /* S[j * lds + r] for nr rows from w (file rows w_row bytes apart, or a repacked matrix's rows from a group
  * start) and nc activation rows; -1 if no memory for the per-thread buffer */
 OXL_INLINE int ix_gemm(int type, int packed, int n, float *S, int64_t lds, const char *w, size_t w_row, int nr,
                        const char *y, size_t y_row, int nc) {
+    if (ix_is_xs(type) && nc > IX16_VG) return ixp_gemm(packed, n, S, lds, w, w_row, nr, y, y_row, nc);
     const int nb = n / ix_block(type);
     const size_t gbytes = ix_group_bytes(type, nb);
     const size_t abytes = ((size_t)nc * nb * ix_act_bytes(type) + 63) & ~(size_t)63;
@@ -509,8 +649,8 @@ static void iqp_prepare(int type, int nb, const char *y, size_t y_row, int nc, i
 static inline __m512i iqp_dot(const uint8_t *q, int c0, int nch, const int8_t *yq, int32_t start) {
     __m512i s0 = _mm512_set1_epi32(start), s1 = _mm512_setzero_si512();
     for (int c = c0; c < c0 + nch; c += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, _mm512_load_si512((const void *)(q + 64 * c)), ix_bcast4(yq + 4 * c));
-        s1 = _mm512_dpbusd_epi32(s1, _mm512_load_si512((const void *)(q + 64 * c + 64)), ix_bcast4(yq + 4 * c + 4));
+        s0 = ix_dpbusd_bcast(s0, _mm512_load_si512((const void *)(q + 64 * c)), yq + 4 * c);
+        s1 = ix_dpbusd_bcast(s1, _mm512_load_si512((const void *)(q + 64 * c + 64)), yq + 4 * c + 4);
     }
     return _mm512_add_epi32(s0, s1);
 }

@@ -153,9 +153,10 @@ typedef struct {
 
 /* S[j * lds + r] for nr rows from w (file rows w_row bytes apart, or with `packed` a repacked matrix's rows from
  * a group start, whose last rows % 16 are file rows) and nc activation rows; -1 if no memory for this thread's
- * buffer (the prepared activations, then one group's tile) */
+ * buffer (the prepared activations, then one group's tile). Always inlined, with f a constant where it is
+ * called: the family's functions are then direct calls, which GCC specializes for the kind and `packed`. */
 OXL_INLINE int x16_gemm(const x16_family *f, int packed, float *S, int64_t lds, const char *w, size_t w_row, int nr,
-                           const char *y, size_t y_row, int nc) {
+                        const char *y, size_t y_row, int nc) {
     uint8_t *tile, *buf = x16_panel((size_t)nc * f->act_row, f->group_bytes, &tile);
     if (!buf) return -1;
     f->prepare(f->kind, f->nb, y, y_row, nc, buf);

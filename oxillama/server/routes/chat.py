@@ -7,19 +7,18 @@ from __future__ import annotations
 import time
 
 from fastapi import APIRouter, Depends, Request
-from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from oxillama.openai import shapes
 from oxillama.openai.stream import ChatChoiceStream
-from oxillama.server import convert
+from oxillama.server import convert, sse
 from oxillama.server.auth import require_api_key
 from oxillama.server.protocol.chat import (AssistantMessage, ChatCompletionChoice, ChatCompletionChunk,
                                            ChatCompletionRequest, ChatCompletionResponse,
                                            ChatCompletionStreamChoice, ToolCall)
 from oxillama.server.routes import ready_state
 from oxillama.server.routes._chat_run import ChatStreamDeltas, finished_output, prepare
-from oxillama.server.routes._generation import (error_event, results_or_cancel, streamed_choices, submit_all,
-                                                usage_info)
+from oxillama.server.routes._generation import (ChunkFrames, error_event, results_or_cancel, streamed_choices,
+                                                submit_all, usage_info)
 from oxillama.server.state import ServerState
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -28,6 +27,22 @@ router = APIRouter(dependencies=[Depends(require_api_key)])
 def assistant_message(content: str | None, calls, reasoning: str | None = None) -> AssistantMessage:
     return AssistantMessage(content=content, reasoning_content=reasoning,
                             tool_calls=[ToolCall.model_validate(c.to_openai()) for c in calls] or None)
+
+
+def text_of_choice(c: dict) -> tuple | None:
+    """(field, text) of a streamed choice whose delta is only answer text or only thinking text, else None
+    (oxillama.server.routes._generation.ChunkFrames)"""
+    delta = c["delta"]
+    if c["logprobs"] is None and c["finish_reason"] is None and len(delta) == 1:
+        for field in ("content", "reasoning_content"):
+            text = delta.get(field)
+            if text is not None:
+                return field, text
+    return None
+
+
+def text_choice(index: int, field: str, text: str) -> dict:
+    return {"index": index, "delta": {field: text}, "logprobs": None, "finish_reason": None}
 
 
 @router.post("/v1/chat/completions")
@@ -59,11 +74,12 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
     created = int(time.time())
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
 
-    def chunk(choices: list[dict], usage=None) -> ServerSentEvent:
-        body = ChatCompletionChunk(id=request_id, created=created, model=state.model_name,
+    def chunk(choices: list[dict], usage=None) -> ChatCompletionChunk:
+        return ChatCompletionChunk(id=request_id, created=created, model=state.model_name,
                                    choices=[ChatCompletionStreamChoice.model_validate(c) for c in choices],
                                    usage=usage)
-        return ServerSentEvent(data=body.model_dump_json())
+
+    frames = ChunkFrames(chunk, text_of_choice, text_choice)
 
     async def events():
         try:
@@ -71,13 +87,13 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
             streams = [ChatChoiceStream(i, plan, h, tokenizer, n_top, deltas=ChatStreamDeltas(plan, reasoning))
                        for i, h in enumerate(handles)]
             for s in streams:       # every choice opens with the role
-                yield chunk(s.opening(content=""))
+                yield frames.chunk(s.opening(content=""))
             completions = [None] * len(handles)
             async for choice in streamed_choices(handles, streams, completions):
-                yield chunk([choice])
+                yield frames.choice(choice)
             if include_usage:
-                yield chunk([], usage=usage_info(handles, req.n, completions, tokenizer.eog_ids))
-            yield ServerSentEvent(data="[DONE]")
+                yield frames.chunk([], usage=usage_info(handles, req.n, completions, tokenizer.eog_ids))
+            yield sse.DONE
         except Exception as e:     # after the headers: the error becomes the stream's last event
             yield error_event(e)
         finally:                   # the client went away (or the drain ran out): free the slots
@@ -85,4 +101,4 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, state: 
                 if not h.done:
                     h.cancel()
 
-    return EventSourceResponse(events(), sep="\n", shutdown_grace_period=state.config.drain_timeout)
+    return sse.EventStream(events(), state.config.drain_timeout)

@@ -4,17 +4,17 @@ from __future__ import annotations
 import time
 
 from fastapi import APIRouter, Depends, Request
-from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from oxillama.openai.shapes import completion_choice
 from oxillama.openai.stream import CompletionChoiceStream
-from oxillama.server import convert
+from oxillama.server import convert, sse
 from oxillama.server.auth import require_api_key
 from oxillama.server.errors import APIError
 from oxillama.server.protocol.completions import (CompletionChoice, CompletionRequest,
                                                   CompletionResponse)
 from oxillama.server.routes import ready_state
-from oxillama.server.routes._generation import (error_event, results_or_cancel, streamed_choices, submit_all,
-                                                usage_info)
+from oxillama.server.routes._generation import (ChunkFrames, error_event, results_or_cancel, streamed_choices,
+                                                submit_all, usage_info)
 from oxillama.server.state import ServerState
 
 router = APIRouter(dependencies=[Depends(require_api_key)])
@@ -33,6 +33,16 @@ def _prompts(req: CompletionRequest) -> list:
     if len(p) > MAX_PROMPTS:
         raise APIError(400, f"at most {MAX_PROMPTS} prompts per request, got {len(p)}", param="prompt")
     return list(p)
+
+
+def text_of_choice(c: dict) -> tuple | None:
+    """("text", text) of a streamed choice that carries only text, else None
+    (oxillama.server.routes._generation.ChunkFrames)"""
+    return ("text", c["text"]) if c["logprobs"] is None and c["finish_reason"] is None else None
+
+
+def text_choice(index: int, field: str, text: str) -> dict:
+    return completion_choice(text, index)
 
 
 @router.post("/v1/completions")
@@ -71,10 +81,11 @@ async def completions(req: CompletionRequest, request: Request, state: ServerSta
     created = int(time.time())
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
 
-    def chunk(choices: list[dict], usage=None) -> ServerSentEvent:
-        body = CompletionResponse(id=request_id, created=created, model=state.model_name,
+    def chunk(choices: list[dict], usage=None) -> CompletionResponse:
+        return CompletionResponse(id=request_id, created=created, model=state.model_name,
                                   choices=[CompletionChoice.model_validate(c) for c in choices], usage=usage)
-        return ServerSentEvent(data=body.model_dump_json())
+
+    frames = ChunkFrames(chunk, text_of_choice, text_choice)
 
     async def events():
         try:
@@ -83,13 +94,13 @@ async def completions(req: CompletionRequest, request: Request, state: ServerSta
                        for i, h in enumerate(handles)]
             for s in streams:
                 for choice in s.opening():
-                    yield chunk([choice])
+                    yield frames.choice(choice)
             results = [None] * len(handles)
             async for choice in streamed_choices(handles, streams, results):
-                yield chunk([choice])
+                yield frames.choice(choice)
             if include_usage:
-                yield chunk([], usage=usage_info(handles, req.n, results, engine.tokenizer.eog_ids))
-            yield ServerSentEvent(data="[DONE]")
+                yield frames.chunk([], usage=usage_info(handles, req.n, results, engine.tokenizer.eog_ids))
+            yield sse.DONE
         except Exception as e:     # after the headers: the error becomes the stream's last event
             yield error_event(e)
         finally:                   # the client went away (or the drain ran out): free the slots
@@ -97,4 +108,4 @@ async def completions(req: CompletionRequest, request: Request, state: ServerSta
                 if not h.done:
                     h.cancel()
 
-    return EventSourceResponse(events(), sep="\n", shutdown_grace_period=state.config.drain_timeout)
+    return sse.EventStream(events(), state.config.drain_timeout)

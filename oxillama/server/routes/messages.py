@@ -8,9 +8,9 @@ import json
 import secrets
 
 from fastapi import APIRouter, Depends, Request
-from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from oxillama.errors import OxillamaError
+from oxillama.server import sse
 from oxillama.server.auth import require_api_key
 from oxillama.server.errors import anthropic_error_body, classify
 from oxillama.server.protocol import messages as shapes
@@ -55,8 +55,8 @@ async def create_message(req: MessagesRequest, request: Request, state: ServerSt
         stop, sequence = shapes.stop_reason(c.finish_reason, handle.stats.get("stop_string"), bool(calls))
         return shapes.message_object(message_id, state.model_name, blocks, stop, sequence, usage_of(c))
 
-    def event(kind: str, **fields) -> ServerSentEvent:
-        return ServerSentEvent(data=json.dumps({"type": kind, **fields}, ensure_ascii=False), event=kind)
+    def event(kind: str, **fields) -> bytes:
+        return sse.frame(json.dumps({"type": kind, **fields}, ensure_ascii=False), event=kind)
 
     async def events():
         n_prompt = int(handle.stats.get("n_prompt_tokens") or 0)
@@ -107,12 +107,12 @@ async def create_message(req: MessagesRequest, request: Request, state: ServerSt
         except Exception as e:      # after the headers: the error ends the stream
             status, kind = classify(e)
             message = str(e) if isinstance(e, OxillamaError) else f"internal error ({type(e).__name__})"
-            yield ServerSentEvent(data=json.dumps(anthropic_error_body(status, message, kind)), event="error")
+            yield sse.frame(json.dumps(anthropic_error_body(status, message, kind)), event="error")
         finally:
             if not handle.done:
                 handle.cancel()
 
-    return EventSourceResponse(events(), sep="\n", shutdown_grace_period=state.config.drain_timeout)
+    return sse.EventStream(events(), state.config.drain_timeout)
 
 
 @router.post("/v1/messages/count_tokens")

@@ -9,9 +9,9 @@ import secrets
 import time
 
 from fastapi import APIRouter, Depends, Request
-from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from oxillama.errors import OxillamaError
+from oxillama.server import sse
 from oxillama.server.auth import require_api_key
 from oxillama.server.errors import APIError, classify
 from oxillama.server.protocol import responses as shapes
@@ -105,7 +105,7 @@ async def create_response(req: ResponsesRequest, request: Request, state: Server
             if not handle.done:
                 handle.cancel()
 
-    return EventSourceResponse(events(), sep="\n", shutdown_grace_period=state.config.drain_timeout)
+    return sse.EventStream(events(), state.config.drain_timeout)
 
 
 class ResponseEvents:
@@ -121,12 +121,12 @@ class ResponseEvents:
     def snapshot(self, status: str, **fields) -> dict:
         return {**self.base, "status": status, "output": list(self.output), **fields}
 
-    def event(self, kind: str, **fields) -> ServerSentEvent:
+    def event(self, kind: str, **fields) -> bytes:
         body = {"type": kind, **fields, "sequence_number": self.seq}
         self.seq += 1
-        return ServerSentEvent(data=json.dumps(body, ensure_ascii=False), event=kind)
+        return sse.frame(json.dumps(body, ensure_ascii=False), event=kind)
 
-    def on_events(self, events) -> list[ServerSentEvent]:
+    def on_events(self, events) -> list[bytes]:
         out = []
         for kind, value in events:
             if kind == "call":
@@ -145,7 +145,7 @@ class ResponseEvents:
                                   content_index=0, delta=value, **extra))
         return out
 
-    def _start(self, item_type: str) -> list[ServerSentEvent]:
+    def _start(self, item_type: str) -> list[bytes]:
         if item_type == "reasoning":
             item = {"type": "reasoning", "id": new_id("rs"), "summary": [], "content": []}
             part = {"type": "reasoning_text", "text": ""}
@@ -159,7 +159,7 @@ class ResponseEvents:
                 self.event("response.content_part.added", item_id=item["id"], output_index=self._open["index"],
                            content_index=0, part=part)]
 
-    def close(self, empty_message: bool = False, cut: bool = False) -> list[ServerSentEvent]:
+    def close(self, empty_message: bool = False, cut: bool = False) -> list[bytes]:
         """Finish the open item (cut: by max_output_tokens, so a message is "incomplete"); with
         empty_message, a response with no output gets an empty message."""
         out = []
@@ -183,7 +183,7 @@ class ResponseEvents:
         out.append(self.event("response.output_item.done", output_index=index, item=done))
         return out
 
-    def _call(self, call) -> list[ServerSentEvent]:
+    def _call(self, call) -> list[bytes]:
         item_id, index = new_id("fc"), len(self.output)
         added = shapes.function_call_item(item_id, call, status="in_progress")
         done = shapes.function_call_item(item_id, call)
