@@ -56,12 +56,12 @@
 
 #include "../quants_legacy_x86.h"
 #include "../../scalar/quants_k.h"
+#include "x16_common.h"
 
-#define KX 16     /* rows per group */
-#define KX_VG 8   /* activation rows per pass over a group */
+#define KX X16        /* rows per group */
+#define KX_VG X16_VG  /* activation rows per pass over a group */
 #define KX_AHEAD 4096 /* prefetch distance in a repacked matrix, bytes */
 
-void *oxl_vnni_panel_memory(size_t bytes);   /* quants_legacy_vnni.c: a per-thread buffer */
 
 enum { KX_Q4_K, KX_Q5_K, KX_Q6_K };
 
@@ -104,25 +104,6 @@ static inline void kx_tr16(const char *p, size_t w_row, int nrows, __m512i out[1
     }
 }
 
-static inline __m128i kx_row16(const char *p, size_t w_row, int l, int nrows) {
-    return l < nrows ? _mm_loadu_si128((const __m128i *)(const void *)(p + (size_t)l * w_row)) : _mm_setzero_si128();
-}
-
-/* dwords 0..3 of the 16 bytes at each row's p[l] as out[0..3] */
-static inline void kx_tr4(const char *p, size_t w_row, int nrows, __m512i out[4]) {
-    __m512i z[4];   /* z[q] lane m: row 4m + q */
-    for (int q = 0; q < 4; q++)
-        z[q] = _mm512_inserti32x4(
-            _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(kx_row16(p, w_row, q, nrows)),
-                                                  kx_row16(p, w_row, 4 + q, nrows), 1),
-                               kx_row16(p, w_row, 8 + q, nrows), 2),
-            kx_row16(p, w_row, 12 + q, nrows), 3);
-    const __m512i a0 = _mm512_unpacklo_epi32(z[0], z[1]), a1 = _mm512_unpackhi_epi32(z[0], z[1]);
-    const __m512i a2 = _mm512_unpacklo_epi32(z[2], z[3]), a3 = _mm512_unpackhi_epi32(z[2], z[3]);
-    out[0] = _mm512_unpacklo_epi64(a0, a2), out[1] = _mm512_unpackhi_epi64(a0, a2);
-    out[2] = _mm512_unpacklo_epi64(a1, a3), out[3] = _mm512_unpackhi_epi64(a1, a3);
-}
-
 static inline void kx_st(uint8_t *p, __m512i v) { _mm512_storeu_si512((void *)p, v); }
 
 /* Q4_K and Q5_K's first four dwords (d | dmin, scales[0..3], [4..7], [8..11]) to d, dmin, P0, P1, P2 */
@@ -147,7 +128,7 @@ OXL_INLINE void kx_build_sb(int kind, const char *w, size_t w_row, int nrows, in
         for (int z = 4; z < 16; z++) kx_st(g + KX_Q4_K_META + 64 * (z - 4), t[z]);
         kx_tr16(b + 64, w_row, nrows, t);
         for (int z = 0; z < 16; z++) kx_st(g + KX_Q4_K_META + 64 * (z + 12), t[z]);
-        kx_tr4(b + 128, w_row, nrows, t);
+        x16_rows_dwords(b + 128, w_row, nrows, t);
         for (int z = 0; z < 4; z++) kx_st(g + KX_Q4_K_META + 64 * (z + 28), t[z]);
     } else if (kind == KX_Q5_K) {   /* dwords 0..3 the head, 4..11 qh, 12..43 qs */
         kx_tr16(b, w_row, nrows, t);
@@ -163,7 +144,7 @@ OXL_INLINE void kx_build_sb(int kind, const char *w, size_t w_row, int nrows, in
             kx_tr16(b + 64 * h, w_row, nrows, t);
             for (int z = 0; z < 16; z++) kx_st(g + (h < 2 ? KX_Q6_K_QL + 64 * (16 * h + z) : KX_Q6_K_QH + 64 * z), t[z]);
         }
-        kx_tr4(b + 192, w_row, nrows, t);
+        x16_rows_dwords(b + 192, w_row, nrows, t);
         for (int z = 0; z < 4; z++) kx_st(g + 32 + 64 * z, t[z]);
         uint16_t d[16] = {0};
         for (int l = 0; l < nrows; l++) memcpy(&d[l], b + (size_t)l * w_row + offsetof(block_q6_K, d), 2);
@@ -215,8 +196,9 @@ static inline __m512i byte_of(__m512i v, int b) {
 }
 
 /* acc[j] (lane l: row l) over all nb super-blocks of one group against activation rows 0..C-1 */
-/* (a file row group: g0 NULL, the rows at wf, w_row bytes apart, built super-block by super-block into tile) */
-OXL_INLINE void kx_group_k4(const int kind, const int C, int nb, const uint8_t *g0, const char *y, size_t y_row,
+/* (file: the group's rows at wf, w_row bytes apart, built super-block by super-block into tile, while the
+ * stream pf of bytes to come is asked for pf_step bytes a super-block; else the repacked group at g0) */
+OXL_INLINE void kx_group_k4(const int kind, const int file, const int C, int nb, const uint8_t *g0, const char *y, size_t y_row,
                             const kx_act *A, int ahead, __m512 *acc, const char *wf, size_t w_row, int nrows,
                             uint8_t *tile, const char *pf, size_t pf_step) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
@@ -225,8 +207,8 @@ OXL_INLINE void kx_group_k4(const int kind, const int C, int nb, const uint8_t *
     const __m512i m0f = _mm512_set1_epi8(0x0F), mpair = _mm512_set1_epi32(0x00FF00FF);
     for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
     for (int i = 0; i < nb; i++) {
-        const uint8_t *g = g0 ? g0 + (size_t)i * kx_sb_bytes(kind) : tile;
-        if (!g0) {
+        const uint8_t *g = file ? tile : g0 + (size_t)i * kx_sb_bytes(kind);
+        if (file) {
             kx_stream(pf, pf_step, i);
             kx_build_sb(kind, wf, w_row, nrows, i, tile);
         }
@@ -290,14 +272,14 @@ static inline __m512i sbyte_of(__m512i v, int b) {
 
 /* Q6_K: value = d sc_g (q - 32), sixteen 16-value sub-blocks g, sc_g int8: the same steps with t starting at
  * +0 and one fma per sub-block, isum_g starting at -32 bsums[g] */
-OXL_INLINE void kx_group_q6_K(const int C, int nb, const uint8_t *g0, const char *y, size_t y_row, const kx_act *A,
+OXL_INLINE void kx_group_q6_K(const int file, const int C, int nb, const uint8_t *g0, const char *y, size_t y_row, const kx_act *A,
                               int ahead, __m512 *acc, const char *wf, size_t w_row, int nrows, uint8_t *tile,
                               const char *pf, size_t pf_step) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
     for (int i = 0; i < nb; i++) {
-        const uint8_t *g = g0 ? g0 + (size_t)i * kx_sb_bytes(KX_Q6_K) : tile;
-        if (!g0) {
+        const uint8_t *g = file ? tile : g0 + (size_t)i * kx_sb_bytes(KX_Q6_K);
+        if (file) {
             kx_stream(pf, pf_step, i);
             kx_build_sb(KX_Q6_K, wf, w_row, nrows, i, tile);
         }
@@ -339,27 +321,23 @@ OXL_INLINE void kx_group_store(int kind, const int C, int nb, const uint8_t *g, 
                                const kx_act *A, int ahead, float *S, int64_t lds, int nrows, const char *wf,
                                size_t w_row, uint8_t *tile, const char *pf, size_t pf_step) {
     __m512 acc[KX_VG];
-    if (kind == KX_Q6_K) kx_group_q6_K(C, nb, g, y, y_row, A, ahead, acc, wf, w_row, nrows, tile, pf, pf_step);
-    else kx_group_k4(kind, C, nb, g, y, y_row, A, ahead, acc, wf, w_row, nrows, tile, pf, pf_step);
-    const __mmask16 m = (__mmask16)((1u << nrows) - 1);
-    for (int j = 0; j < C; j++) _mm512_mask_storeu_ps(S + j * lds, m, acc[j]);
+    /* file as a constant: the repacked product's loop holds no build */
+    if (kind == KX_Q6_K) {
+        if (wf) kx_group_q6_K(1, C, nb, NULL, y, y_row, A, ahead, acc, wf, w_row, nrows, tile, pf, pf_step);
+        else kx_group_q6_K(0, C, nb, g, y, y_row, A, ahead, acc, NULL, 0, nrows, NULL, NULL, 0);
+    } else {
+        if (wf) kx_group_k4(kind, 1, C, nb, NULL, y, y_row, A, ahead, acc, wf, w_row, nrows, tile, pf, pf_step);
+        else kx_group_k4(kind, 0, C, nb, g, y, y_row, A, ahead, acc, NULL, 0, nrows, NULL, NULL, 0);
+    }
+    x16_store(C, acc, S, lds, nrows);
 }
 
 /* C as a constant per call (the loops over activation rows unroll) */
 OXL_INLINE void kx_group_c(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const kx_act *A,
                            int ahead, float *S, int64_t lds, int nrows, const char *wf, size_t w_row, uint8_t *tile,
                            const char *pf, size_t pf_step) {
-#define KX_C(C_) kx_group_store(kind, C_, nb, g, y, y_row, A, ahead, S, lds, nrows, wf, w_row, tile, pf, pf_step); break;
-    switch (C) {
-    case 8: KX_C(8)
-    case 7: KX_C(7)
-    case 6: KX_C(6)
-    case 5: KX_C(5)
-    case 4: KX_C(4)
-    case 3: KX_C(3)
-    case 2: KX_C(2)
-    default: KX_C(1)
-    }
+#define KX_C(C_) kx_group_store(kind, C_, nb, g, y, y_row, A, ahead, S, lds, nrows, wf, w_row, tile, pf, pf_step)
+    X16_BY_C(C, KX_C)
 #undef KX_C
 }
 
@@ -368,11 +346,9 @@ OXL_INLINE void kx_group_c(int kind, int C, int nb, const uint8_t *g, const char
 OXL_INLINE int kx_gemm(int kind, int packed, int n, float *S, int64_t lds, const char *w, size_t w_row, int nr,
                        const char *y, size_t y_row, int nc) {
     const int nb = n / QK_K;
-    const size_t gbytes = (size_t)nb * kx_sb_bytes(kind), abytes = ((size_t)nc * nb * sizeof(kx_act) + 63) & ~(size_t)63;
-    uint8_t *buf = (uint8_t *)oxl_vnni_panel_memory(abytes + gbytes);
+    uint8_t *tile, *buf = x16_panel((size_t)nc * nb * sizeof(kx_act), (size_t)nb * kx_sb_bytes(kind), &tile);
     if (!buf) return -1;
     kx_act *A = (kx_act *)(void *)buf;
-    uint8_t *tile = buf + abytes;
     kx_prepare(kind, nb, y, y_row, nc, A);
     const char *end = w + (size_t)nr * w_row;
     for (int r = 0; r < nr; r += KX) {
