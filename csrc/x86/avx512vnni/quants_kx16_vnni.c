@@ -186,9 +186,11 @@ static void kx_prepare(int kind, int nb, const char *y, size_t y_row, int nc, kx
         }
 }
 
-/* four bytes to every dword: a broadcast load (set1 of an int made gcc load it into a general register
- * and broadcast from there, one more shuffle-port uop per vpdpbusd) */
-static inline __m512i bcast4(const void *p) { return _mm512_broadcastd_epi32(_mm_loadu_si32(p)); }
+static inline __m512i bcast4(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
 
 /* byte b of every dword, zero-extended */
 static inline __m512i byte_of(__m512i v, int b) {
