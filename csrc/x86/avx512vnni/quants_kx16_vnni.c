@@ -45,20 +45,23 @@
  *
  * Kernel alone (Xeon, 1 thread, CPU time, 2048 x 2048 in cache, medians of alternating child processes
  * against the previous build, 2026-11-26, a loaded machine): Q4_K 64 activation rows 166 -> 363 GOPS
- * (repacked), 8 rows 113 -> 342, 1 row 57 -> 82-91; Q6_K 170 -> 266, 117 -> 239, 49 -> 54; Q5_K 128 -> 273, 102 -> 286, 46 -> 67. The file layout's
- * one-row products (--no-repack, MoE experts) go row by row through vec_dot: 0.66x-0.71x the old kernels. */
+ * (repacked), 8 rows 113 -> 342, 1 row 57 -> 82-91; Q6_K 170 -> 266, 117 -> 239, 49 -> 54; Q5_K 128 -> 273, 102 -> 286, 46 -> 67.
+ * File rows (--no-repack, MoE experts, tied outputs) take the same kernel, each super-block of 16 rows put in the
+ * x16 form just before it is used (kx_build_sb: 16 x 16 dword transposes, in L1) while the next 16 rows stream
+ * into L2; against row by row through vec_dot (the same machine, 1 thread, 2048 x 2048 in cache): Q4_K 1
+ * activation row 42 -> 64 GOPS, 8 rows 153 -> 269; Q5_K 40 -> 43, 118 -> 196; Q6_K 37 -> 35, 94 -> 156. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../quants_legacy_x86.h"
 #include "../../scalar/quants_k.h"
+#include "x16_common.h"
 
-#define KX 16     /* rows per group */
-#define KX_VG 8   /* activation rows per pass over a group */
+#define KX X16        /* rows per group */
+#define KX_VG X16_VG  /* activation rows per pass over a group */
 #define KX_AHEAD 4096 /* prefetch distance in a repacked matrix, bytes */
-#define KX_FILE_ROWWISE 1   /* file rows: up to this many activation rows row by row with vec_dot */
 
-void *oxl_vnni_panel_memory(size_t bytes);   /* quants_legacy_vnni.c: a per-thread buffer */
 
 enum { KX_Q4_K, KX_Q5_K, KX_Q6_K };
 
@@ -69,57 +72,93 @@ static inline size_t kx_file_bytes(int kind) {
 static inline size_t kx_sb_bytes(int kind) { return KX * kx_file_bytes(kind); }
 enum { KX_Q4_K_META = 256, KX_Q5_K_QH = 256 + 2048, KX_Q6_K_QL = 288, KX_Q6_K_QH = 288 + 2048 };
 
-/* Up to 16 file rows (w_row bytes apart) in the x16 form; missing rows are zero, scales too. */
-static void kx_build_k4(int kind, const char *w, size_t w_row, int nrows, int nb, uint8_t *dst) {
-    const size_t bx = kx_file_bytes(kind);
-    for (int i = 0; i < nb; i++) {
-        uint8_t *g = dst + (size_t)i * kx_sb_bytes(kind);
-        memset(g, 0, kx_sb_bytes(kind));
-        for (int l = 0; l < nrows; l++) {
-            /* Q4_K and Q5_K share d, dmin and scales; Q5_K's qh then qs follow */
-            const block_q4_K *x = (const block_q4_K *)(const void *)(w + (size_t)l * w_row + (size_t)i * bx);
-            const uint8_t *qs = kind == KX_Q5_K ? ((const block_q5_K *)(const void *)x)->qs : x->qs;
-            if (kind == KX_Q5_K)
-                for (int k = 0; k < 8; k++)
-                    memcpy(g + KX_Q5_K_QH + 64 * k + 4 * l, ((const block_q5_K *)(const void *)x)->qh + 4 * k, 4);
-            memcpy(g + 2 * l, &x->d, 2);
-            memcpy(g + 32 + 2 * l, &x->dmin, 2);
-            uint8_t u[16];   /* sc 0..7, m 0..7 */
-            oxl_unpack_scales_k4(x->scales, u);
-            const uint8_t *sc = u, *m = u + 8;
-            static const int mi[4] = {0, 2, 1, 3};
-            uint8_t p0[4], p1[4], p2[4];
-            for (int k = 0; k < 4; k++) {
-                p0[k] = (uint8_t)(sc[k] | (sc[4 + k] >> 4) << 6);
-                p1[k] = (uint8_t)(m[mi[k]] | (m[4 + mi[k]] >> 4) << 6);
-                p2[k] = (uint8_t)((sc[4 + k] & 15) | (m[4 + mi[k]] & 15) << 4);
-            }
-            memcpy(g + 64 + 4 * l, p0, 4);
-            memcpy(g + 128 + 4 * l, p1, 4);
-            memcpy(g + 192 + 4 * l, p2, 4);
-            for (int c = 0; c < 4; c++)
-                for (int k = 0; k < 8; k++) memcpy(g + KX_Q4_K_META + 64 * (8 * c + k) + 4 * l, qs + 32 * c + 4 * k, 4);
-        }
+/* ---- the x16 form built from file rows, one super-block of up to 16 rows at a time (missing rows zero) ----
+ * The x16 form is a transpose: chunk z of a super-block holds dword z of every row's block. Loading 64 bytes
+ * of each of 16 rows and transposing 16 x 16 dwords (4 rounds of 16 shuffles) gives 16 chunks; the scales'
+ * dwords only need a byte shuffle more (P1 and P2 keep the mins in the order 0, 2, 1, 3). */
+
+/* dwords z = 0..15 of the 64 bytes at each row's p[l] (missing rows l >= nrows zero) as out[z], lane l row l */
+static inline void kx_tr16(const char *p, size_t w_row, int nrows, __m512i out[16]) {
+    __m512i r[16], a[16];
+    for (int l = 0; l < 16; l++)
+        r[l] = l < nrows ? _mm512_loadu_si512((const void *)(p + (size_t)l * w_row)) : _mm512_setzero_si512();
+    for (int k = 0; k < 8; k++) {   /* a[2k] lane L: rows 2k, 2k+1 at dwords 4L, 4L+1; a[2k+1] at 4L+2, 4L+3 */
+        a[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+        a[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+    }
+    for (int q = 0; q < 4; q++) {   /* r[4q + e] lane L: rows 4q..4q+3 at dword 4L + e */
+        r[4 * q + 0] = _mm512_unpacklo_epi64(a[4 * q], a[4 * q + 2]);
+        r[4 * q + 1] = _mm512_unpackhi_epi64(a[4 * q], a[4 * q + 2]);
+        r[4 * q + 2] = _mm512_unpacklo_epi64(a[4 * q + 1], a[4 * q + 3]);
+        r[4 * q + 3] = _mm512_unpackhi_epi64(a[4 * q + 1], a[4 * q + 3]);
+    }
+    for (int e = 0; e < 4; e++) {
+        /* rows 0..7 (and 8..15) at dwords [e, 8 + e] (0x88) or [4 + e, 12 + e] (0xDD), four rows a lane */
+        const __m512i c_lo = _mm512_shuffle_i32x4(r[e], r[4 + e], 0x88), c_hi = _mm512_shuffle_i32x4(r[e], r[4 + e], 0xDD);
+        const __m512i e_lo = _mm512_shuffle_i32x4(r[8 + e], r[12 + e], 0x88);
+        const __m512i e_hi = _mm512_shuffle_i32x4(r[8 + e], r[12 + e], 0xDD);
+        out[e] = _mm512_shuffle_i32x4(c_lo, e_lo, 0x88);
+        out[8 + e] = _mm512_shuffle_i32x4(c_lo, e_lo, 0xDD);
+        out[4 + e] = _mm512_shuffle_i32x4(c_hi, e_hi, 0x88);
+        out[12 + e] = _mm512_shuffle_i32x4(c_hi, e_hi, 0xDD);
     }
 }
 
-static void kx_build_q6_K(const char *w, size_t w_row, int nrows, int nb, uint8_t *dst) {
-    for (int i = 0; i < nb; i++) {
-        uint8_t *g = dst + (size_t)i * kx_sb_bytes(KX_Q6_K);
-        memset(g, 0, kx_sb_bytes(KX_Q6_K));
-        for (int l = 0; l < nrows; l++) {
-            const block_q6_K *x = (const block_q6_K *)(const void *)(w + (size_t)l * w_row) + i;
-            memcpy(g + 2 * l, &x->d, 2);
-            for (int k = 0; k < 4; k++) memcpy(g + 32 + 64 * k + 4 * l, x->scales + 4 * k, 4);
-            for (int z = 0; z < 32; z++) memcpy(g + KX_Q6_K_QL + 64 * z + 4 * l, x->ql + 4 * z, 4);
-            for (int z = 0; z < 16; z++) memcpy(g + KX_Q6_K_QH + 64 * z + 4 * l, x->qh + 4 * z, 4);
+static inline void kx_st(uint8_t *p, __m512i v) { _mm512_storeu_si512((void *)p, v); }
+
+/* Q4_K and Q5_K's first four dwords (d | dmin, scales[0..3], [4..7], [8..11]) to d, dmin, P0, P1, P2 */
+static inline void kx_put_head_k4(const __m512i h[4], uint8_t *g) {
+    const __m512i swap12 = _mm512_set4_epi32(0x0F0D0E0C, 0x0B090A08, 0x07050604, 0x03010200);   /* bytes 0 2 1 3 */
+    static const int16_t words[32] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30,    /* the d */
+                                      1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};  /* the dmin */
+    kx_st(g, _mm512_permutexvar_epi16(_mm512_loadu_si512((const void *)words), h[0]));   /* d then dmin */
+    kx_st(g + 64, h[1]);
+    kx_st(g + 128, _mm512_shuffle_epi8(h[2], swap12));
+    /* low nibbles (sc_4+k) as they are, high ones (m_4+i) in P1's order */
+    kx_st(g + 192, _mm512_ternarylogic_epi32(_mm512_set1_epi8(0x0F), h[3], _mm512_shuffle_epi8(h[3], swap12), 0xCA));
+}
+
+/* super-block i of up to 16 file rows (w_row bytes apart) in the x16 form at g */
+OXL_INLINE void kx_build_sb(int kind, const char *w, size_t w_row, int nrows, int i, uint8_t *g) {
+    const char *b = w + (size_t)i * kx_file_bytes(kind);
+    __m512i t[16];
+    if (kind == KX_Q4_K) {   /* dwords 0..3 the head, 4..35 qs */
+        kx_tr16(b, w_row, nrows, t);
+        kx_put_head_k4(t, g);
+        for (int z = 4; z < 16; z++) kx_st(g + KX_Q4_K_META + 64 * (z - 4), t[z]);
+        kx_tr16(b + 64, w_row, nrows, t);
+        for (int z = 0; z < 16; z++) kx_st(g + KX_Q4_K_META + 64 * (z + 12), t[z]);
+        x16_rows_dwords(b + 128, w_row, nrows, t);
+        for (int z = 0; z < 4; z++) kx_st(g + KX_Q4_K_META + 64 * (z + 28), t[z]);
+    } else if (kind == KX_Q5_K) {   /* dwords 0..3 the head, 4..11 qh, 12..43 qs */
+        kx_tr16(b, w_row, nrows, t);
+        kx_put_head_k4(t, g);
+        for (int z = 4; z < 12; z++) kx_st(g + KX_Q5_K_QH + 64 * (z - 4), t[z]);
+        for (int z = 12; z < 16; z++) kx_st(g + KX_Q4_K_META + 64 * (z - 12), t[z]);
+        kx_tr16(b + 64, w_row, nrows, t);
+        for (int z = 0; z < 16; z++) kx_st(g + KX_Q4_K_META + 64 * (z + 4), t[z]);
+        kx_tr16(b + 112, w_row, nrows, t);   /* dwords 28..43; 28..31 again */
+        for (int z = 4; z < 16; z++) kx_st(g + KX_Q4_K_META + 64 * (z + 16), t[z]);
+    } else {   /* Q6_K: ql dwords 0..31, qh 32..47, scales 48..51, d at byte 208 */
+        for (int h = 0; h < 3; h++) {
+            kx_tr16(b + 64 * h, w_row, nrows, t);
+            for (int z = 0; z < 16; z++) kx_st(g + (h < 2 ? KX_Q6_K_QL + 64 * (16 * h + z) : KX_Q6_K_QH + 64 * z), t[z]);
         }
+        x16_rows_dwords(b + 192, w_row, nrows, t);
+        for (int z = 0; z < 4; z++) kx_st(g + 32 + 64 * z, t[z]);
+        uint16_t d[16] = {0};
+        for (int l = 0; l < nrows; l++) memcpy(&d[l], b + (size_t)l * w_row + offsetof(block_q6_K, d), 2);
+        memcpy(g, d, 32);
     }
+}
+
+/* super-block i's share (pf_step bytes) of a stream of rows to come */
+static inline void kx_stream(const char *pf, size_t pf_step, int i) {
+    for (size_t k = 0; k < pf_step; k += 64) __builtin_prefetch(pf + (size_t)i * pf_step + k, 0, 2);
 }
 
 static void kx_build(int kind, const char *w, size_t w_row, int nrows, int nb, uint8_t *dst) {
-    if (kind == KX_Q6_K) kx_build_q6_K(w, w_row, nrows, nb, dst);
-    else kx_build_k4(kind, w, w_row, nrows, nb, dst);
+    for (int i = 0; i < nb; i++) kx_build_sb(kind, w, w_row, nrows, i, dst + (size_t)i * kx_sb_bytes(kind));
 }
 
 /* per activation super-block: its scale; Q4_K: the pairs of 32-value sums (bsum_2k | bsum_2k+1 << 16);
@@ -147,7 +186,7 @@ static void kx_prepare(int kind, int nb, const char *y, size_t y_row, int nc, kx
         }
 }
 
-static inline __m512i bcast4(const int8_t *p) {
+static inline __m512i bcast4(const void *p) {
     int32_t v;
     memcpy(&v, p, 4);
     return _mm512_set1_epi32(v);
@@ -159,15 +198,22 @@ static inline __m512i byte_of(__m512i v, int b) {
 }
 
 /* acc[j] (lane l: row l) over all nb super-blocks of one group against activation rows 0..C-1 */
-OXL_INLINE void kx_group_k4(const int kind, const int C, int nb, const uint8_t *g0, const char *y, size_t y_row,
-                            const kx_act *A, int ahead, __m512 *acc) {
+/* (file: the group's rows at wf, w_row bytes apart, built super-block by super-block into tile, while the
+ * stream pf of bytes to come is asked for pf_step bytes a super-block; else the repacked group at g0) */
+OXL_INLINE void kx_group_k4(const int kind, const int file, const int C, int nb, const uint8_t *g0, const char *y, size_t y_row,
+                            const kx_act *A, int ahead, __m512 *acc, const char *wf, size_t w_row, int nrows,
+                            uint8_t *tile, const char *pf, size_t pf_step) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
     const __m512i m10 = _mm512_set1_epi8(0x10);
-    const int pf = kind == KX_Q5_K ? 352 : 288;   /* a sub-block's share of the super-block's bytes */
+    const int share = kind == KX_Q5_K ? 352 : 288;   /* a sub-block's share of the super-block's bytes */
     const __m512i m0f = _mm512_set1_epi8(0x0F), mpair = _mm512_set1_epi32(0x00FF00FF);
     for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
     for (int i = 0; i < nb; i++) {
-        const uint8_t *g = g0 + (size_t)i * kx_sb_bytes(kind);
+        const uint8_t *g = file ? tile : g0 + (size_t)i * kx_sb_bytes(kind);
+        if (file) {
+            kx_stream(pf, pf_step, i);
+            kx_build_sb(kind, wf, w_row, nrows, i, tile);
+        }
         const uint8_t *q = g + KX_Q4_K_META;
         const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
         const __m512 mv = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 32))));
@@ -183,16 +229,16 @@ OXL_INLINE void kx_group_k4(const int kind, const int C, int nb, const uint8_t *
         __m512 t[KX_VG];
         for (int j = 0; j < C; j++) {
             const kx_act *a = &A[(size_t)j * nb + i];
-            __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp[0], _mm512_set1_epi32(a->v[0]));
-            ms = _mm512_dpwssd_epi32(ms, mp[1], _mm512_set1_epi32(a->v[1]));
-            ms = _mm512_dpwssd_epi32(ms, mp[2], _mm512_set1_epi32(a->v[2]));
-            ms = _mm512_dpwssd_epi32(ms, mp[3], _mm512_set1_epi32(a->v[3]));
+            __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp[0], bcast4(&a->v[0]));
+            ms = _mm512_dpwssd_epi32(ms, mp[1], bcast4(&a->v[1]));
+            ms = _mm512_dpwssd_epi32(ms, mp[2], bcast4(&a->v[2]));
+            ms = _mm512_dpwssd_epi32(ms, mp[3], bcast4(&a->v[3]));
             t[j] = _mm512_mul_ps(mv, _mm512_cvtepi32_ps(ms));
         }
         for (int s = 0; s < 8; s++) {
             /* a repacked matrix streams group after group: ask for the bytes `ahead` on, a sub-block's worth each */
             if (ahead)
-                for (int k = 0; k < 6; k++) __builtin_prefetch(g + ahead + pf * s + 64 * k, 0, 3);
+                for (int k = 0; k < 6; k++) __builtin_prefetch(g + ahead + share * s + 64 * k, 0, 3);
             const int c = s / 2, h = s % 2;
             __m512i x[8];
             for (int k = 0; k < 8; k++) {
@@ -228,12 +274,17 @@ static inline __m512i sbyte_of(__m512i v, int b) {
 
 /* Q6_K: value = d sc_g (q - 32), sixteen 16-value sub-blocks g, sc_g int8: the same steps with t starting at
  * +0 and one fma per sub-block, isum_g starting at -32 bsums[g] */
-OXL_INLINE void kx_group_q6_K(const int C, int nb, const uint8_t *g0, const char *y, size_t y_row, const kx_act *A,
-                              int ahead, __m512 *acc) {
+OXL_INLINE void kx_group_q6_K(const int file, const int C, int nb, const uint8_t *g0, const char *y, size_t y_row, const kx_act *A,
+                              int ahead, __m512 *acc, const char *wf, size_t w_row, int nrows, uint8_t *tile,
+                              const char *pf, size_t pf_step) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
     for (int i = 0; i < nb; i++) {
-        const uint8_t *g = g0 + (size_t)i * kx_sb_bytes(KX_Q6_K);
+        const uint8_t *g = file ? tile : g0 + (size_t)i * kx_sb_bytes(KX_Q6_K);
+        if (file) {
+            kx_stream(pf, pf_step, i);
+            kx_build_sb(KX_Q6_K, wf, w_row, nrows, i, tile);
+        }
         const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
         __m512 t[KX_VG];
         for (int j = 0; j < C; j++) t[j] = _mm512_setzero_ps();
@@ -256,7 +307,7 @@ OXL_INLINE void kx_group_q6_K(const int C, int nb, const uint8_t *g0, const char
                     const __m512 ds = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(sbyte_of(sc, sb % 4)));
                     for (int j = 0; j < C; j++) {
                         const int8_t *yq = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[i].qs + 16 * sb;
-                        __m512i s0 = _mm512_dpbusd_epi32(_mm512_set1_epi32(A[(size_t)j * nb + i].v[sb]), x[4 * e], bcast4(yq));
+                        __m512i s0 = _mm512_dpbusd_epi32(bcast4(&A[(size_t)j * nb + i].v[sb]), x[4 * e], bcast4(yq));
                         __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x[4 * e + 1], bcast4(yq + 4));
                         s0 = _mm512_dpbusd_epi32(s0, x[4 * e + 2], bcast4(yq + 8));
                         s1 = _mm512_dpbusd_epi32(s1, x[4 * e + 3], bcast4(yq + 12));
@@ -269,28 +320,26 @@ OXL_INLINE void kx_group_q6_K(const int C, int nb, const uint8_t *g0, const char
 }
 
 OXL_INLINE void kx_group_store(int kind, const int C, int nb, const uint8_t *g, const char *y, size_t y_row,
-                               const kx_act *A, int ahead, float *S, int64_t lds, int nrows) {
+                               const kx_act *A, int ahead, float *S, int64_t lds, int nrows, const char *wf,
+                               size_t w_row, uint8_t *tile, const char *pf, size_t pf_step) {
     __m512 acc[KX_VG];
-    if (kind == KX_Q6_K) kx_group_q6_K(C, nb, g, y, y_row, A, ahead, acc);
-    else kx_group_k4(kind, C, nb, g, y, y_row, A, ahead, acc);
-    const __mmask16 m = (__mmask16)((1u << nrows) - 1);
-    for (int j = 0; j < C; j++) _mm512_mask_storeu_ps(S + j * lds, m, acc[j]);
+    /* file as a constant: the repacked product's loop holds no build */
+    if (kind == KX_Q6_K) {
+        if (wf) kx_group_q6_K(1, C, nb, NULL, y, y_row, A, ahead, acc, wf, w_row, nrows, tile, pf, pf_step);
+        else kx_group_q6_K(0, C, nb, g, y, y_row, A, ahead, acc, NULL, 0, nrows, NULL, NULL, 0);
+    } else {
+        if (wf) kx_group_k4(kind, 1, C, nb, NULL, y, y_row, A, ahead, acc, wf, w_row, nrows, tile, pf, pf_step);
+        else kx_group_k4(kind, 0, C, nb, g, y, y_row, A, ahead, acc, NULL, 0, nrows, NULL, NULL, 0);
+    }
+    x16_store(C, acc, S, lds, nrows);
 }
 
 /* C as a constant per call (the loops over activation rows unroll) */
 OXL_INLINE void kx_group_c(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const kx_act *A,
-                           int ahead, float *S, int64_t lds, int nrows) {
-#define KX_C(C_) kx_group_store(kind, C_, nb, g, y, y_row, A, ahead, S, lds, nrows); break;
-    switch (C) {
-    case 8: KX_C(8)
-    case 7: KX_C(7)
-    case 6: KX_C(6)
-    case 5: KX_C(5)
-    case 4: KX_C(4)
-    case 3: KX_C(3)
-    case 2: KX_C(2)
-    default: KX_C(1)
-    }
+                           int ahead, float *S, int64_t lds, int nrows, const char *wf, size_t w_row, uint8_t *tile,
+                           const char *pf, size_t pf_step) {
+#define KX_C(C_) kx_group_store(kind, C_, nb, g, y, y_row, A, ahead, S, lds, nrows, wf, w_row, tile, pf, pf_step)
+    X16_BY_C(C, KX_C)
 #undef KX_C
 }
 
@@ -299,25 +348,35 @@ OXL_INLINE void kx_group_c(int kind, int C, int nb, const uint8_t *g, const char
 OXL_INLINE int kx_gemm(int kind, int packed, int n, float *S, int64_t lds, const char *w, size_t w_row, int nr,
                        const char *y, size_t y_row, int nc) {
     const int nb = n / QK_K;
-    const size_t gbytes = (size_t)nb * kx_sb_bytes(kind), abytes = ((size_t)nc * nb * sizeof(kx_act) + 63) & ~(size_t)63;
-    uint8_t *buf = (uint8_t *)oxl_vnni_panel_memory(abytes + gbytes);
+    uint8_t *tile, *buf = x16_panel((size_t)nc * nb * sizeof(kx_act), (size_t)nb * kx_sb_bytes(kind), &tile);
     if (!buf) return -1;
     kx_act *A = (kx_act *)(void *)buf;
-    uint8_t *tile = buf + abytes;
     kx_prepare(kind, nb, y, y_row, nc, A);
     const char *end = w + (size_t)nr * w_row;
     for (int r = 0; r < nr; r += KX) {
         const int nrows = OXL_MIN(KX, nr - r);
-        const char *g = w + (size_t)r * w_row;
+        const char *g = w + (size_t)r * w_row, *wf = NULL, *pf = NULL;
+        size_t pf_step = 0;
         int ahead = KX_AHEAD;
         if (!packed || nrows < KX) {   /* file rows (a repacked matrix's last rows % 16 are too) */
-            for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
-            kx_build(kind, g, w_row, nrows, nb, tile);
-            g = (const char *)tile, ahead = 0;
+            ahead = 0;
+            if (nc <= KX_VG) {
+                /* one pass: each super-block built as it is needed, in L1, while the next group's rows
+                 * (contiguous) stream in, an nb-th of them per super-block */
+                if (r == 0)
+                    for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
+                wf = g, g = NULL;
+                pf = wf + (size_t)nrows * w_row;
+                pf_step = (OXL_MIN((size_t)(end - pf), KX * w_row) + (size_t)nb - 1) / (size_t)nb;
+            } else {
+                for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);   /* several: the group built once */
+                kx_build(kind, g, w_row, nrows, nb, tile);
+                g = (const char *)tile;
+            }
         }
         for (int j0 = 0; j0 < nc; j0 += KX_VG)
             kx_group_c(kind, OXL_MIN(KX_VG, nc - j0), nb, (const uint8_t *)g, y + (size_t)j0 * y_row, y_row,
-                       A + (size_t)j0 * nb, ahead, S + j0 * lds + r, lds, nrows);
+                       A + (size_t)j0 * nb, ahead, S + j0 * lds + r, lds, nrows, wf, w_row, tile, pf, pf_step);
     }
     return 0;
 }
@@ -416,11 +475,15 @@ static void kx_vec_dot(int kind, int n, float *s, const void *x, const void *y) 
     else vec_dot_k4(kind, n, s, x, y);
 }
 
-/* the file-layout products; without memory for the per-thread buffer, one output at a time (the same floats) */
+/* the file-layout products; without memory for the per-thread buffer, one output at a time (the same floats).
+ * Q6_K with one activation row also goes row by row: its per-call build of 16 rows costs more than the sixteen
+ * lanes save (one file row in cache 0.89x, beyond the cache 0.80x vec_dot's, 1 thread CPU time); it is the tied
+ * output of most Q4_K_M files at decode. */
 OXL_INLINE void kx_gemm_file(int kind, int n, float *S, int64_t lds, const void *w, size_t w_row, int nr, const void *y,
                              size_t y_row, int nc) {
-    if (nc <= KX_FILE_ROWWISE || kx_gemm(kind, 0, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc)) {
-        /* too few activation rows to pay for interleaving the weight rows (or no buffer): row by row */
+    if ((kind == KX_Q6_K && nc == 1) ||
+        kx_gemm(kind, 0, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc)) {
+        /* row by row */
         const char *end = (const char *)w + (size_t)nr * w_row;
         for (int r = 0; r < nr; r++) {
             oxl_stream_row((const char *)w + (size_t)r * w_row, w_row, end);
