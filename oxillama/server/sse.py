@@ -63,3 +63,11 @@ class EventStream(EventSourceResponse):
     def __init__(self, frames: AsyncIterator[bytes], drain_timeout: float = 0.0,
                  ping_interval: float = PING_INTERVAL):
         super().__init__(frames, ping=ping_interval, sep="\n", shutdown_grace_period=drain_timeout)
+
+    async def _send_with_timeout(self, send, message) -> None:
+        # sse-starlette opens a cancel scope around every send for its optional send timeout; without one (ours)
+        # the scope only costs time, once per token
+        if self.send_timeout is None:
+            await send(message)
+        else:
+            await super()._send_with_timeout(send, message)
