@@ -379,17 +379,8 @@ OXL_INLINE void ixp_group_store(const int C, int nb, const uint8_t *P, const cha
 
 OXL_INLINE void ixp_group_c(int C, int nb, const uint8_t *P, const char *y, size_t y_row, const ix_act_xs *A, float *S,
                             int64_t lds, int nrows) {
-#define IXP_C(C_) ixp_group_store(C_, nb, P, y, y_row, A, S, lds, nrows); break;
-    switch (C) {
-    case 8: IXP_C(8)
-    case 7: IXP_C(7)
-    case 6: IXP_C(6)
-    case 5: IXP_C(5)
-    case 4: IXP_C(4)
-    case 3: IXP_C(3)
-    case 2: IXP_C(2)
-    default: IXP_C(1)
-    }
+#define IXP_C(C_) ixp_group_store(C_, nb, P, y, y_row, A, S, lds, nrows)
+    X16_BY_C(C, IXP_C)
 #undef IXP_C
 }
 
@@ -704,17 +695,8 @@ OXL_INLINE void iqp_group_store(int type, const int C, int nb, const uint8_t *g,
 
 OXL_INLINE void iqp_group_c(int type, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const iqp_act *A,
                             float *S, int64_t lds, int nrows) {
-#define IQP_C(C_) iqp_group_store(type, C_, nb, g, y, y_row, A, S, lds, nrows); break;
-    switch (C) {
-    case 8: IQP_C(8)
-    case 7: IQP_C(7)
-    case 6: IQP_C(6)
-    case 5: IQP_C(5)
-    case 4: IQP_C(4)
-    case 3: IQP_C(3)
-    case 2: IQP_C(2)
-    default: IQP_C(1)
-    }
+#define IQP_C(C_) iqp_group_store(type, C_, nb, g, y, y_row, A, S, lds, nrows)
+    X16_BY_C(C, IQP_C)
 #undef IQP_C
 }
 
