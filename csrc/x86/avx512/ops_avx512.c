@@ -237,9 +237,61 @@ OXL_INLINE void scores_pass_avx512(const float *q, const int GH, const int R, co
         for (int h = 0; h < GH; h++) scores[h * n + t] = scale * score16(q + h * hd, K + t * stride, hd);
 }
 
+/* scores_pass_avx512's 4 x 4 pass over K rows already converted to f32 (Kf, rows hd floats apart, n a multiple
+ * of 4, hd of 16): the same FMAs on the same values and the same tree, so the same floats; scores rows ld apart */
+static inline void scores_pass_f32_avx512(const float *q, const float *Kf, int n, int hd, float scale, float *scores,
+                                          int64_t ld) {
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (int t = 0; t + 4 <= n; t += 4) {
+        __m512 a[16];
+        for (int j = 0; j < 16; j++) a[j] = _mm512_setzero_ps();
+        const float *k = Kf + (int64_t)t * hd;
+        for (int i = 0; i < hd; i += 16) {
+            __m512 qv[4];
+            for (int h = 0; h < 4; h++) qv[h] = _mm512_loadu_ps(q + h * hd + i);
+            for (int r = 0; r < 4; r++) {
+                const __m512 x = _mm512_loadu_ps(k + r * hd + i);
+                for (int h = 0; h < 4; h++) a[r * 4 + h] = _mm512_fmadd_ps(qv[h], x, a[r * 4 + h]);
+            }
+        }
+        const __m512 s = _mm512_mul_ps(reduce16(a), sc);
+        _mm_storeu_ps(scores + t, _mm512_castps512_ps128(s));
+        _mm_storeu_ps(scores + ld + t, _mm512_extractf32x4_ps(s, 1));
+        _mm_storeu_ps(scores + 2 * ld + t, _mm512_extractf32x4_ps(s, 2));
+        _mm_storeu_ps(scores + 3 * ld + t, _mm512_extractf32x4_ps(s, 3));
+    }
+}
+
+/* Many heads (a prefill block's rows packed, attention.c): K in blocks of KF_ROWS rows converted to f32 once for
+ * all the passes of 4 heads (converting each row again per pass cost ~1/5 of the kernel at G 16); heads past a
+ * multiple of 4 and rows past a multiple of KF_ROWS one score at a time. The same floats as the passes. */
+#define KF_ROWS 16
+#define KF_MAX_HD 256
+static void scores_many_heads_avx512(const float *q, int G, const oxl_half *K, int64_t stride, int n, int hd,
+                                     float scale, float *scores) {
+    float kf[KF_ROWS * KF_MAX_HD];
+    int t0 = 0;
+    for (; t0 + KF_ROWS <= n; t0 += KF_ROWS) {
+        for (int r = 0; r < KF_ROWS; r++)
+            for (int i = 0; i < hd; i += 16) _mm512_storeu_ps(kf + r * hd + i, load_h16(K + (t0 + r) * stride + i));
+        int h0 = 0;
+        for (; h0 + 4 <= G; h0 += 4)
+            scores_pass_f32_avx512(q + (int64_t)h0 * hd, kf, KF_ROWS, hd, scale, scores + (int64_t)h0 * n + t0, n);
+        for (; h0 < G; h0++)
+            for (int r = 0; r < KF_ROWS; r++)
+                scores[(int64_t)h0 * n + t0 + r] = scale * score16(q + (int64_t)h0 * hd, K + (t0 + r) * stride, hd);
+    }
+    for (int t = t0; t < n; t++)
+        for (int h = 0; h < G; h++) scores[(int64_t)h * n + t] = scale * score16(q + (int64_t)h * hd, K + t * stride, hd);
+}
+
 /* heads in passes of 4; fewer heads take more rows a pass */
 static void attn_scores_f16_group_avx512(const float *q, int G, const oxl_half *K, int64_t stride, int n, int hd,
                                          float scale, float *scores) {
+    if (G >= 8 && hd % 16 == 0 && hd <= KF_MAX_HD) {
+        scores_many_heads_avx512(q, G, K, stride, n, hd, scale, scores);
+        return;
+    }
     for (int h0 = 0; h0 < G; h0 += 4) {
         const float *qg = q + (int64_t)h0 * hd;
         float *sg = scores + (int64_t)h0 * n;
