@@ -31,7 +31,8 @@ MODELS = ["smollm2-135m", "gemma3-270m"]
 N_PROMPT = 16
 
 
-def _ids(engine, n, seed=0):
+def spread_ids(engine, n, seed=0):
+    """n token ids spread over the vocabulary, the same for a seed"""
     return [(1000 + 7919 * (i + 31 * seed)) % min(engine.n_vocab, 30000) + 100 for i in range(n)]
 
 
@@ -41,23 +42,19 @@ def engine(request):
         yield e
 
 
-def _decoding_pool(engine, n_seq, n_ctx=256):
+def decoding_pool(engine, n_seq, n_ctx=256):
+    """(pool, its n_seq sequences after their prompts, each one's next token)"""
     pool = SequencePool(engine, n_seq, n_ctx=n_ctx)
     seqs = [pool.add() for _ in range(n_seq)]
-    out = pool.step([(s, _ids(engine, N_PROMPT, seed=i), False) for i, s in enumerate(seqs)])
+    out = pool.step([(s, spread_ids(engine, N_PROMPT, seed=i), False) for i, s in enumerate(seqs)])
     return pool, seqs, [int(np.argmax(o)) for o in out]
 
 
-@pytest.mark.parametrize("n_seq", [2, 4, 8])
-def test_batched_decode_vs_one(benchmark, engine, n_seq):
-    """One step of n_seq sequences against one step of 1, alternated; extra_info["speedup"] is the aggregate
-    tokens/s of the batch over the single sequence's tokens/s (issue 15: >= 2x SmolLM2, >= 3.5x Gemma 3 at 8)."""
-    one = _decoding_pool(engine, 1)
-    many = _decoding_pool(engine, n_seq)
-    times = {1: [], n_seq: []}
-
+def alternated_steps(cases: dict, times: dict):
+    """A function running one decode step of each case (n -> decoding_pool(engine, n)) in turn, each step's
+    wall time appended to times[n]; a pool's sequences go back to their prompts after 200 positions."""
     def pair():
-        for n, (pool, seqs, toks) in ((1, one), (n_seq, many)):
+        for n, (pool, seqs, toks) in cases.items():
             if pool.n_past(seqs[0]) >= 200:
                 for s in seqs:
                     pool.truncate(s, N_PROMPT)
@@ -65,14 +62,22 @@ def test_batched_decode_vs_one(benchmark, engine, n_seq):
             out = pool.step([(s, [tok], False) for s, tok in zip(seqs, toks)])
             times[n].append(time.perf_counter() - t)
             toks[:] = [int(np.argmax(o)) for o in out]
+    return pair
 
+
+@pytest.mark.parametrize("n_seq", [2, 4, 8])
+def test_batched_decode_vs_one(benchmark, engine, n_seq):
+    """One step of n_seq sequences against one step of 1, alternated; extra_info["speedup"] is the aggregate
+    tokens/s of the batch over the single sequence's tokens/s (issue 15: >= 2x SmolLM2, >= 3.5x Gemma 3 at 8)."""
+    times = {1: [], n_seq: []}
+    pair = alternated_steps({1: decoding_pool(engine, 1), n_seq: decoding_pool(engine, n_seq)}, times)
     benchmark.pedantic(pair, rounds=48, iterations=1, warmup_rounds=2)
     t1, tn = np.median(times[1]), np.median(times[n_seq])
     # prefill tokens/s in the same run: the ceiling of a step that reads the weights once
     engine.reset()
-    ids = _ids(engine, 512)
+    prompt = spread_ids(engine, 512)
     t = time.perf_counter()
-    engine.forward(ids)
+    engine.forward(prompt)
     prefill = 512 / (time.perf_counter() - t)
     benchmark.extra_info.update(one_tokens_per_s=1 / t1, batch_tokens_per_s=n_seq / tn, speedup=t1 * n_seq / tn,
                                 prefill_tokens_per_s=prefill, share_of_prefill=n_seq / tn / prefill)
@@ -80,7 +85,7 @@ def test_batched_decode_vs_one(benchmark, engine, n_seq):
 
 def test_verify_5_vs_1(benchmark, engine):
     """A 5-token forward after a 64-token prefix against a 1-token forward (issue 15: <= 1.8x)."""
-    prefix = _ids(engine, 64)
+    prefix = spread_ids(engine, 64)
     times = {1: [], 5: []}
 
     def pair():
@@ -88,7 +93,7 @@ def test_verify_5_vs_1(benchmark, engine):
             engine.reset()
             engine.forward(prefix)
             t = time.perf_counter()
-            engine.forward(_ids(engine, k, seed=1), all_logits=True)
+            engine.forward(spread_ids(engine, k, seed=1), all_logits=True)
             times[k].append(time.perf_counter() - t)
 
     benchmark.pedantic(pair, rounds=24, iterations=1, warmup_rounds=2)
@@ -102,7 +107,7 @@ def test_decode_1k_q8_0_vs_f16(benchmark, model):
     path = hub.pull(model, progress=False)
     with InferenceEngine.from_gguf(path, n_ctx=1200) as f16, \
             InferenceEngine.from_gguf(path, n_ctx=1200, type_k="q8_0", type_v="q8_0") as q8:
-        state = {name: int(np.argmax(e.forward(_ids(e, 1024)))) for name, e in (("f16", f16), ("q8_0", q8))}
+        state = {name: int(np.argmax(e.forward(spread_ids(e, 1024)))) for name, e in (("f16", f16), ("q8_0", q8))}
         times = {"f16": [], "q8_0": []}
 
         def pair():
@@ -123,7 +128,7 @@ def batch_vs_one(path: str, threads: int, n_seq: int = 8, steps: int = 24) -> di
     With 1 thread the steps' CPU time is measured too (the forward runs on this thread): on a machine shared
     with other work, its ratio holds much steadier than the wall one."""
     with InferenceEngine.from_gguf(path, n_ctx=1200, n_threads=threads) as engine:
-        one, many = _decoding_pool(engine, 1), _decoding_pool(engine, n_seq)
+        one, many = decoding_pool(engine, 1), decoding_pool(engine, n_seq)
         times, cpu = {1: [], n_seq: []}, {1: [], n_seq: []}
         for _ in range(steps + 2):
             for n, (pool, seqs, toks) in ((1, one), (n_seq, many)):
@@ -135,10 +140,10 @@ def batch_vs_one(path: str, threads: int, n_seq: int = 8, steps: int = 24) -> di
         t1, tn = np.median(times[1][2:]), np.median(times[n_seq][2:])
         c1, cn = np.median(cpu[1][2:]), np.median(cpu[n_seq][2:])
         engine.reset()
-        engine.forward(_ids(engine, 64))
+        engine.forward(spread_ids(engine, 64))
         engine.reset()
         t = time.perf_counter()
-        engine.forward(_ids(engine, 512))
+        engine.forward(spread_ids(engine, 512))
         prefill = 512 / (time.perf_counter() - t)
     f = {"one_tokens_per_s": 1 / t1, "batch_tokens_per_s": n_seq / tn, "speedup": t1 * n_seq / tn,
          "prefill_tokens_per_s": prefill}

@@ -15,9 +15,9 @@ import time
 import numpy as np
 import pytest
 
+from bench_batch import alternated_steps, decoding_pool, spread_ids  # bench/bench_batch.py
 from oxillama.gguf import GGUFFile
 from oxillama.runtime import InferenceEngine
-from oxillama.runtime.batch import SequencePool
 
 MODEL = os.environ.get("OXILLAMA_MOE_MODEL", "/work/models/qwen3moe-1.3b.Q4_K_M.gguf")
 N_PROMPT = 16
@@ -48,13 +48,9 @@ def engine():
         yield e
 
 
-def _ids(engine, n, seed=0):
-    return [(1000 + 7919 * (i + 31 * seed)) % min(engine.n_vocab, 30000) + 100 for i in range(n)]
-
-
 def test_decode_bandwidth(benchmark, engine, mem_read_bandwidth):
     engine.reset()
-    tok = int(np.argmax(engine.forward(_ids(engine, N_PROMPT))))
+    tok = int(np.argmax(engine.forward(spread_ids(engine, N_PROMPT))))
     times = []
 
     def step():
@@ -72,25 +68,8 @@ def test_decode_bandwidth(benchmark, engine, mem_read_bandwidth):
 
 
 def test_8_sequences_vs_one(benchmark, engine):
-    def pool_of(n):
-        pool = SequencePool(engine, n, n_ctx=256)
-        seqs = [pool.add() for _ in range(n)]
-        out = pool.step([(s, _ids(engine, N_PROMPT, seed=i), False) for i, s in enumerate(seqs)])
-        return pool, seqs, [int(np.argmax(o)) for o in out]
-
-    cases = {1: pool_of(1), 8: pool_of(8)}
     times = {1: [], 8: []}
-
-    def pair():
-        for n, (pool, seqs, toks) in cases.items():
-            if pool.n_past(seqs[0]) >= 200:
-                for s in seqs:
-                    pool.truncate(s, N_PROMPT)
-            t = time.perf_counter()
-            out = pool.step([(s, [tok], False) for s, tok in zip(seqs, toks)])
-            times[n].append(time.perf_counter() - t)
-            toks[:] = [int(np.argmax(o)) for o in out]
-
+    pair = alternated_steps({1: decoding_pool(engine, 1), 8: decoding_pool(engine, 8)}, times)
     benchmark.pedantic(pair, rounds=32, iterations=1, warmup_rounds=2)
     t1, t8 = np.median(times[1]), np.median(times[8])
     benchmark.extra_info.update(one_tokens_per_s=1 / t1, batch_tokens_per_s=8 / t8, speedup=t1 * 8 / t8)

@@ -68,74 +68,6 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
-/* Asymmetric quantization x ~ scale*L - the_min, L in [0, nmax], searching nstep+1 candidate
- * scales around nmax/(max-min) and refitting (scale, min) by weighted least squares. */
-static float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
-                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep, int use_mad) {
-    float min = x[0], max = x[0];
-    float sum_w = weights[0];
-    float sum_x = sum_w * x[0];
-    for (int i = 1; i < n; i++) {
-        if (x[i] < min) min = x[i];
-        if (x[i] > max) max = x[i];
-        const float w = weights[i];
-        sum_w += w;
-        sum_x += w * x[i];
-    }
-    if (min > 0) min = 0;
-    if (max == min) {
-        for (int i = 0; i < n; i++) L[i] = 0;
-        *the_min = -min;
-        return 0.f;
-    }
-    float iscale = nmax / (max - min);
-    float scale = 1 / iscale;
-    float best_error = 0;
-    for (int i = 0; i < n; i++) {
-        const int l = nearest_int(iscale * (x[i] - min));
-        L[i] = (uint8_t)OXL_MAX(0, OXL_MIN(nmax, l));
-        float diff = scale * L[i] + min - x[i];
-        diff = use_mad ? fabsf(diff) : diff * diff;
-        best_error += weights[i] * diff;
-    }
-    for (int is = 0; is <= nstep; is++) {
-        iscale = (rmin + rdelta * is + nmax) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; i++) {
-            int l = nearest_int(iscale * (x[i] - min));
-            l = OXL_MAX(0, OXL_MIN(nmax, l));
-            Laux[i] = (uint8_t)l;
-            const float w = weights[i];
-            sum_l += w * l;
-            sum_l2 += w * l * l;
-            sum_xl += w * l * x[i];
-        }
-        const float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (this_min > 0) {
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float cur_error = 0;
-            for (int i = 0; i < n; i++) {
-                float diff = this_scale * Laux[i] + this_min - x[i];
-                diff = use_mad ? fabsf(diff) : diff * diff;
-                cur_error += weights[i] * diff;
-            }
-            if (cur_error < best_error) {
-                for (int i = 0; i < n; i++) L[i] = Laux[i];
-                best_error = cur_error;
-                scale = this_scale;
-                min = this_min;
-            }
-        }
-    }
-    *the_min = -min;
-    return scale;
-}
-
 /* Pack 256 2-bit values: byte l of each 32-byte half holds values l, l+32, l+64, l+96 of that half. */
 static void pack_2bit_k(const uint8_t *L, uint8_t *qs) {
     for (int j = 0; j < QK_K; j += 128) {
@@ -159,7 +91,7 @@ void quantize_row_q2_K_ref(const float *OXL_RESTRICT x, void *OXL_RESTRICT vy, i
         float max_scale = 0, max_min = 0;
         for (int j = 0; j < QK_K / 16; j++) {
             for (int l = 0; l < 16; l++) weights[l] = fabsf(x[16 * j + l]);
-            scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, 1);
+            scales[j] = make_qkx_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, 1);
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
         }
@@ -350,7 +282,7 @@ static void quantize_k4_block(const float *x, int nmax, float rmin, int nstep, u
         for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
         const float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(x[32 * j + l]);
-        scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, 0);
+        scales[j] = make_qkx_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, 0);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }

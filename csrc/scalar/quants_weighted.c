@@ -20,73 +20,6 @@
 
 #include "quants_search.h"
 
-/* asymmetric x ~ scale*L - the_min, L in [0, nmax], weighted; 1 + nstep + 1 candidate scales */
-static float make_qkx3_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
-                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep) {
-    float min = x[0], max = x[0];
-    float sum_w = weights[0];
-    float sum_x = sum_w * x[0];
-    for (int i = 1; i < n; i++) {
-        if (x[i] < min) min = x[i];
-        if (x[i] > max) max = x[i];
-        const float w = weights[i];
-        sum_w += w;
-        sum_x += w * x[i];
-    }
-    if (min > 0) min = 0;
-    if (max <= min) {
-        memset(L, 0, n);
-        *the_min = -min;
-        return 0.f;
-    }
-    float iscale = nmax / (max - min);
-    float scale = 1 / iscale;
-    float best_mad = 0;
-    for (int i = 0; i < n; i++) {
-        const int l = nearest_int(iscale * (x[i] - min));
-        L[i] = (uint8_t)OXL_MAX(0, OXL_MIN(nmax, l));
-        float diff = scale * L[i] + min - x[i];
-        diff = diff * diff;
-        best_mad += weights[i] * diff;
-    }
-    for (int is = 0; is <= nstep; is++) {
-        iscale = (rmin + rdelta * is + nmax) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; i++) {
-            int l = nearest_int(iscale * (x[i] - min));
-            l = OXL_MAX(0, OXL_MIN(nmax, l));
-            Laux[i] = (uint8_t)l;
-            const float w = weights[i];
-            sum_l += w * l;
-            sum_l2 += w * l * l;
-            sum_xl += w * l * x[i];
-        }
-        const float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (this_min > 0) {
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float mad = 0;
-            for (int i = 0; i < n; i++) {
-                float diff = this_scale * Laux[i] + this_min - x[i];
-                diff = diff * diff;
-                mad += weights[i] * diff;
-            }
-            if (mad < best_mad) {
-                for (int i = 0; i < n; i++) L[i] = Laux[i];
-                best_mad = mad;
-                scale = this_scale;
-                min = this_min;
-            }
-        }
-    }
-    *the_min = -min;
-    return scale;
-}
-
 /* positive values (sub-block scales or mins) to L in [0, nmax], weighted, with coordinate descent */
 static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw) {
     float max = 0;
@@ -176,7 +109,7 @@ static void q2_K_row_w(const float *x, block_q2_K *y, int64_t n, const float *qw
             const float *qw = qw_row + QK_K * i + 16 * j;
             for (int l = 0; l < 16; l++) weight[l] = qw[l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
             for (int l = 0; l < QK_K / 16; l++) sw[j] += weight[l];
-            scales[j] = make_qkx3_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36);
+            scales[j] = make_qkx_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, 0);
         }
         float dm = make_qp_quants(QK_K / 16, 15, scales, Ls, sw);
         float mm = make_qp_quants(QK_K / 16, 15, mins, Lm, sw);
@@ -264,7 +197,7 @@ static void k45_block_w(const float *x, const float *qw_blk, int nmax, oxl_half 
         float sumw = 0;
         for (int l = 0; l < 32; l++) sumw += weights[l];
         sw[j] = sumw;
-        scales[j] = make_qkx3_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36);
+        scales[j] = make_qkx_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, 0);
     }
     const float d_block = make_qp_quants(QK_K / 32, 63, scales, Ls, sw);
     const float m_block = make_qp_quants(QK_K / 32, 63, mins, Lm, sw);
@@ -395,7 +328,7 @@ static void q4_1_row_w(const float *x, block_q4_1 *y, int64_t n, const float *qw
         const float *xb = x + 32 * ib, *q = qw + 32 * ib;
         for (int j = 0; j < 32; j++) weight[j] = q[j] * sqrtf(sigma2 + xb[j] * xb[j]);
         float min;
-        const float d = make_qkx3_quants(32, 15, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36);
+        const float d = make_qkx_quants(32, 15, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36, 0);
         y[ib].d = oxl_fp32_to_fp16(d);
         y[ib].m = oxl_fp32_to_fp16(-min);
         for (int j = 0; j < 16; j++) y[ib].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
@@ -433,7 +366,7 @@ static void q5_1_row_w(const float *x, block_q5_1 *y, int64_t n, const float *qw
         const float *xb = x + 32 * ib, *q = qw + 32 * ib;
         for (int j = 0; j < 32; j++) weight[j] = q[j] * sqrtf(sigma2 + xb[j] * xb[j]);
         float min;
-        const float d = make_qkx3_quants(32, 31, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36);
+        const float d = make_qkx_quants(32, 31, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36, 0);
         y[ib].d = oxl_fp32_to_fp16(d);
         y[ib].m = oxl_fp32_to_fp16(-min);
         pack_q5(L, y[ib].qs, y[ib].qh);

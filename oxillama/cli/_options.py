@@ -160,3 +160,22 @@ class StopOnInterrupt:
     def __exit__(self, *exc):
         if self._old is not None:
             signal.signal(signal.SIGINT, self._old)
+
+
+def stream_answer(engine, prompt, out, **generate_kwargs) -> bool:
+    """Writes engine.generate(prompt)'s pieces to `out` as they come, then a newline; Ctrl-C stops the answer
+    between two pieces (the engine is never cut mid-step: what came so far is engine.last_completion, with
+    its timings). Returns whether Ctrl-C stopped it."""
+    with StopOnInterrupt() as interrupt:     # from the prompt's prefill on
+        pieces = engine.generate(prompt, stream=True, **generate_kwargs)
+        try:
+            for piece in () if interrupt.hit else pieces:
+                out.write(piece)
+                out.flush()
+                if interrupt.hit:
+                    break
+        finally:
+            pieces.close()
+    out.write("\n")
+    out.flush()
+    return interrupt.hit

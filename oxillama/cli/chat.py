@@ -90,21 +90,10 @@ class ChatSession:
         kwargs = dict(self.gen_kwargs)
         n = kwargs.get("max_tokens", -1)
         kwargs["max_tokens"] = room if n is None or n <= 0 else min(n, room)
-        with opt.StopOnInterrupt() as interrupt:     # from the prompt's prefill on
-            pieces = engine.generate(prompt, stream=True, **kwargs)
-            try:
-                for piece in () if interrupt.hit else pieces:
-                    self.out.write(piece)
-                    self.out.flush()
-                    if interrupt.hit:
-                        break
-            finally:
-                pieces.close()
-        self.out.write("\n")
-        self.out.flush()
+        stopped = opt.stream_answer(engine, prompt, self.out, **kwargs)
         reply = str(engine.last_completion or "")
         self.messages = messages + [{"role": "assistant", "content": reply}]
-        if interrupt.hit:
+        if stopped:
             self.err.write("(stopped)\n")
         if self.timings:
             opt.print_timings(engine, engine.last_completion, load=False)

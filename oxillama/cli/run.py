@@ -61,20 +61,8 @@ def run(args) -> int:
             messages = [{"role": "system", "content": args.system}] if args.system else []
             messages.append({"role": "user", "content": prompt})
             prompt = engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True, chat_template=template)
-        # Ctrl-C stops the answer between two pieces (the engine is never cut mid-step), so what was
-        # generated so far is a Completion whose timings --timings still prints; then exit 130
-        with opt.StopOnInterrupt() as interrupt:
-            pieces = engine.generate(prompt, stream=True, grammar=grammar, **opt.sampling_kwargs(args))
-            try:
-                for piece in () if interrupt.hit else pieces:
-                    sys.stdout.write(piece)
-                    sys.stdout.flush()
-                    if interrupt.hit:
-                        break
-            finally:
-                pieces.close()
-        sys.stdout.write("\n")
-        sys.stdout.flush()
+        # after Ctrl-C, what was generated so far is a Completion whose timings --timings still prints; exit 130
+        stopped = opt.stream_answer(engine, prompt, sys.stdout, grammar=grammar, **opt.sampling_kwargs(args))
         if opt.show_timings(args):
             opt.print_timings(engine, engine.last_completion)
-    return 130 if interrupt.hit else 0
+    return 130 if stopped else 0

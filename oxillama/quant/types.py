@@ -95,19 +95,19 @@ _SIZES = {
     GGMLType.Q1_0: (128, 18, True),
     GGMLType.TQ1_0: (QK_K, 54, True),
     GGMLType.TQ2_0: (QK_K, 66, True),
-    # known to the file format, no kernels in oxillama (yet)
     GGMLType.IQ2_XXS: (QK_K, 66, True),
     GGMLType.IQ2_XS: (QK_K, 74, True),
     GGMLType.IQ3_XXS: (QK_K, 98, True),
     GGMLType.IQ1_S: (QK_K, 50, True),
     GGMLType.IQ3_S: (QK_K, 110, True),
     GGMLType.IQ2_S: (QK_K, 82, True),
+    GGMLType.IQ1_M: (QK_K, 56, True),
+    # known to the file format, no kernels (integer and F64 tensors)
     GGMLType.I8: (1, 1, False),
     GGMLType.I16: (1, 2, False),
     GGMLType.I32: (1, 4, False),
     GGMLType.I64: (1, 8, False),
     GGMLType.F64: (1, 8, False),
-    GGMLType.IQ1_M: (QK_K, 56, True),
 }
 
 TYPES: dict[GGMLType, TypeInfo] = {t: TypeInfo(t, *v) for t, v in _SIZES.items()}

@@ -7,21 +7,12 @@ import json
 import jsonschema
 import pytest
 from llama_shapes import CHAT, CHAT_CHUNK, TOOL_CALL, TOOL_CALL_DELTA, assert_shape
+from sample_tools import CONVERT, WEATHER  # tests/sample_tools.py
 
 from oxillama.errors import InvalidArgumentError
 
 pytestmark = pytest.mark.slow
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather in a city",
-    "parameters": {"type": "object", "properties": {
-        "city": {"type": "string", "maxLength": 40},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city", "unit"]}}}
-CONVERT = {"type": "function", "function": {
-    "name": "convert_currency", "description": "Convert an amount between currencies",
-    "parameters": {"type": "object", "properties": {
-        "amount": {"type": "number"}, "from": {"type": "string", "maxLength": 3},
-        "to": {"type": "string", "maxLength": 3}}, "required": ["amount", "from", "to"]}}}
 SEARCH = {"type": "function", "function": {
     "name": "search_books", "description": "Search a library catalogue",
     "parameters": {"type": "object", "properties": {

@@ -10,6 +10,8 @@ router choices included):
 No torch and no llama.cpp needed."""
 import json
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +22,9 @@ from oxillama.errors import LoraError, ModelError, SnapshotError
 from oxillama.gguf import GGUFFile, GGUFWriter
 from oxillama.lora import LoraAdapter
 from oxillama.runtime.batch import SequencePool
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "runtime"))
+from prompt_reuse import fresh_and_reused  # noqa: E402  tests/runtime/prompt_reuse.py
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 PATH = os.path.join(DATA, "deepseek2.gguf")
@@ -225,16 +230,7 @@ def test_scheduler_writes_what_generate_writes(engine):
 def test_prompt_reuse_gives_the_fresh_text(engine):
     base = golden()[0][:24].tolist()
     prompts = [base, base + [5, 6, 7], base[:10] + [9], base + [5, 6, 7, 8]]
-    with InferenceEngine.from_gguf(PATH, n_ctx=256, n_threads=1, kv_type="f32") as solo:
-        want = []
-        for p in prompts:
-            solo.reset()
-            want.append(solo.generate(p, max_tokens=10, temperature=0).tokens)
-    engine.reset()
-    got, reused = [], []
-    for p in prompts:
-        got.append(engine.generate(p, max_tokens=10, temperature=0).tokens)
-        reused.append(engine.last_prefix_reused)
+    want, got, reused = fresh_and_reused(engine, PATH, prompts, 10, kv_type="f32")
     assert got == want
     assert reused[1] > 0 and reused[3] > 0
 

@@ -19,7 +19,9 @@ from oxillama.gguf import GGUFFile
 from oxillama.runtime.model import Model
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent / "runtime"))
 import tiny_hybrid  # noqa: E402
+from prompt_reuse import fresh_and_reused  # noqa: E402  tests/runtime/prompt_reuse.py
 
 GOLDENS = Path(__file__).parent / "data" / "hybrid_goldens.npz"
 # float32 everywhere on both sides; what is left is summation order (transformers vs llama.cpp: 4.8e-5)
@@ -416,19 +418,9 @@ def test_qwen3next_does_not_run_its_mtp_block(tmp_path, q3n_path, goldens):
 def test_lfm2_prompt_reuse_gives_the_fresh_text(lfm2, lfm2_path, goldens):
     """Prompts sharing prefixes with the session resume from the conv state's checkpoints and write what a fresh
     engine writes."""
-    from oxillama import InferenceEngine
     base = goldens["tokens"][:50].tolist()
     prompts = [base, base + [5, 6, 7], base[:30] + [9], base + [5, 6, 7, 8]]
-    with InferenceEngine.from_gguf(lfm2_path, n_ctx=256, n_threads=1, kv_type="f32") as solo:
-        want = []
-        for p in prompts:
-            solo.reset()
-            want.append(solo.generate(p, max_tokens=10, temperature=0).tokens)
-    lfm2.reset()
-    got, reused = [], []
-    for p in prompts:
-        got.append(lfm2.generate(p, max_tokens=10, temperature=0).tokens)
-        reused.append(lfm2.last_prefix_reused)
+    want, got, reused = fresh_and_reused(lfm2, lfm2_path, prompts, 10, kv_type="f32")
     assert got == want
     assert reused[1] > 0 and reused[3] > 0
 

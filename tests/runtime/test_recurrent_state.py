@@ -13,6 +13,9 @@ from oxillama.runtime import snapshot as snap
 from oxillama.runtime.batch import SequencePool
 from oxillama.runtime.recurrent_state import RecurrentStatePool, StateCheckpoints
 
+sys.path.insert(0, str(Path(__file__).parent))
+from prompt_reuse import fresh_and_reused  # noqa: E402  tests/runtime/prompt_reuse.py
+
 DATA = Path(__file__).parents[1] / "models" / "data"
 MAMBA2 = DATA / "mamba2.gguf"
 
@@ -76,16 +79,7 @@ def test_prompt_reuse_gives_the_fresh_text(mamba2):
     session's own end) writes what a fresh engine writes, and runs fewer tokens."""
     base = toks(50, seed=3).tolist()
     prompts = [base, base, base + [5, 6, 7], base[:30] + [9], base + [5, 6, 7, 8]]
-    with InferenceEngine.from_gguf(MAMBA2, n_ctx=256, n_threads=1) as solo:
-        want = []
-        for p in prompts:
-            solo.reset()
-            want.append(solo.generate(p, max_tokens=12, temperature=0).tokens)
-    mamba2.reset()
-    got, reused = [], []
-    for p in prompts:
-        got.append(mamba2.generate(p, max_tokens=12, temperature=0).tokens)
-        reused.append(mamba2.last_prefix_reused)
+    want, got, reused = fresh_and_reused(mamba2, MAMBA2, prompts, 12)
     assert got == want
     assert reused[1] == len(base) - 1          # the checkpoint before the last prompt token
     assert reused[2] == len(base) - 1          # the session had run past the shared 50: the checkpoint

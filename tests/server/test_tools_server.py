@@ -9,21 +9,12 @@ import json
 
 import jsonschema
 import pytest
+from sample_tools import CONVERT, WEATHER  # tests/sample_tools.py
 
 openai = pytest.importorskip("openai")
 
 pytestmark = pytest.mark.slow
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather in a city",
-    "parameters": {"type": "object", "properties": {
-        "city": {"type": "string", "maxLength": 40},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city", "unit"]}}}
-CONVERT = {"type": "function", "function": {
-    "name": "convert_currency", "description": "Convert an amount between currencies",
-    "parameters": {"type": "object", "properties": {
-        "amount": {"type": "number"}, "from": {"type": "string", "maxLength": 3},
-        "to": {"type": "string", "maxLength": 3}}, "required": ["amount", "from", "to"]}}}
 TOOLS = [WEATHER, CONVERT]
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 PROMPTS = ["What's the weather like in Paris right now?", "How many dollars is 250 euros?",

@@ -32,7 +32,7 @@
  *           iq4_nl's block), then the 16 rows' d | scales_h << 16 (4 bytes each, 64 bytes) and scales_l
  *           (4 bytes each, 64 bytes), row l's at 4l
  * A repacked matrix is its whole groups of 16 rows in this form, then its last rows % 16 rows as in the
- * file, and a product's row range starts at a multiple of 16 (forward.c aligns them).
+ * file, and a product's row range starts at a multiple of 16 (forward_impl.h's matmul_share aligns them).
  *
  * IQ4_XS prefill (more than IX16_VG activation rows) first decodes each group once per call into a panel
  * (ixp_build: the weight bytes, the scale pairs, dx as floats), so that the loop over activation rows does
