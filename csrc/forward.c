@@ -132,8 +132,10 @@ static scratch_layout layout(const oxl_model *m, int n_batch, int n_ctx, int n_t
     s.act_bytes = n * max_act_row(widest);
     for (int i = 0; i < MAX_ACT_TYPES; i++) TAKE(act[i], s.act_bytes);
     TAKE(rope, (int64_t)n_threads * 2 * OXL_MAX(m->q_dim_max, m->kv_dim) * 4);
-    /* per thread: a tile's scores (G, page) and output (G, hd), a running and a chunk partial */
-    s.tls_floats = G * OXL_KV_PAGE + G * hd + 2 * item_floats(m);
+    /* per thread, for H query heads: a tile's scores (H, page) and output (H, hd), a running and a chunk partial
+     * (H, hd + 2), the packed queries (H, hd) */
+    const int64_t H = OXL_MAX(G, ATTN_PACK_HEADS);
+    s.tls_floats = H * OXL_KV_PAGE + H * hd + 2 * H * (hd + 2) + H * hd;
     TAKE(tls, (int64_t)n_threads * s.tls_floats * 4);
     int n_kv_max = 1;
     for (int il = 0; il < m->n_layer; il++) n_kv_max = OXL_MAX(n_kv_max, m->layers[il].n_head_kv);
@@ -404,10 +406,12 @@ static void forward_thread(const fwd_state *F, int ith, int nth) {
     T.nth = nth;
     T.cs = (float *)(F->base + F->S->rope) + (int64_t)ith * 2 * OXL_MAX(m->q_dim_max, m->kv_dim);
     const int G = group_max(m), hd = head_dim_max(m);
+    const int64_t H = OXL_MAX(G, ATTN_PACK_HEADS);
     T.w.scores = (float *)(F->base + F->S->tls) + (int64_t)ith * F->S->tls_floats;
-    T.w.tile = T.w.scores + (int64_t)G * OXL_KV_PAGE;
-    T.w.state = T.w.tile + (int64_t)G * hd;
-    T.w.chunk = T.w.state + F->istride;
+    T.w.tile = T.w.scores + H * OXL_KV_PAGE;
+    T.w.state = T.w.tile + H * hd;
+    T.w.chunk = T.w.state + H * (hd + 2);
+    T.w.qpack = T.w.chunk + H * (hd + 2);
     oxl_split_range(F->n, nth, ith, 1, &T.t0, &T.t1);
 
     phase_embed(F, &T);

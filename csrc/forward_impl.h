@@ -25,6 +25,10 @@
  * a longer one (prefill) gives each thread whole (row, KV head) items and folds as it goes. */
 #define ATTN_CHUNK (4 * OXL_KV_PAGE)
 #define SPLIT_ATTN_MAX_ROWS 16
+/* A longer step's rows of one sequence go in blocks whose query heads (rows x a KV head's group) number at most
+ * this: each K and V tile is read and converted once for the whole block (attention.c: attn_block) */
+#define ATTN_PACK_HEADS 16
+static inline int attn_block_rows(int group) { return group >= ATTN_PACK_HEADS ? 1 : ATTN_PACK_HEADS / group; }
 #define SPLIT_ATTN_MAX_FLOATS (8 << 20)   /* the split's partials: at most 32 MB, else items stay whole */
 
 /* The scratch layout, computed the same way by the size query and by the forward. */
@@ -185,9 +189,10 @@ static inline char *kv_row(const oxl_kv_cache *kv, void *layer_base, int g, int 
     return (char *)layer_base + (((int64_t)g * kv->n_pages + page) * OXL_KV_PAGE + row) * kv_row_bytes(kv);
 }
 
-/* Per-thread buffers of attention: a tile's scores and output, a running and a chunk partial. */
+/* Per-thread buffers of attention, each for up to max(group, ATTN_PACK_HEADS) query heads: a tile's scores and
+ * output, a running and a chunk partial, a block's queries packed */
 typedef struct {
-    float *scores, *tile, *state, *chunk;
+    float *scores, *tile, *state, *chunk, *qpack;
 } attn_tls;
 
 /* chunks of one expert's matrix of `rows` rows: each at least CHUNK_MIN_BYTES, 16-row aligned */

@@ -142,7 +142,10 @@ typedef struct {
     void (*attn_values_f16)(const float *p, const oxl_half *V, int64_t stride, int n, int hd, float *out);
     /* The same for the G query heads of one GQA group (q: G rows of hd, contiguous) against shared
      * rows, each row converted from f16 once for all G heads:
-     * scores[h * n + t] = scale * dot(q_h, K[t]);  out[h * hd + i] = sum_t p[h * n + t] * V[t][i] */
+     * scores[h * n + t] = scale * dot(q_h, K[t]);  out[h * hd + i] = sum_t p[h * n + t] * V[t][i]
+     * In every tier a score is one function of q_h and K[t] alone, and an output sums its head's rows in order
+     * alone: the same floats whatever G, n or a row's place in the call (attention packs several query rows
+     * into one call; csrc/selftest.c checks it). This holds for the Q8_0 ones below too. */
     void (*attn_scores_f16_group)(const float *q, int G, const oxl_half *K, int64_t stride, int n, int hd,
                                   float scale, float *scores);
     void (*attn_values_f16_group)(const float *p, int G, const oxl_half *V, int64_t stride, int n, int hd,

@@ -569,7 +569,41 @@ static void fill_half(rng_t *r, oxl_half *h, int64_t n) {
 static const int g_attn_shapes[][4] = {
     {1, 64, 64, 1}, {3, 64, 64, 2}, {7, 256, 256, 4}, {130, 64, 64, 3}, {5, 72, 72, 1}, {9, 20, 20, 3},
     {33, 64, 192, 2}, {40, 24, 168, 7}, {2, 128, 128, 8}, {35, 64, 64, 3}, {13, 64, 64, 6}, {6, 96, 96, 2},
+    {70, 64, 64, 16}, {37, 80, 80, 5},
 };
+
+/* A group call's floats against the same tier's calls on each head alone and (scores) each row alone: a score
+ * depends on its query and K row only, an output on its head's weights only (kernels.h), whatever G, n or the
+ * row's place in the call; attention packs a block's rows into one call (layers/attention.c: attn_block).
+ * kind 0: f16 rows `stride` halves apart, 1: Q8_0 rows `stride` bytes apart. spare: room for hd floats. */
+static void check_attn_alone(oxl_check_result *res, const oxl_ops *ko, int kind, int scores, const float *q, int G,
+                             const void *KV, int64_t stride, int n, int hd, float scale, const float *got,
+                             float *spare) {
+    const int64_t row_bytes = kind == 0 ? stride * (int64_t)sizeof(oxl_half) : stride;
+    for (int g = 0; g < G; g++) {
+        if (scores) {
+            for (int tt = 0; tt < n; tt++) {
+                const void *k = (const char *)KV + tt * row_bytes;
+                if (kind == 0) ko->attn_scores_f16_group(q + g * hd, 1, k, stride, 1, hd, scale, spare);
+                else ko->attn_scores_q8_0_group(q + g * hd, 1, k, stride, 1, hd, scale, spare);
+                if (memcmp(spare, got + (int64_t)g * n + tt, sizeof(float))) {
+                    fail_detail(res, "rows n %d: head %d of %d, row %d: alone %.9g, in the call %.9g (not the same "
+                                "float whatever the call)", n, g, G, tt, spare[0], got[(int64_t)g * n + tt]);
+                    return;
+                }
+            }
+        } else {
+            if (kind == 0) ko->attn_values_f16_group(q + (int64_t)g * n, 1, KV, stride, n, hd, spare);
+            else ko->attn_values_q8_0_group(q + (int64_t)g * n, 1, KV, stride, n, hd, spare);
+            for (int i = 0; i < hd; i++)
+                if (memcmp(spare + i, got + (int64_t)g * hd + i, sizeof(float))) {
+                    fail_detail(res, "rows n %d: head %d of %d, value %d: alone %.9g, in the call %.9g (not the "
+                                "same float whatever the call)", n, g, G, i, spare[i], got[(int64_t)g * hd + i]);
+                    return;
+                }
+        }
+    }
+}
 
 static void check_op(checker *c, int op) {
     const oxl_ops *ro = &c->ref->ops, *ko = &c->k->ops;
@@ -620,6 +654,7 @@ static void check_op(checker *c, int op) {
                         t[g * n + tt] = OPS_DOT_RTOL * scale * m;
                     }
                 compare_rows_tol(&res, o1, o0, t, G * n, "rows n", n);
+                check_attn_alone(&res, ko, 1, 1, q, G, KV, row_bytes, n, hd, scale, o1, o0);
             } else {
                 for (int i = 0; i < G * n; i++) q[i] = uniform(r);
                 ro->attn_values_q8_0_group(q, G, KV, row_bytes, n, hd, o0);
@@ -631,6 +666,7 @@ static void check_op(checker *c, int op) {
                         t[g * hd + i] = OPS_DOT_RTOL * m;
                     }
                 compare_rows_tol(&res, o1, o0, t, G * hd, "rows n", n);
+                check_attn_alone(&res, ko, 1, 0, q, G, KV, row_bytes, n, hd, scale, o1, o0);
             }
             free(KV); free(deq); free(row); free(q); free(o0); free(o1); free(t);
         }
@@ -662,6 +698,7 @@ static void check_op(checker *c, int op) {
                         t[g * n + tt] = OPS_DOT_RTOL * scale * m;
                     }
                 compare_rows_tol(&res, o1, o0, t, G * n, "rows n", n);
+                if (op == OP_ATTN_SCORES_GROUP) check_attn_alone(&res, ko, 0, 1, q, G, KV, stride, n, hd, scale, o1, o0);
             } else {
                 /* p: a softmax-like row per head */
                 for (int i = 0; i < G * n; i++) q[i] = uniform(r);
@@ -680,6 +717,7 @@ static void check_op(checker *c, int op) {
                         t[g * hd + i] = OPS_DOT_RTOL * m;
                     }
                 compare_rows_tol(&res, o1, o0, t, G * hd, "rows n", n);
+                if (op == OP_ATTN_VALUES_GROUP) check_attn_alone(&res, ko, 0, 0, q, G, KV, stride, n, hd, scale, o1, o0);
             }
             free(KV); free(q); free(o0); free(o1); free(t);
         }

@@ -25,38 +25,80 @@ static inline int attn_lo(const oxl_layer *L, int pos) {
     return L->sliding_window > 0 ? OXL_MAX(0, pos - L->sliding_window + 1) : 0;
 }
 
-/* scores (group, cnt) = attn_scale * (the group's query heads qg) . (the cnt consecutive K rows at K),
- * soft-capped where the layer says so */
+/* scores (G, cnt) = attn_scale * (G query heads qg, contiguous) . (the cnt consecutive K rows at K), soft-capped
+ * where the layer says so: a GQA group's heads, or a block's rows' groups packed (every score depends on its own
+ * query and K row only, kernels.h) */
 static void group_scores(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, const char *K,
-                         const float *qg, int cnt, float *scores) {
-    const int hd = L->head_dim, group = L->n_head / L->n_head_kv;
+                         const float *qg, int G, int cnt, float *scores) {
+    const int hd = L->head_dim;
     if (kv->type == OXL_TYPE_F16) {
-        kt->ops.attn_scores_f16_group(qg, group, (const oxl_half *)K, hd, cnt, hd, L->attn_scale, scores);
+        kt->ops.attn_scores_f16_group(qg, G, (const oxl_half *)K, hd, cnt, hd, L->attn_scale, scores);
     } else if (kv->type == OXL_TYPE_Q8_0) {
-        kt->ops.attn_scores_q8_0_group(qg, group, K, kv_row_bytes(kv), cnt, hd, L->attn_scale, scores);
+        kt->ops.attn_scores_q8_0_group(qg, G, K, kv_row_bytes(kv), cnt, hd, L->attn_scale, scores);
     } else {
         const float *Kf = (const float *)K;
-        for (int k = 0; k < group; k++)
+        for (int k = 0; k < G; k++)
             for (int t = 0; t < cnt; t++)
                 scores[k * cnt + t] = L->attn_scale * kt->ops.dot_f32(qg + k * hd, Kf + (int64_t)t * hd, hd);
     }
     if (L->attn_softcap > 0.0f)
-        for (int t = 0; t < group * cnt; t++) scores[t] = L->attn_softcap * tanhf(scores[t] / L->attn_softcap);
+        for (int t = 0; t < G * cnt; t++) scores[t] = L->attn_softcap * tanhf(scores[t] / L->attn_softcap);
 }
 
-/* out (group, hd) = weights (group, cnt) . (the cnt consecutive V rows at V) */
+/* out (G, hd) = weights (G, cnt) . (the cnt consecutive V rows at V) */
 static void group_values(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, const char *V,
-                         const float *weights, int cnt, float *out) {
-    const int hd = L->head_dim, group = L->n_head / L->n_head_kv;
+                         const float *weights, int G, int cnt, float *out) {
+    const int hd = L->head_dim;
     if (kv->type == OXL_TYPE_F16) {
-        kt->ops.attn_values_f16_group(weights, group, (const oxl_half *)V, hd, cnt, hd, out);
+        kt->ops.attn_values_f16_group(weights, G, (const oxl_half *)V, hd, cnt, hd, out);
     } else if (kv->type == OXL_TYPE_Q8_0) {
-        kt->ops.attn_values_q8_0_group(weights, group, V, kv_row_bytes(kv), cnt, hd, out);
+        kt->ops.attn_values_q8_0_group(weights, G, V, kv_row_bytes(kv), cnt, hd, out);
     } else {
         const float *Vf = (const float *)V;
-        memset(out, 0, (size_t)group * hd * 4);
-        for (int k = 0; k < group; k++)
+        memset(out, 0, (size_t)G * hd * 4);
+        for (int k = 0; k < G; k++)
             for (int t = 0; t < cnt; t++) kt->ops.axpy(out + k * hd, weights[k * cnt + t], Vf + (int64_t)t * hd, hd);
+    }
+}
+
+/* a partial (per query head: m, l, o[hd]) of `heads` heads, empty */
+static void part_clear(float *part, int heads, int hd) {
+    for (int k = 0; k < heads; k++) {
+        part[k * (hd + 2)] = -INFINITY;
+        part[k * (hd + 2) + 1] = 0.0f;
+        memset(part + k * (hd + 2) + 2, 0, (size_t)hd * 4);
+    }
+}
+
+/* the online softmax of one tile for the group's heads of a query at pos: scores sk (group, ld), cnt of them
+ * used, ALiBi added, turned into weights; part's m and l updated; cs: per head, how much the running output
+ * shrinks for the new max */
+static void tile_softmax(const oxl_kernel_table *kt, const oxl_layer *L, int g, int pos, int t0, float *sk, int64_t ld,
+                         int cnt, float *part, float *cs) {
+    const int hd = L->head_dim, group = L->n_head / L->n_head_kv;
+    const int64_t stride = hd + 2;
+    if (L->alibi_slopes)   /* the query at pos: key t0 + t is (pos - t0 - t) positions back */
+        for (int k = 0; k < group; k++) {
+            const float slope = L->alibi_slopes[g * group + k];
+            for (int t = 0; t < cnt; t++) sk[k * ld + t] += slope * (float)(t0 + t - pos);
+        }
+    for (int k = 0; k < group; k++) {
+        float *ph = part + k * stride, *s = sk + k * ld;
+        float m_tile = -INFINITY;
+        for (int t = 0; t < cnt; t++) m_tile = s[t] > m_tile ? s[t] : m_tile;
+        const float m_new = ph[0] > m_tile ? ph[0] : m_tile;
+        cs[k] = expf(ph[0] - m_new);   /* 0 on the first tile (m = -inf) */
+        ph[1] = ph[1] * cs[k] + kt->ops.exp_shift_sum(s, cnt, m_new);
+        ph[0] = m_new;
+    }
+}
+
+/* o = o * cs + tile for the group's heads of a partial */
+static void part_rescale_add(float *part, const float *tile, const float *cs, int group, int hd) {
+    for (int k = 0; k < group; k++) {
+        float *o = part + k * (hd + 2) + 2;
+        const float *tk = tile + k * hd;
+        for (int d = 0; d < hd; d++) o[d] = o[d] * cs[k] + tk[d];
     }
 }
 
@@ -66,37 +108,15 @@ static void attn_chunk(const oxl_kernel_table *kt, const oxl_layer *L, const oxl
                        const int32_t *pages, const float *qg, int g, int pos, int t_begin, int t_end, float *part,
                        const attn_tls *w) {
     const int hd = L->head_dim, group = L->n_head / L->n_head_kv;
-    const int64_t stride = hd + 2;
-    for (int k = 0; k < group; k++) {
-        part[k * stride] = -INFINITY;
-        part[k * stride + 1] = 0.0f;
-        memset(part + k * stride + 2, 0, (size_t)hd * 4);
-    }
+    part_clear(part, group, hd);
     for (int t0 = t_begin; t0 < t_end;) {
         const int row = t0 % OXL_KV_PAGE, cnt = OXL_MIN(OXL_KV_PAGE - row, t_end - t0);
         const int page = pages[t0 / OXL_KV_PAGE];
-        group_scores(kt, L, kv, kv_row(kv, kv->k[layer], g, page, row), qg, cnt, w->scores);
-        if (L->alibi_slopes)   /* the query at pos: key t0 + t is (pos - t0 - t) positions back */
-            for (int k = 0; k < group; k++) {
-                const float slope = L->alibi_slopes[g * group + k];
-                for (int t = 0; t < cnt; t++) w->scores[k * cnt + t] += slope * (float)(t0 + t - pos);
-            }
-        float cs[group];   /* per head: how much the running output shrinks for the new max */
-        for (int k = 0; k < group; k++) {
-            float *ph = part + k * stride, *sk = w->scores + k * cnt;
-            float m_tile = -INFINITY;
-            for (int t = 0; t < cnt; t++) m_tile = sk[t] > m_tile ? sk[t] : m_tile;
-            const float m_new = ph[0] > m_tile ? ph[0] : m_tile;
-            cs[k] = expf(ph[0] - m_new);   /* 0 on the first tile (m = -inf) */
-            ph[1] = ph[1] * cs[k] + kt->ops.exp_shift_sum(sk, cnt, m_new);
-            ph[0] = m_new;
-        }
-        group_values(kt, L, kv, kv_row(kv, kv->v[layer], g, page, row), w->scores, cnt, w->tile);
-        for (int k = 0; k < group; k++) {
-            float *o = part + k * stride + 2;
-            const float *tk = w->tile + k * hd;
-            for (int d = 0; d < hd; d++) o[d] = o[d] * cs[k] + tk[d];
-        }
+        group_scores(kt, L, kv, kv_row(kv, kv->k[layer], g, page, row), qg, group, cnt, w->scores);
+        float cs[group];
+        tile_softmax(kt, L, g, pos, t0, w->scores, cnt, cnt, part, cs);
+        group_values(kt, L, kv, kv_row(kv, kv->v[layer], g, page, row), w->scores, group, cnt, w->tile);
+        part_rescale_add(part, w->tile, cs, group, hd);
         t0 += cnt;
     }
 }
@@ -136,20 +156,73 @@ static inline void chunk_span(int lo, int pos, int c, int *t_begin, int *t_end) 
     *t_end = OXL_MIN(pos + 1, c0 + ATTN_CHUNK);
 }
 
-/* Attention of one query row (position pos, query q (q_dim), block table pages) for KV head g, whole: its
- * chunks one after another, folded as they come. out: the row's (q_dim) output. */
-static void attn_item(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
-                      const int32_t *pages, const float *q, int g, int pos, float *out, const attn_tls *w) {
-    const int hd = L->head_dim, group = L->n_head / L->n_head_kv;
-    const int lo = attn_lo(L, pos), n_chunks = attn_chunks(lo, pos);
-    const float *qg = q + (int64_t)g * group * hd;
-    for (int c = 0; c < n_chunks; c++) {
-        int tb, te;
-        chunk_span(lo, pos, c, &tb, &te);
-        attn_chunk(kt, L, kv, layer, pages, qg, g, pos, tb, te, c == 0 ? w->state : w->chunk, w);
-        if (c > 0) attn_fold(w->state, w->chunk, group, hd);
+/* Attention of nq rows of one sequence that share their first position lo (queries q + i ldq at positions pos[i],
+ * outputs out + i ldo) for KV head g, each as attn_chunk's chunks folded in order: the rows' group heads are packed into
+ * one group of nq * group heads, so each K and V tile is read (and converted) once for the block. A row's tiles
+ * are the block's, cut at its own last position: each score and each output sum over a tile depend on their
+ * own query and weights only (kernels.h), the softmax runs per row over its own keys, and a row whose tile is
+ * cut short gets its own values call over its own keys, so every float is the one a row alone (a decode step's
+ * split items) gets. */
+static void attn_block(const oxl_kernel_table *kt, const oxl_layer *L, const oxl_kv_cache *kv, int layer,
+                       const int32_t *pages, const float *q, int64_t ldq, const int *pos, int nq, int g, float *out,
+                       int64_t ldo, const attn_tls *w) {
+    const int hd = L->head_dim, group = L->n_head / L->n_head_kv, heads = nq * group;
+    const int64_t pstride = (int64_t)group * (hd + 2);   /* one row's partial */
+    const int lo = attn_lo(L, pos[0]);
+    int pmax = pos[0];
+    for (int i = 0; i < nq; i++) {
+        pmax = OXL_MAX(pmax, pos[i]);
+        memcpy(w->qpack + (int64_t)i * group * hd, q + i * ldq + (int64_t)g * group * hd, (size_t)group * hd * 4);
     }
-    attn_finish(w->state, group, hd, L->attn_sinks ? L->attn_sinks + g * group : NULL, out + (int64_t)g * group * hd);
+    const int n_chunks = attn_chunks(lo, pmax);
+    for (int c = 0; c < n_chunks; c++) {
+        int tb, te_max;
+        chunk_span(lo, pmax, c, &tb, &te_max);
+        float *part = c == 0 ? w->state : w->chunk;
+        part_clear(part, heads, hd);
+        for (int t0 = tb; t0 < te_max;) {
+            const int row = t0 % OXL_KV_PAGE, cnt = OXL_MIN(OXL_KV_PAGE - row, te_max - t0);
+            const int page = pages[t0 / OXL_KV_PAGE];
+            const char *Vt = kv_row(kv, kv->v[layer], g, page, row);
+            group_scores(kt, L, kv, kv_row(kv, kv->k[layer], g, page, row), w->qpack, heads, cnt, w->scores);
+            float cs[heads];
+            int cnt_i[nq];   /* each row's keys in this tile: cnt, fewer where its last position cuts it, or none */
+            for (int i = 0; i < nq; i++) {
+                cnt_i[i] = OXL_MIN(cnt, pos[i] + 1 - t0);
+                if (cnt_i[i] > 0)
+                    tile_softmax(kt, L, g, pos[i], t0, w->scores + (int64_t)i * group * cnt, cnt, cnt_i[i],
+                                 part + i * pstride, cs + i * group);
+            }
+            /* runs of rows with the whole tile share one values call; a cut row has its own */
+            for (int i = 0; i < nq;) {
+                float *pi = w->scores + (int64_t)i * group * cnt, *ti = w->tile + (int64_t)i * group * hd;
+                if (cnt_i[i] <= 0) {
+                    i++;
+                    continue;
+                }
+                if (cnt_i[i] < cnt) {   /* its weights (group, cnt_i) made contiguous in place */
+                    for (int k = 1; k < group; k++)
+                        memmove(pi + (int64_t)k * cnt_i[i], pi + (int64_t)k * cnt, (size_t)cnt_i[i] * 4);
+                    group_values(kt, L, kv, Vt, pi, group, cnt_i[i], ti);
+                    part_rescale_add(part + i * pstride, ti, cs + i * group, group, hd);
+                    i++;
+                    continue;
+                }
+                int j = i + 1;
+                while (j < nq && cnt_i[j] == cnt) j++;
+                group_values(kt, L, kv, Vt, pi, (j - i) * group, cnt, ti);
+                for (; i < j; i++)
+                    part_rescale_add(part + i * pstride, w->tile + (int64_t)i * group * hd, cs + i * group, group, hd);
+            }
+            t0 += cnt;
+        }
+        if (c > 0)   /* rows whose last position lies in this chunk or after it */
+            for (int i = 0; i < nq; i++)
+                if (pos[i] >= tb) attn_fold(w->state + i * pstride, w->chunk + i * pstride, group, hd);
+    }
+    for (int i = 0; i < nq; i++)
+        attn_finish(w->state + i * pstride, group, hd, L->attn_sinks ? L->attn_sinks + g * group : NULL,
+                    out + i * ldo + (int64_t)g * group * hd);
 }
 
 /* xn = norm(x); quantized for Q, K, V (or the recurrent block's input projection) */
@@ -322,13 +395,23 @@ void oxl_fwd_attend(const fwd_state *F, fwd_thread *T, const oxl_layer *L, const
                         out + (int64_t)r * q_dim + (int64_t)g * group * hd);
         }
     } else {
-        /* (row, KV head) items one at a time: a causal item's cost grows with its position, so contiguous
-         * shares would leave the first thread idle */
-        for (int64_t it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed); it < (int64_t)n * nkv;
+        /* (block of rows, KV head) items one at a time: a causal item's cost grows with its position, so
+         * contiguous shares would leave the first thread idle. Blocks are fixed runs of attn_block_rows rows,
+         * cut where the sequence or the first attended position changes. */
+        const int nb = attn_block_rows(group), n_blocks = (n + nb - 1) / nb;
+        for (int64_t it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed); it < (int64_t)n_blocks * nkv;
              it = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) {
-            const int r = (int)(it / nkv), g = (int)(it % nkv);
-            attn_item(kt, L, kv, L->kv_layer, F->seqs[row_seq[r]].pages, qsrc + (int64_t)r * q_dim, g, attn_hi(F, r),
-                      out + (int64_t)r * q_dim, &T->w);
+            const int b = (int)(it / nkv), g = (int)(it % nkv), r_end = OXL_MIN(n, (b + 1) * nb);
+            for (int r0 = b * nb, r1; r0 < r_end; r0 = r1) {
+                int pos[ATTN_PACK_HEADS];
+                pos[0] = attn_hi(F, r0);
+                for (r1 = r0 + 1; r1 < r_end && row_seq[r1] == row_seq[r0]; r1++) {
+                    pos[r1 - r0] = attn_hi(F, r1);
+                    if (attn_lo(L, pos[r1 - r0]) != attn_lo(L, pos[0])) break;
+                }
+                attn_block(kt, L, kv, L->kv_layer, F->seqs[row_seq[r0]].pages, qsrc + (int64_t)r0 * q_dim, q_dim, pos,
+                           r1 - r0, g, out + (int64_t)r0 * q_dim, q_dim, &T->w);
+            }
         }
     }
     sync_threads(F, T);

@@ -265,6 +265,19 @@ static void fp32_to_fp16_avx2(const float *x, oxl_half *y, int n) {
     for (; i < n; i++) y[i] = oxl_fp32_to_fp16(x[i]);
 }
 
+/* One score's dot over head_dim (a multiple of 8): one FMA chain over the 8-lane runs in order, then the
+ * pairwise tree ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7)) that the multi-row kernels' hadd trees give
+ * each of their lanes. Their rows left over end here, so every score is the same float wherever its row falls
+ * in a call (kernels.h: a row's score depends on its query and K row only). */
+static inline float score_f16_avx2(const float *q, const oxl_half *k, int hd) {
+    __m256 a = _mm256_setzero_ps();
+    for (int i = 0; i < hd; i += 8)
+        a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + i))), a);
+    a = _mm256_hadd_ps(a, a);
+    a = _mm256_hadd_ps(a, a);
+    return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1)));
+}
+
 /* Scores of one query against n cached keys. head_dim a multiple of 8 keeps q in registers for
  * 64-wide chunks; 4 keys per pass share each q load and end in one 4-way horizontal sum. */
 static void attn_scores_f16_avx2(const float *q, const oxl_half *K, int64_t stride, int n, int hd, float scale,
@@ -290,7 +303,7 @@ static void attn_scores_f16_avx2(const float *q, const oxl_half *K, int64_t stri
         const __m128 r = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
         _mm_storeu_ps(scores + t, _mm_mul_ps(r, _mm_set1_ps(scale)));
     }
-    for (; t < n; t++) scores[t] = scale * dot_f16_avx2(q, K + t * stride, hd);
+    for (; t < n; t++) scores[t] = scale * score_f16_avx2(q, K + t * stride, hd);
 }
 
 /* out = sum_t p[t] V[t]: 64 output dims at a time stay in 8 registers across all keys. */
@@ -355,7 +368,7 @@ OXL_INLINE void scores_group_avx2(const float *q, const int G, const oxl_half *K
         }
     }
     for (; t < n; t++)
-        for (int h = 0; h < G; h++) scores[h * n + t] = scale * dot_f16_avx2(q + h * hd, K + t * stride, hd);
+        for (int h = 0; h < G; h++) scores[h * n + t] = scale * score_f16_avx2(q + h * hd, K + t * stride, hd);
 }
 
 /* G (2 or 3) heads x 4 rows per pass: up to 12 accumulators, each head's 4 row sums reduced by one hadd
@@ -390,7 +403,7 @@ OXL_INLINE void scores_rows4_avx2(const float *q, const int G, const oxl_half *K
                                                                     _mm256_extractf128_ps(u[2], 1))));
     }
     for (; t < n; t++)
-        for (int h = 0; h < G; h++) scores[h * n + t] = scale * dot_f16_avx2(q + h * hd, K + t * stride, hd);
+        for (int h = 0; h < G; h++) scores[h * n + t] = scale * score_f16_avx2(q + h * hd, K + t * stride, hd);
 }
 
 static void attn_scores_f16_group_avx2(const float *q, int G, const oxl_half *K, int64_t stride, int n, int hd,

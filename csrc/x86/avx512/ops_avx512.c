@@ -1,7 +1,10 @@
-/* AVX-512 row ops of the recurrent layers: Mamba-2's scan over the states and the causal conv (kernels.h: the
- * order each sums in). 16 lanes a register, masked last passes instead of a scalar tail; every lane does the
- * same fused operations as the AVX2 tier's lanes, so the two tiers give the same floats. */
+/* AVX-512 row ops: the recurrent layers' scan over the states and causal conv, and attention over an f16 cache
+ * (kernels.h: the order each sums in). 16 lanes a register, masked last passes instead of a scalar tail. The
+ * scan, the conv and the attention values do on every lane the same fused operations as the AVX2 tier's lanes,
+ * so the two tiers give the same floats; an attention score is a 16-lane dot, so this tier's scores differ
+ * from the AVX2 tier's by roundings (one order here, whatever the call). */
 #include <immintrin.h>
+#include <string.h>
 
 #include "../../kernels.h"
 
@@ -135,7 +138,173 @@ static void causal_conv_avx512(const float *x, int64_t ldx, float *y, int64_t ld
     }
 }
 
+/* ---- attention over an f16 cache ----
+ * A score is one FMA chain over head_dim in runs of 16 lanes (the last run masked), then the halving tree
+ * x[i] + x[i + 8], then + [i + 4], + [i + 2], + [i + 1]: hsum16 for one score, reduce16 for 16 at once with the
+ * same adds on every lane. So a score is the same float whichever kernel, pass or place in a call computes it
+ * (kernels.h: it depends on its query and K row only), and a query's scores do not depend on the call shape. */
+
+static inline __m512 load_h16(const oxl_half *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+/* the first popcount(m) halves at p, zeros after (a head_dim not a multiple of 16: through a copy, read no
+ * further than the row) */
+static inline __m512 load_h16_masked(const oxl_half *p, __mmask16 m) {
+    oxl_half h[16] = {0};
+    memcpy(h, p, (size_t)__builtin_popcount(m) * sizeof(oxl_half));
+    return load_h16(h);
+}
+
+static inline float hsum16(__m512 v) {
+    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* the 16 sums of v[0..15], each by hsum16's tree: lane 4 q + j holds the sum of v[q + 4 j] */
+static inline __m512 reduce16(const __m512 *v) {
+    __m512 a[8], b[4], c[2];
+    for (int k = 0; k < 8; k++)   /* [v2k's x[i] + x[i+8] | v2k+1's] */
+        a[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xEE));
+    for (int k = 0; k < 4; k++)   /* quads: v4k, v4k+1, v4k+2, v4k+3 each + [i + 4] */
+        b[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x88),
+                             _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xDD));
+    for (int k = 0; k < 2; k++)   /* 128-bit lane q: [v8k+q's two + [i + 2] | v8k+4+q's] */
+        c[k] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(b[2 * k]), _mm512_castps_pd(b[2 * k + 1]))),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(b[2 * k]), _mm512_castps_pd(b[2 * k + 1]))));
+    return _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xDD));
+}
+
+static inline __mmask16 tail_lanes(int hd) { return lanes(hd % 16); }
+
+/* one score alone (rows left over) */
+static inline float score16(const float *q, const oxl_half *k, int hd) {
+    __m512 a = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= hd; i += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), load_h16(k + i), a);
+    if (i < hd) {
+        const __mmask16 m = tail_lanes(hd);
+        a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + i), load_h16_masked(k + i, m), a);
+    }
+    return hsum16(a);
+}
+
+/* GH heads (q: GH rows of hd) x R rows per pass, GH R <= 16 accumulators (head h, row r at r GH + h) reduced
+ * together; GH = R = 4 stores each head's 4 scores at once */
+OXL_INLINE void scores_pass_avx512(const float *q, const int GH, const int R, const oxl_half *K, int64_t stride,
+                                   int n, int hd, float scale, float *scores) {
+    const __m512 sc = _mm512_set1_ps(scale);
+    const __mmask16 m = tail_lanes(hd);
+    int t = 0;
+    for (; t + R <= n; t += R) {
+        __m512 a[16];
+        for (int j = 0; j < 16; j++) a[j] = _mm512_setzero_ps();
+        const oxl_half *k = K + t * stride;
+        int i = 0;
+        for (; i + 16 <= hd; i += 16) {
+            __m512 qv[4];
+            for (int h = 0; h < GH; h++) qv[h] = _mm512_loadu_ps(q + h * hd + i);
+            for (int r = 0; r < R; r++) {
+                const __m512 x = load_h16(k + r * stride + i);
+                for (int h = 0; h < GH; h++) a[r * GH + h] = _mm512_fmadd_ps(qv[h], x, a[r * GH + h]);
+            }
+        }
+        if (i < hd) {
+            __m512 qv[4];
+            for (int h = 0; h < GH; h++) qv[h] = _mm512_maskz_loadu_ps(m, q + h * hd + i);
+            for (int r = 0; r < R; r++) {
+                const __m512 x = load_h16_masked(k + r * stride + i, m);
+                for (int h = 0; h < GH; h++) a[r * GH + h] = _mm512_fmadd_ps(qv[h], x, a[r * GH + h]);
+            }
+        }
+        const __m512 s = _mm512_mul_ps(reduce16(a), sc);
+        if (GH == 4 && R == 4) {   /* accumulator 4 r + h -> lane 4 h + r */
+            _mm_storeu_ps(scores + t, _mm512_castps512_ps128(s));
+            _mm_storeu_ps(scores + n + t, _mm512_extractf32x4_ps(s, 1));
+            _mm_storeu_ps(scores + 2 * n + t, _mm512_extractf32x4_ps(s, 2));
+            _mm_storeu_ps(scores + 3 * n + t, _mm512_extractf32x4_ps(s, 3));
+        } else {
+            float o[16];
+            _mm512_storeu_ps(o, s);
+            for (int r = 0; r < R; r++)
+                for (int h = 0; h < GH; h++) {
+                    const int j = r * GH + h;
+                    scores[h * n + t + r] = o[4 * (j % 4) + j / 4];
+                }
+        }
+    }
+    for (; t < n; t++)
+        for (int h = 0; h < GH; h++) scores[h * n + t] = scale * score16(q + h * hd, K + t * stride, hd);
+}
+
+/* heads in passes of 4; fewer heads take more rows a pass */
+static void attn_scores_f16_group_avx512(const float *q, int G, const oxl_half *K, int64_t stride, int n, int hd,
+                                         float scale, float *scores) {
+    for (int h0 = 0; h0 < G; h0 += 4) {
+        const float *qg = q + (int64_t)h0 * hd;
+        float *sg = scores + (int64_t)h0 * n;
+        switch (G - h0 < 4 ? G - h0 : 4) {   /* constant GH and R per case: the loops unroll */
+        case 1: scores_pass_avx512(qg, 1, 16, K, stride, n, hd, scale, sg); break;
+        case 2: scores_pass_avx512(qg, 2, 8, K, stride, n, hd, scale, sg); break;
+        case 3: scores_pass_avx512(qg, 3, 5, K, stride, n, hd, scale, sg); break;
+        default: scores_pass_avx512(qg, 4, 4, K, stride, n, hd, scale, sg); break;
+        }
+    }
+}
+
+static void attn_scores_f16_avx512(const float *q, const oxl_half *K, int64_t stride, int n, int hd, float scale,
+                                   float *scores) {
+    attn_scores_f16_group_avx512(q, 1, K, stride, n, hd, scale, scores);
+}
+
+/* out (GH heads, NV runs of 16 values from d0): NV * GH accumulators over all rows, each lane the AVX2 tier's
+ * chain acc = fma(p[h][t], V[t][d], acc) from zero in row order; m masks the last run */
+OXL_INLINE void values_pass_avx512(const float *p, const int GH, const int NV, const oxl_half *V, int64_t stride,
+                                   int n, int hd, int d0, __mmask16 m, float *out) {
+    __m512 a[4][4];
+    for (int h = 0; h < GH; h++)
+        for (int j = 0; j < NV; j++) a[h][j] = _mm512_setzero_ps();
+    for (int t = 0; t < n; t++) {
+        const oxl_half *v = V + t * stride + d0;
+        __m512 x[4];
+        for (int j = 0; j < NV; j++) x[j] = m == 0xffff ? load_h16(v + 16 * j) : load_h16_masked(v + 16 * j, m);
+        for (int h = 0; h < GH; h++) {
+            const __m512 pt = _mm512_set1_ps(p[h * n + t]);
+            for (int j = 0; j < NV; j++) a[h][j] = _mm512_fmadd_ps(pt, x[j], a[h][j]);
+        }
+    }
+    for (int h = 0; h < GH; h++)
+        for (int j = 0; j < NV; j++) _mm512_mask_storeu_ps(out + h * hd + d0 + 16 * j, m, a[h][j]);
+}
+
+/* heads in passes of 4, 64 values of each a pass over the rows (16 accumulators), then 16 at a time */
+static void attn_values_f16_group_avx512(const float *p, int G, const oxl_half *V, int64_t stride, int n, int hd,
+                                         float *out) {
+    for (int h0 = 0; h0 < G; h0 += 4) {
+        const int g = G - h0 < 4 ? G - h0 : 4;
+        const float *pg = p + (int64_t)h0 * n;
+        float *og = out + (int64_t)h0 * hd;
+        int d0 = 0;
+        for (; d0 + 64 <= hd; d0 += 64) switch (g) {
+            case 1: values_pass_avx512(pg, 1, 4, V, stride, n, hd, d0, 0xffff, og); break;
+            case 2: values_pass_avx512(pg, 2, 4, V, stride, n, hd, d0, 0xffff, og); break;
+            case 3: values_pass_avx512(pg, 3, 4, V, stride, n, hd, d0, 0xffff, og); break;
+            default: values_pass_avx512(pg, 4, 4, V, stride, n, hd, d0, 0xffff, og); break;
+            }
+        for (; d0 < hd; d0 += 16)
+            values_pass_avx512(pg, g, 1, V, stride, n, hd, d0, hd - d0 >= 16 ? 0xffff : tail_lanes(hd), og);
+    }
+}
+
+static void attn_values_f16_avx512(const float *p, const oxl_half *V, int64_t stride, int n, int hd, float *out) {
+    attn_values_f16_group_avx512(p, 1, V, stride, n, hd, out);
+}
+
 void oxl_register_avx512_ops(oxl_kernel_table *t) {
     t->ops.ssm_scan_states = ssm_scan_states_avx512;
     t->ops.causal_conv = causal_conv_avx512;
+    t->ops.attn_scores_f16 = attn_scores_f16_avx512;
+    t->ops.attn_values_f16 = attn_values_f16_avx512;
+    t->ops.attn_scores_f16_group = attn_scores_f16_group_avx512;
+    t->ops.attn_values_f16_group = attn_values_f16_group_avx512;
 }
