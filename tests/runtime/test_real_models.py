@@ -18,9 +18,12 @@ MEDIAN_ROW_TOL = {"smollm2": 0.75, "gemma3": 1.1}
 # Two candidates closer than this are a tie that summation order may break either way.
 TIE_TOL = 0.3
 # Along llama.cpp's path, its pick may trail ours by its own rounding noise (its logits and ours differ
-# by ~0.6 at the median position), so a step counts as agreeing within this margin (the largest gap
-# seen is 0.45 / 0.18). tests/runtime/test_llamacpp_logprobs.py holds the distributions to llama.cpp's.
-LLAMACPP_TIE_TOL = 0.6
+# by ~0.6 at the median position), so a step counts as agreeing within this margin. Largest gap seen
+# (2026-11-26, SmolLM2): 0.63 on the AVX-512 tiers (one near-tie step of the fibonacci prompt, after the
+# 16-lane attention kernels; 0.45 before), 0.23 on AVX2, 0 on the scalar tier: the attention's summation
+# order alone moves SmolLM2's logits by up to ~1 (an f32 cache against f16: 1.4), while the mean KL to
+# llama.cpp stayed 0.00235 (tests/runtime/test_llamacpp_logprobs.py holds the distributions to llama.cpp's).
+LLAMACPP_TIE_TOL = 0.7
 # Each golden run of 24 greedy steps: 22-24 exact picks achieved, at most one fewer is accepted.
 LLAMACPP_EXACT = 21 / 24
 
