@@ -64,31 +64,42 @@ static void x16b_prepare(int kind, int nb, const char *y, size_t y_row, int nc, 
         }
 }
 
-/* Up to 16 file rows (w_row bytes apart) in the x16 form; missing rows are zero, scales too. */
+/* 16 rows' qh (one dword a row) in the x16 form: byte k of a dword holds the bits 4i + k (i = 0..7) in bits i */
+OXL_INLINE __m512i x16b_spread_qh(__m512i h) {
+    __m512i out = _mm512_setzero_si512();
+    for (int k = 0; k < 4; k++) {
+        __m512i v = _mm512_and_si512(_mm512_srli_epi32(h, k), _mm512_set1_epi32(0x11111111));   /* bit i at 4i */
+        v = _mm512_and_si512(_mm512_or_si512(v, _mm512_srli_epi32(v, 3)), _mm512_set1_epi32(0x03030303));
+        v = _mm512_and_si512(_mm512_or_si512(v, _mm512_srli_epi32(v, 6)), _mm512_set1_epi32(0x000F000F));
+        v = _mm512_and_si512(_mm512_or_si512(v, _mm512_srli_epi32(v, 12)), _mm512_set1_epi32(0xFF));
+        out = _mm512_or_si512(out, _mm512_slli_epi32(v, 8 * k));
+    }
+    return out;
+}
+
+/* Up to 16 file rows (w_row bytes apart) in the x16 form; missing rows are zero, scales too. The rows' qs by
+ * x16_rows_dwords, their first dword (d, then m or the low half of qh) and qh by gathers. */
 static void x16b_build(int kind, const char *w, size_t w_row, int nrows, int nb, uint8_t *dst) {
     const size_t bx = kind_block_bytes(kind), qb = x16b_qbytes(kind), sb = x16b_sbytes(kind);
-    const size_t qs_at = x16b_qs_at(kind), qh_at = x16b_qh_at(kind);
+    const __mmask16 live = (__mmask16)((1u << nrows) - 1);
+    const __m512i rowoff = x16_rowoff(w_row, nrows);   /* missing rows read row 0, then are zeroed */
+    const __m512i halves = _mm512_set_epi16(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1,
+                                            30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     uint8_t *sc = dst + (size_t)nb * qb;
     for (int b = 0; b < nb; b++) {
+        const char *blk = w + (size_t)b * bx;
         uint8_t *q = dst + (size_t)b * qb, *s = sc + (size_t)b * sb;
-        for (int l = 0; l < X16; l++) {
-            if (l >= nrows) {
-                for (int c = 0; c < 4; c++) memset(q + 64 * c + 4 * l, 0, 4);
-                if (x16b_has_qh(kind)) memset(q + 256 + 4 * l, 0, 4);
-                memset(s + 2 * l, 0, 2);
-                if (x16b_has_min(kind)) memset(s + 32 + 2 * l, 0, 2);
-                continue;
-            }
-            const char *blk = w + (size_t)l * w_row + (size_t)b * bx;
-            memcpy(s + 2 * l, blk, 2);
-            if (x16b_has_min(kind)) memcpy(s + 32 + 2 * l, blk + 2, 2);
-            for (int c = 0; c < 4; c++) memcpy(q + 64 * c + 4 * l, blk + qs_at + 4 * c, 4);
-            if (x16b_has_qh(kind)) {
-                uint32_t h;
-                memcpy(&h, blk + qh_at, 4);
-                /* bit i of byte k: the fifth bit of value 4i + k */
-                for (int k = 0; k < 4; k++) q[256 + 4 * l + k] = (uint8_t)_pext_u32(h, 0x11111111u << k);
-            }
+        __m512i T[4];
+        x16_rows_dwords(blk + x16b_qs_at(kind), w_row, nrows, T);
+        for (int c = 0; c < 4; c++) _mm512_storeu_si512((void *)(q + 64 * c), T[c]);
+        /* the 16 d (the dwords' low halves), then the 16 m (their high halves) */
+        const __m512i head = _mm512_permutexvar_epi16(
+            halves, _mm512_maskz_mov_epi32(live, _mm512_i32gather_epi32(rowoff, (const void *)blk, 1)));
+        if (x16b_has_min(kind)) _mm512_storeu_si512((void *)s, head);
+        else _mm256_storeu_si256((__m256i *)(void *)s, _mm512_castsi512_si256(head));
+        if (x16b_has_qh(kind)) {
+            const __m512i h = _mm512_maskz_mov_epi32(live, _mm512_i32gather_epi32(rowoff, (const void *)(blk + x16b_qh_at(kind)), 1));
+            _mm512_storeu_si512((void *)(q + 256), x16b_spread_qh(h));
         }
     }
 }
