@@ -10,8 +10,9 @@ the server's prompt cache finds nothing from a warm-up or an earlier round), the
 bans the end-of-generation tokens for it with a -inf logit bias, as llama.cpp's server does, and generate_batch
 is given the same bias, so both sides run the same sampler chain) and the same thread count; rounds alternate a
 server burst and a generate_batch child process (each loads the model once and warms up first). The client
-runs on the same machine, so it is lean (server_process.stream_raw: a bare connection, the stream decoded
-once it has ended); its CPU per token is reported beside the server's. Per side, per round:
+runs on the same machine, so it is lean (server_process.stream_raw: a bare connection whose socket
+reports data only once the stream has ended, decoded then); its CPU per token is reported beside the
+server's. Per side, per round:
   tokens/s   generated tokens over the wall time from sending the requests to the last one ending
   cpu ms/tok the process's CPU time (user + system, every thread: forward, scheduler, sampling, detokenizing,
              HTTP, SSE) over the same span per generated token; on a machine shared with other work this

@@ -484,7 +484,7 @@ cdef class ForwardPlan:
             key = (<size_t>out.data, qtype, rows, cols)
             packed = self._repacked.get(key)
             if packed is None:
-                packed = np.empty(prow * rows, np.uint8)
+                packed = _weight_buffer(prow * rows)
                 pv = packed
                 with nogil:
                     rc = oxl_repack(kt, qt, out.data, rows, cols, &pv[0], nth)
@@ -511,6 +511,11 @@ def _release_file_pages(arr):
     if isinstance(base, memoryview):
         base = base.obj
     if not isinstance(base, _mmap.mmap):
+        return
+    try:
+        if not memoryview(base).readonly:
+            return   # not a read-only file map (a repacked copy's own anonymous map holds the only copy)
+    except ValueError:   # a closed map
         return
     page = <size_t>sysconf(_SC_PAGESIZE)
     addr = <size_t>arr.__array_interface__["data"][0]

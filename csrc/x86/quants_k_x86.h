@@ -1,8 +1,6 @@
 /* x86 helpers and multi-row kernels (tiles) for the K-quants Q4_K, Q5_K, Q6_K and IQ4_XS of the AVX2 tier
  * (csrc/x86/avx2/quants_k_avx2.c, with its vec_dots; the AVX-512 tier inherits them, the AVX-512 VNNI tier has
- * its own sixteen-row kernels). Static inline, with OXL_K_ACC_MADD(acc, a, b) = acc + vpmaddwd(a, b) per int32
- * lane (vpaddd + vpmaddwd; a tier with VNNI could set one vpdpwssd: the same integers, so the same floats).
- * Needs AVX2 + F16C. */
+ * its own sixteen-row kernels). Static inline. Needs AVX2 + F16C. */
 #ifndef OXL_X86_QUANTS_K_X86_H
 #define OXL_X86_QUANTS_K_X86_H
 
@@ -15,9 +13,8 @@
 #include "../kernels.h"
 #include "../scalar/quants_k.h"
 
-#ifndef OXL_K_ACC_MADD
-#error "define OXL_K_ACC_MADD(acc, a, b) before including quants_k_x86.h"
-#endif
+/* acc + vpmaddwd(a, b) per int32 lane */
+#define OXL_K_ACC_MADD(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
 
 /* 16 int16 lanes: element e of the 8 int16 in each 128-bit lane, broadcast (byte shuffle control) */
 #define BCAST16(e) _mm256_set1_epi16((short)((2 * (e)) | ((2 * (e) + 1) << 8)))
@@ -77,10 +74,8 @@ static inline __m256 k4_accumulate(__m256 acc, __m256i sumi, __m128i sm, const i
 #define TILE_R 4
 #define TILE_RC 4
 #define K_SMALL_BATCH 8
-/* activation rows of the tiles of larger batches: 2 with AVX2's 16 vector registers; a tier with 32 sets more */
-#ifndef K_WIDE_RC
+/* activation rows of the tiles of larger batches: 2 with AVX2's 16 vector registers */
 #define K_WIDE_RC 2
-#endif
 
 /* Q4_K (has_qh = 0) and Q5_K (has_qh = 1) */
 OXL_INLINE void tile_k4(const int has_qh, const int R, const int rc, int nb, float *S, int64_t lds, const char *w,

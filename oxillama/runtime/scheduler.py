@@ -167,8 +167,9 @@ class RequestHandle:
 
     async def aresult(self):
         """The Completion, awaited on an asyncio loop."""
-        async for _ in self.astream():
-            pass
+        if not self._done:      # (done: a stream has just read every piece; no need to go through them again)
+            async for _ in self.astream_marked():
+                pass
         if self._error is not None:
             raise self._error
         return self._completion

@@ -9,7 +9,6 @@
 #include "../../kernels.h"
 #include "../../scalar/quants_k.h"
 
-#define OXL_K_ACC_MADD(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
 #include "../quants_k_x86.h"
 
 void vec_dot_q4_K_q8_K_avx2(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {

@@ -61,12 +61,14 @@
 #define KX X16        /* rows per group */
 #define KX_VG X16_VG  /* activation rows per pass over a group */
 /* A repacked matrix streams group after group; each of a super-block's `parts` steps asks for its share of the
- * lines KX_AHEAD bytes on, into L2 (T1). Into L1 (T0) at 4096 bytes, as before, one row streamed from DRAM at 82%
- * of a plain read's rate on this Xeon; into L2 at 8192, 97-100% (Q4_K, 1 thread, CPU time, the 1.7B file's
- * matrices cycled, interleaved in one process, 2026-11-26: 1.22-1.28x; Q6_K 1.21x): a T0 prefetch holds one of
- * the core's few L1 fill buffers until its line arrives from DRAM, an L2 one does not. `ahead` (0: not a
- * repacked matrix) is this distance. */
-#define KX_AHEAD 8192
+ * lines KX_AHEAD_L2 bytes on into L2 (T1) and KX_AHEAD_L1 bytes on into L1 (T0). With T0 alone at 4096, as
+ * before, one row streamed from DRAM at 60-80% of a plain read's rate on this Xeon: a T0 prefetch holds one of
+ * the core's few L1 fill buffers until its line comes from DRAM, an L2 one does not; the near T0 then takes
+ * lines from L2. Q4_K one row (1 thread, CPU time, variants interleaved in one process, 2026-11-26): the 1.7B
+ * Q4_K_M file's Q4_K matrices cycled (DRAM) 1.36x (T1 alone 1.29x), 2048 x 2048 in cache 0.96x (T1 alone
+ * 0.90x), 8 rows in cache 1.06x. */
+#define KX_AHEAD_L2 8192
+#define KX_AHEAD_L1 2048
 
 
 enum { KX_Q4_K, KX_Q5_K, KX_Q6_K };
@@ -158,11 +160,13 @@ OXL_INLINE void kx_build_sb(int kind, const char *w, size_t w_row, int nrows, in
     }
 }
 
-/* step `part` of `parts` over a super-block of `bytes`: its share of the lines from p on, into L2 */
-static inline void kx_ahead(const uint8_t *p, size_t bytes, int part, int parts) {
+/* step `part` of `parts` over the super-block of `bytes` at g of a repacked matrix: its share of the lines on */
+static inline void kx_ahead(const uint8_t *g, size_t bytes, int part, int parts) {
     const size_t lines = (bytes + 63) / 64;
-    for (size_t l = lines * (size_t)part / (size_t)parts; l < lines * (size_t)(part + 1) / (size_t)parts; l++)
-        __builtin_prefetch(p + 64 * l, 0, 2);
+    for (size_t l = lines * (size_t)part / (size_t)parts; l < lines * (size_t)(part + 1) / (size_t)parts; l++) {
+        __builtin_prefetch(g + KX_AHEAD_L2 + 64 * l, 0, 2);
+        __builtin_prefetch(g + KX_AHEAD_L1 + 64 * l, 0, 3);
+    }
 }
 
 /* super-block i's share (pf_step bytes) of a stream of rows to come */
@@ -248,7 +252,7 @@ OXL_INLINE void kx_group_k4(const int kind, const int file, const int C, int nb,
             t[j] = _mm512_mul_ps(mv, _mm512_cvtepi32_ps(ms));
         }
         for (int s = 0; s < 8; s++) {
-            if (ahead) kx_ahead(g + ahead, kx_sb_bytes(kind), s, 8);
+            if (ahead) kx_ahead(g, kx_sb_bytes(kind), s, 8);
             const int c = s / 2, h = s % 2;
             __m512i x[8];
             for (int k = 0; k < 8; k++) {
@@ -301,7 +305,7 @@ OXL_INLINE void kx_group_q6_K(const int file, const int C, int nb, const uint8_t
         /* values 128h + 32p + 0..31: sub-blocks 8h + 2p (operands 0..3) and 8h + 2p + 1 (4..7) */
         for (int h = 0; h < 2; h++)
             for (int p = 0; p < 4; p++) {
-                if (ahead) kx_ahead(g + ahead, kx_sb_bytes(KX_Q6_K), 4 * h + p, 8);
+                if (ahead) kx_ahead(g, kx_sb_bytes(KX_Q6_K), 4 * h + p, 8);
                 __m512i x[8];
                 for (int k = 0; k < 8; k++) {
                     const __m512i ql = _mm512_loadu_si512((const void *)(g + KX_Q6_K_QL + 64 * (16 * h + 8 * (p % 2) + k)));
@@ -366,7 +370,7 @@ OXL_INLINE int kx_gemm(int kind, int packed, int n, float *S, int64_t lds, const
         const int nrows = OXL_MIN(KX, nr - r);
         const char *g = w + (size_t)r * w_row, *wf = NULL, *pf = NULL;
         size_t pf_step = 0;
-        int ahead = KX_AHEAD;
+        int ahead = 1;   /* a repacked group: kx_ahead */
         if (!packed || nrows < KX) {   /* file rows (a repacked matrix's last rows % 16 are too) */
             ahead = 0;
             if (nc <= KX_VG) {
