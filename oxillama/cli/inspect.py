@@ -116,14 +116,19 @@ def _experts(f: GGUFFile, hparams: dict) -> dict | None:
 def _repack(f: GGUFFile) -> dict:
     """What loading this file copies into this CPU's repacked layouts (the default; --no-repack skips it):
     the matrices the products read, not the embedding table, and the stacked experts where each expert's rows
-    are whole groups of the layouts' rows (the others stay in the file's layout). The copies' pages replace the
-    file's in memory, so resident memory stays about the file's size."""
+    are whole groups of the layouts' rows (the others stay in the file's layout). A decoder without an
+    output.weight reads its embedding table as the output matrix (tied): that one is repacked, its embedding
+    rows still read from the file. The copies' pages replace the file's in memory, so resident memory stays
+    about the file's size."""
     from oxillama import _core
+    from oxillama.models import ARCHITECTURES
     from oxillama.quant import GGMLType
     layouts = _core.repacked_layouts()
+    arch = ARCHITECTURES.get(f.architecture or "")
+    tied = "output.weight" not in f.tensors and arch is not None and not arch.is_encoder
     used, nbytes = {}, 0
     for t in f.tensors.values():
-        if t.qtype not in layouts or t.name.startswith("token_embd"):
+        if t.qtype not in layouts or (t.name.startswith("token_embd") and not (tied and t.name == "token_embd.weight")):
             continue
         if len(t.shape) == 3 and "_exps" in t.name:   # (n_expert, rows per expert, cols)
             if t.shape[1] % _core.REPACK_ROW_ALIGN:

@@ -76,6 +76,21 @@ def test_inspect_says_what_loading_will_repack(model_path):
         assert rp["layouts"] == e.model.plan.repacked_layouts
 
 
+def test_inspect_counts_a_tied_output(smollm2_path):
+    """SmolLM2 has no output.weight: its embedding table is the output matrix, which the plan repacks (its rows
+    for the embedding lookup still come from the file), and inspect counts it."""
+    from oxillama.cli.inspect import summarize
+    from oxillama.gguf import GGUFFile
+    with GGUFFile(smollm2_path) as f:
+        assert "output.weight" not in f.tensors
+        rp = summarize(f, tensors=False)["repack"]
+        embd = f.tensors["token_embd.weight"]
+    with InferenceEngine.from_gguf(smollm2_path, n_ctx=64, n_threads=1) as e:
+        assert rp["nbytes"] == e.model.repacked_bytes
+        if embd.qtype in _core.repacked_layouts():
+            assert rp["nbytes"] > embd.nbytes
+
+
 @pytest.mark.parametrize("qtype", TYPES)
 def test_repacked_experts_give_the_file_layouts_logits_bit_for_bit(tmp_path, qtype):
     """The stacked experts (each expert whole groups of REPACK_ROW_ALIGN rows) are repacked too: layers/moe.c
