@@ -275,6 +275,7 @@ class Scheduler:
         self._admit_next = True       # False for one step after the pool ran out of pages mid-plan
         self._wake_batch: dict | None = None   # during a step's sampling: asyncio wake-ups to make at its end
         self._release: list = []               # and (request, remember) of the sequences to free then
+        self._gathering = False                # in _gather: submit() does not wake the thread
         self._lock = threading.Condition()
         self._incoming: deque[_Request] = deque()    # submitted, not yet seen by the thread
         self._waiting: deque[_Request] = deque()     # the thread's queue (preempted ones at the head)
@@ -343,7 +344,8 @@ class Scheduler:
             if self.max_queue is not None and len(self._incoming) + len(self._waiting) >= self.max_queue:
                 raise QueueFullError(f"{self.max_queue} requests are already waiting (max_queue={self.max_queue})")
             self._incoming.append(req)
-            self._lock.notify_all()
+            if not self._gathering or len(self._incoming) >= self.n_seq_max:
+                self._lock.notify_all()
         return req.handle
 
     def _check_running(self) -> None:
@@ -490,13 +492,19 @@ class Scheduler:
         if window <= 0.0:
             return
         deadline = time.monotonic() + ADMISSION_WINDOWS * window
-        while not self._stopping and len(self._incoming) < self.n_seq_max:
-            n, left = len(self._incoming), deadline - time.monotonic()
-            if left <= 0.0:
-                return
-            self._lock.wait(min(window, left))
-            if len(self._incoming) == n:     # nobody came within the window
-                return
+        # submit() does not wake this thread for each request meanwhile (each wake-up would take the GIL
+        # from the event loop that is handing the rest over), only for the n_seq_max-th
+        self._gathering = True
+        try:
+            while not self._stopping and len(self._incoming) < self.n_seq_max:
+                n, left = len(self._incoming), deadline - time.monotonic()
+                if left <= 0.0:
+                    return
+                self._lock.wait(min(window, left))
+                if len(self._incoming) == n:     # nobody came within the window
+                    return
+        finally:
+            self._gathering = False
 
     def _fail_all(self, error: BaseException) -> None:
         with self._lock:
