@@ -230,7 +230,8 @@ class Scheduler:
     n_seq_max: sequences run at once. max_batch_tokens: tokens per step (decodes first, then prefill
     chunks). max_decode_slowdown: while requests decode, a step with prefill takes at most about this
     many times a decode-only step (None, the default: only max_batch_tokens limits the prefill).
-    max_queue: waiting requests before submit() raises QueueFullError (None: unbounded).
+    max_queue: waiting requests (not yet running, beyond the free slots) before submit() raises QueueFullError
+    (None: unbounded).
     n_ctx: per-sequence context (default engine.n_ctx). n_pages: KV pages of the pool (default: room
     for n_seq_max full contexts). pool: a SequencePool to use instead of a new one. prompt_cache: a
     PrefixKvCache keeping finished requests' K/V for later prompts (None: only live sequences are shared);
@@ -341,7 +342,10 @@ class Scheduler:
         req = self._prepare(prompt, kwargs)
         with self._lock:
             self._check_running()
-            if self.max_queue is not None and len(self._incoming) + len(self._waiting) >= self.max_queue:
+            # waiting: the requests not yet running beyond the free slots (a burst an idle scheduler is
+            # gathering takes its slots at once)
+            queued = len(self._incoming) + len(self._waiting) - max(self.n_seq_max - len(self._running), 0)
+            if self.max_queue is not None and queued >= self.max_queue:
                 raise QueueFullError(f"{self.max_queue} requests are already waiting (max_queue={self.max_queue})")
             self._incoming.append(req)
             if not self._gathering or len(self._incoming) >= self.n_seq_max:
