@@ -1,5 +1,5 @@
 """Repacked weights (ForwardPlan(repack=True), the default): a model whose matrices have a repacked layout on
-this CPU's tier (Q4_0, Q4_1, Q5_0 and Q8_0 on AVX-512 VNNI) reads a copy of them made at load, and must give
+this CPU's tier (Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 on AVX-512 VNNI) reads a copy of them made at load, and must give
 exactly the logits of the file layout, in every call shape (test_invariance.py's checks). A llama model of n_embd
 256 with every matrix of the type, written at test time (test_invariance_quants.write_model)."""
 import numpy as np
@@ -10,7 +10,7 @@ from test_invariance_quants import N_TOKENS, write_model
 import oxillama
 from oxillama import InferenceEngine, _core
 
-TYPES = ["Q4_0", "Q8_0", "Q4_1", "Q5_0"]
+TYPES = ["Q4_0", "Q8_0", "Q4_1", "Q5_0", "Q5_1"]
 
 
 @pytest.fixture(scope="module", params=TYPES)
