@@ -53,7 +53,6 @@
 
 #define IX16 16          /* rows per group */
 #define IX16_VG 8        /* activation rows per pass over a group */
-#define IX16_AHEAD 2048  /* prefetch distance in a repacked matrix, bytes */
 
 
 /* kvalues_iq4nl + 128, the weight as vpdpbusd's unsigned operand */
@@ -242,8 +241,7 @@ OXL_INLINE void ix_group(int type, const int C, int nb, const uint8_t *g, const 
         const uint8_t *sc = g + (size_t)nb * 256;
         for (int b = 0; b < nb; b++) {
             const uint8_t *q = g + (size_t)b * 256;
-            if (ahead)
-                for (int c = 0; c < 4 + (b % 2 == 0); c++) __builtin_prefetch(q + ahead + 64 * c, 0, 3);
+            if (ahead) x16_ahead(g, 256 + 2 * IX16, b);   /* a block's share of the group's bytes */
             __m512i x[8];
             ix_weights(q, table, x);
             const __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32 * b)));
@@ -259,8 +257,7 @@ OXL_INLINE void ix_group(int type, const int C, int nb, const uint8_t *g, const 
     const __m512i split = ix_split_pattern();
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = g + (size_t)b * 2176;
-        if (ahead)
-            for (int c = 0; c < 34; c++) __builtin_prefetch(q + ahead + 64 * c, 0, 3);
+        if (ahead) x16_ahead(g, 2176, b);
         __m512i lo = _mm512_loadu_si512((const void *)(q + 2048 + 64));
         const __m512i dh = _mm512_loadu_si512((const void *)(q + 2048));
         __m512i hi = _mm512_srli_epi32(dh, 16);
@@ -324,8 +321,7 @@ static void ixp_build(int nb, const uint8_t *g, int ahead, uint8_t *P) {
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = g + (size_t)b * 2176;
         uint8_t *p = P + (size_t)b * IXP_SBYTES;
-        if (ahead)
-            for (int c = 0; c < 34; c++) __builtin_prefetch(q + ahead + 64 * c, 0, 3);
+        if (ahead) x16_ahead(g, 2176, b);
         for (int ib = 0; ib < QK_K / 32; ib++) {
             __m512i x[8];
             ix_weights(q + 256 * ib, table, x);
@@ -403,7 +399,7 @@ static int ixp_gemm(int packed, int n, float *S, int64_t lds, const char *w, siz
         for (int r = 0; r < nr; r += IX16) {
             const int nrows = OXL_MIN(IX16, nr - r);
             const char *g = w + (size_t)r * w_row;
-            int ahead = IX16_AHEAD;
+            int ahead = 1;   /* a repacked group: x16_ahead */
             if (!packed || nrows < IX16) {   /* file rows (a repacked matrix's last rows % 16 are too) */
                 for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
                 ix_build(OXL_TYPE_IQ4_XS, g, w_row, nrows, nb, tile);
@@ -435,7 +431,7 @@ OXL_INLINE int ix_gemm(int type, int packed, int n, float *S, int64_t lds, const
     for (int r = 0; r < nr; r += IX16) {
         const int nrows = OXL_MIN(IX16, nr - r);
         const char *g = w + (size_t)r * w_row;
-        int ahead = IX16_AHEAD;
+        int ahead = 1;   /* a repacked group: x16_ahead */
         if (!packed || nrows < IX16) {   /* file rows (a repacked matrix's last rows % 16 are too) */
             for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
             ix_build(type, g, w_row, nrows, nb, tile);

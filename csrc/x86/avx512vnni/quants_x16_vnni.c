@@ -30,8 +30,6 @@
 #include "../quants_legacy_x86.h"
 #include "x16_common.h"
 
-#define X16_AHEAD 2048 /* prefetch distance in a repacked matrix, bytes */
-
 static inline int x16_chunks(int kind) { return kind == K_Q4_0 ? 4 : 8; }
 static inline size_t x16_qbytes(int kind) { return kind == K_Q4_0 ? 256 : 512; }
 static inline int x16_off(int kind) { return kind == K_Q4_0 ? 8 : 128; }
@@ -72,9 +70,7 @@ OXL_INLINE void x16_group(int kind, const int C, int nb, const uint8_t *g, const
     X16_UNROLL for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = g + (size_t)b * x16_qbytes(kind);
-        /* a repacked matrix streams group after group: ask for the bytes `ahead` on, a block's worth per block */
-        if (ahead)
-            for (int c = 0; c < x16_chunks(kind) + (b % 2 == 0); c++) __builtin_prefetch(q + ahead + 64 * c, 0, 3);
+        if (ahead) x16_ahead(g, x16_qbytes(kind) + 2 * X16, b);   /* a block's share of the group's bytes */
         __m512i x[8];
         if (kind == K_Q4_0) {
             for (int c = 0; c < 4; c++) {
@@ -125,7 +121,7 @@ static void x16_pass_q8_0(int kind, int C, int nb, const uint8_t *g, const char 
  * nc activation rows; -1 if no memory for the per-thread buffer */
 OXL_INLINE int x16_gemm_kind(int kind, int packed, int n, float *S, int64_t lds, const char *w, size_t w_row, int nr,
                              const char *y, size_t y_row, int nc) {
-    const x16_family f = {kind, n / 32, (size_t)(n / 32) * sizeof(x16_act), x16_group_bytes(kind, n / 32), X16_AHEAD,
+    const x16_family f = {kind, n / 32, (size_t)(n / 32) * sizeof(x16_act), x16_group_bytes(kind, n / 32), 1,
                           x16_prepare, x16_build, kind == K_Q4_0 ? x16_pass_q4_0 : x16_pass_q8_0};
     return x16_gemm(&f, packed, S, lds, w, w_row, nr, y, y_row, nc);
 }

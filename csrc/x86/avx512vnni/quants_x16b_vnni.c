@@ -30,8 +30,6 @@
 #include "../quants_legacy_x86.h"
 #include "x16_common.h"
 
-#define X16B_AHEAD 2048 /* prefetch distance in a repacked matrix, bytes */
-
 static inline int x16b_has_min(int kind) { return kind != K_Q5_0; }
 static inline int x16b_has_qh(int kind) { return kind != K_Q4_1; }
 static inline int x16b_off(int kind) { return kind == K_Q5_0 ? 16 : 0; }
@@ -114,10 +112,7 @@ OXL_INLINE void x16b_group(int kind, const int C, int nb, const uint8_t *g, cons
     X16_UNROLL for (int j = 0; j < C; j++) acc[j] = macc[j] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = g + (size_t)b * qb;
-        /* a repacked matrix streams group after group: ask for the bytes `ahead` on, a block's worth per block */
-        if (ahead)
-            for (size_t o = ((size_t)b * bpb + 63) & ~(size_t)63; o < (size_t)(b + 1) * bpb; o += 64)
-                __builtin_prefetch(g + ahead + o, 0, 3);
+        if (ahead) x16_ahead(g, bpb, b);   /* a block's share of the group's bytes */
         __m512i x[8];
         for (int c = 0; c < 4; c++) {
             const __m512i v = _mm512_loadu_si512((const void *)(q + 64 * c));
@@ -182,7 +177,7 @@ OXL_INLINE int x16b_gemm_kind(int kind, int packed, int n, float *S, int64_t lds
                               const char *y, size_t y_row, int nc) {
     const int nb = n / 32;
     const x16_family f = {kind, nb, (size_t)nb * sizeof(x16b_act), (size_t)nb * (x16b_qbytes(kind) + x16b_sbytes(kind)),
-                          X16B_AHEAD, x16b_prepare, x16b_build,
+                          1, x16b_prepare, x16b_build,
                           kind == K_Q4_1 ? x16b_pass_q4_1 : kind == K_Q5_0 ? x16b_pass_q5_0 : x16b_pass_q5_1};
     return x16_gemm(&f, packed, S, lds, w, w_row, nr, y, y_row, nc);
 }
