@@ -1,6 +1,6 @@
 """Repacked weights (ForwardPlan(repack=True), the default): a model whose matrices have a repacked layout on
-this CPU's tier (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the K-quants on AVX-512 VNNI; Q4_0, Q8_0, Q4_K, Q5_K and Q6_K on
-AVX2) reads a copy of them made at load, and must give
+this CPU's tier (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the K-quants on AVX-512 VNNI; Q4_0, Q8_0, the K-quants Q4_K, Q5_K, Q6_K
+and IQ4_XS on AVX2) reads a copy of them made at load, and must give
 exactly the logits of the file layout, in every call shape (test_invariance.py's checks). A llama model of n_embd
 256 with every matrix of the type, written at test time (test_invariance_quants.write_model)."""
 import os
@@ -16,7 +16,7 @@ from test_invariance_quants import N_TOKENS, write_model
 import oxillama
 from oxillama import InferenceEngine, _core
 
-TYPES = ["Q4_0", "Q8_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"]
+TYPES = ["Q4_0", "Q8_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"]
 
 
 @pytest.fixture(scope="module", params=TYPES)
@@ -97,7 +97,7 @@ def test_inspect_counts_a_tied_output(smollm2_path):
             assert rp["nbytes"] >= embd.nbytes + ("Q4_1" in _core.repacked_layouts())
 
 
-@pytest.mark.parametrize("qtype", [t for t in TYPES if not t.endswith("_K")])   # tiny_moe's n_embd 64 < QK_K
+@pytest.mark.parametrize("qtype", [t for t in TYPES if t in ("Q4_0", "Q8_0", "Q4_1", "Q5_0", "Q5_1")])   # tiny_moe: n_embd 64 < QK_K
 def test_repacked_experts_give_the_file_layouts_logits_bit_for_bit(tmp_path, qtype):
     """The stacked experts (each expert whole groups of REPACK_ROW_ALIGN rows) are repacked too: layers/moe.c
     reads each chosen expert's rows from the copy, one token or a few per expert, and the logits stay the file
@@ -129,8 +129,8 @@ def test_the_avx2_tiers_repacked_copies_give_the_file_layouts_logits():
     if "avx2" not in _core.usable_tiers() or _core.active_tier() == "avx2":
         pytest.skip("the avx2 tier is not a lower usable tier here (where it is the active one, the tests above run it)")
     env = dict(os.environ, OXILLAMA_DISABLE_CPU_FEATURES="avx512")
-    select = "test_repacked_copy_gives_the_file_layouts_logits_bit_for_bit and (Q4_0 or Q8_0 or Q4_K or Q5_K or Q6_K)"
+    select = "test_repacked_copy_gives_the_file_layouts_logits_bit_for_bit and (Q4_0 or Q8_0 or Q4_K or Q5_K or Q6_K or IQ4_XS)"
     res = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-k", select],
                          env=env, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
-    assert "5 passed" in res.stdout, res.stdout[-2000:]
+    assert "6 passed" in res.stdout, res.stdout[-2000:]
