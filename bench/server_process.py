@@ -50,6 +50,17 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
+def prompt_cache_bytes(url: str) -> float:
+    """The bytes of K/V the server's prompt cache holds (GET /metrics: oxillama:prompt_cache_bytes, summed
+    over its models; 0 when the cache is off)."""
+    import httpx
+    total = 0.0
+    for line in httpx.get(url + "/metrics", timeout=30).text.splitlines():
+        if line.startswith("oxillama:prompt_cache_bytes"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 def checkout_env() -> dict:
     """The environment of a child process that imports the oxillama this process imported."""
     import oxillama

@@ -12,6 +12,7 @@ from oxillama.runtime.batch import SequencePool
 
 DATA = Path(__file__).parents[1] / "models" / "data"
 TIMEOUT = 120          # s; a request not done by then is a hang, not slowness
+GATE_WAIT = 20         # s
 N_CTX = 256
 
 
@@ -129,6 +130,32 @@ def test_a_small_budget_evicts_the_least_recently_used(tiny):
     assert h.stats["n_cached_prompt_tokens"] == 0
     assert m["prompt_cache_evictions_total"] >= 1 and m["prompt_cache_bytes"] <= 80 * row_bytes
     assert cache.match(a + [1, 2]) == len(a) + 2 and cache.match(b) == 0     # the newest is kept
+
+
+def test_a_finished_request_is_answered_before_its_rows_are_cached(tiny):
+    """The copy of a finished request's K/V into the cache (tens of MB on a 1.7B model) happens after its
+    handle is done, so a stream's last events do not wait for it; the next request still finds it."""
+    import threading
+    kw = dict(max_tokens=6, temperature=0.8, seed=2, ignore_eos=True)
+    prompt = _ids(tiny, 40, 8)
+    cache = PrefixKvCache()
+    gate, copying = threading.Event(), threading.Event()
+    insert = cache.insert
+
+    def slow_insert(*args, **kwargs):
+        copying.set()
+        gate.wait(GATE_WAIT)      # (if the handle waited for the copy, result() below would wait this long)
+        return insert(*args, **kwargs)
+
+    cache.insert = slow_insert
+    with Scheduler(tiny, n_seq_max=2, prompt_cache=cache) as sched:
+        first = sched.submit(prompt, **kw).result(TIMEOUT)     # returns while the copy waits at the gate
+        assert copying.wait(TIMEOUT) and len(cache) == 0
+        gate.set()
+        again = sched.submit(prompt + first.tokens[:3], **kw)
+        again.result(TIMEOUT)
+    # (all of its tokens but the last, whose logits it needs)
+    assert again.stats["n_cached_prompt_tokens"] == len(prompt) + 2
 
 
 def test_prompt_cache_argument_is_checked(tiny):
