@@ -165,6 +165,7 @@ static inline uint8_t *x16_panel(size_t act_bytes, size_t tile_bytes, uint8_t **
  *   pass:    S[j * lds + l] for the group's rows l < nrows and activation rows j < C (C <= X16_VG), A the
  *            first of those rows' prepared data; ahead > 0: the group is a repacked matrix's, prefetch on
  *            (x16_ahead's two levels, or a family's own distance in bytes) */
+typedef void (*x16_build_fn)(int kind, const char *w, size_t w_row, int nrows, int nb, uint8_t *dst);
 typedef struct {
     int kind;
     int nb;             /* blocks (of the family's size) per weight row */
@@ -172,7 +173,7 @@ typedef struct {
     size_t group_bytes; /* bytes of one group of 16 rows in the tile form */
     int ahead;          /* prefetch in a repacked matrix: > 0 (the pass's meaning), 0 none */
     void (*prepare)(int kind, int nb, const char *y, size_t y_row, int nc, void *A);
-    void (*build)(int kind, const char *w, size_t w_row, int nrows, int nb, uint8_t *dst);
+    x16_build_fn build;
     void (*pass)(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A, int ahead,
                  float *S, int64_t lds, int nrows);
 } x16_family;
@@ -201,6 +202,30 @@ OXL_INLINE int x16_gemm(const x16_family *f, int packed, float *S, int64_t lds, 
                     buf + (size_t)j0 * f->act_row, ahead, S + j0 * lds + r, lds, nrows);
     }
     return 0;
+}
+
+/* A family's product of file rows (w_row bytes apart): its x16 product `gemm` (packed 0), which builds each
+ * group into the per-thread tile; without memory for that buffer, one output at a time by its vec_dot (the
+ * same floats). Always inlined, gemm and vec_dot constants where it is called: direct calls. */
+typedef int (*x16_product_fn)(int kind, int packed, int n, float *S, int64_t lds, const char *w, size_t w_row, int nr,
+                              const char *y, size_t y_row, int nc);
+typedef void (*x16_vec_dot_fn)(int kind, int n, float *s, const void *x, const void *y);
+OXL_INLINE void x16_gemm_file(x16_product_fn gemm, x16_vec_dot_fn vec_dot, int kind, int n, float *S, int64_t lds,
+                              const void *w, size_t w_row, int nr, const void *y, size_t y_row, int nc) {
+    if (!gemm(kind, 0, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc)) return;
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < nc; j++)
+            vec_dot(kind, n, &S[j * lds + r], (const char *)w + (size_t)r * w_row, (const char *)y + (size_t)j * y_row);
+}
+
+/* A family's repack: rows of `row` bytes (nb blocks of its size), whole groups of 16 built into its x16 form
+ * by `build`, the last rows % 16 copied as they are. Run once at load, per thread over a row range that
+ * matmul.c's oxl_repack splits: each thread's range must start at a group boundary of the whole matrix, so
+ * the split there is in multiples of 16 rows. */
+OXL_INLINE void x16_repack(x16_build_fn build, int kind, int nb, size_t row, const void *w, void *dst, int64_t rows) {
+    int64_t r = 0;
+    for (; r + X16 <= rows; r += X16) build(kind, (const char *)w + r * row, row, X16, nb, (uint8_t *)dst + r * row);
+    memcpy((char *)dst + r * row, (const char *)w + r * row, (size_t)(rows - r) * row);
 }
 
 #endif
