@@ -16,6 +16,13 @@ and, per library, the median over rounds of decode@1k / decode (how much a long 
 With --bandwidth the memory read bandwidth is measured in C (bench/membw.py) before each round, and
 decode is also given as a share of the limit file bytes / bandwidth (every weight is read once per token;
 the KV cache read after a long prompt is not counted, so long-context shares run lower).
+With --beside N the short-prompt decode runs in N slices inside each child, the read bandwidth probed in C
+(membw.ReadProbe, 1 GiB, 2 threads) before each slice and after the last, and decode is also given as the
+share of its weight bytes per second (every tensor, but the embedding table of a model with its own output
+matrix) over the bandwidth read on either side of the slice: median over the slices, then over the rounds.
+This VM's bandwidth swings 19-27 GB/s within minutes, so a reading once a round does not say what a decode
+got; one beside each slice does. (Shares by the clock, and by CPU time: decode's process CPU time per
+thread against each probe thread's own CPU time, which load from other processes disturbs far less.)
 For real-size models, bench/real_size_models.py writes SmolLM2-1.7B's shapes with random weights:
 
     python bench/real_size_models.py && python bench/compare_llamacpp.py --bandwidth --long 2048 \
@@ -80,8 +87,64 @@ def _decode_cases(n_long: int) -> list[tuple[str, int]]:
     return [("decode", 16)] + ([(_long_key(n_long), n_long)] if n_long else [])
 
 
+PROBE_MB = 1024   # the bandwidth probe's buffer beside a decode: 4x the L3 of the Xeon, ~50 ms a read
+
+
+def weight_bytes(model: str) -> int:
+    """The tensor bytes one decode step reads: every tensor, but the token embedding table where the file has
+    an output matrix of its own (a step reads one row of the table; a tied table is the output matrix)."""
+    from oxillama.gguf.reader import GGUFFile
+
+    f = GGUFFile(model)
+    untied = "output.weight" in f.tensors
+    return sum(t.nbytes for name, t in f.tensors.items() if not (untied and name == "token_embd.weight"))
+
+
+def timed_decode(step, n_decode: int, threads: int, model: str, slices: int = 0) -> dict:
+    """step() decodes one token; n_decode of them. {"tok/s"} by the clock; with slices > 0 the tokens run in that
+    many slices with a read of the bandwidth probe before each and after the last, and the dict also holds the
+    decode's share of the bandwidth beside it: per slice, the weight bytes per second over the mean of the two
+    reads around it, the median of the slices ("share"; by CPU time "share_cpu": decode's process CPU time over
+    threads against the probe's per-thread CPU rate), and the probe's median GB/s ("bw", "bw_cpu")."""
+    if slices <= 0:
+        t = time.perf_counter()
+        for _ in range(n_decode):
+            step()
+        return {"tok/s": n_decode / (time.perf_counter() - t)}
+    from membw import ReadProbe
+
+    wbytes = weight_bytes(model)
+    cuts = [n_decode * i // slices for i in range(slices + 1)]
+    wall = 0.0
+    share, share_cpu = [], []
+    with ReadProbe(threads, PROBE_MB) as probe:
+        bw = [probe.read()]
+        for i in range(slices):
+            n = cuts[i + 1] - cuts[i]
+            t, c = time.perf_counter(), time.process_time()
+            for _ in range(n):
+                step()
+            dt, dc = time.perf_counter() - t, time.process_time() - c
+            bw.append(probe.read())
+            wall += dt
+            if n:
+                share.append(n * wbytes / dt / 1e9 / ((bw[-2][0] + bw[-1][0]) / 2))
+                share_cpu.append(n * wbytes / (dc / threads) / 1e9 / ((bw[-2][1] + bw[-1][1]) / 2))
+    return {"tok/s": n_decode / wall, "share": statistics.median(share), "share_cpu": statistics.median(share_cpu),
+            "bw": statistics.median(b[0] for b in bw), "bw_cpu": statistics.median(b[1] for b in bw)}
+
+
+def _decode_figures(res: dict, key: str, d: dict) -> None:
+    """timed_decode's figures into a worker's result: key's tokens/s, and beside the short-prompt decode its
+    shares of the probed bandwidth"""
+    res[key] = d["tok/s"]
+    for k in ("share", "share_cpu", "bw", "bw_cpu"):
+        if k in d:
+            res[f"{key}_{k}"] = d[k]
+
+
 def worker_oxillama(model: str, threads: int, n_long: int = N_LONG, n_decode: int = N_DECODE,
-                    repack: bool = True) -> dict:
+                    repack: bool = True, slices: int = 0) -> dict:
     import numpy as np
 
     from oxillama.runtime import InferenceEngine
@@ -98,11 +161,12 @@ def worker_oxillama(model: str, threads: int, n_long: int = N_LONG, n_decode: in
     res["prefill"] = N_PREFILL / (time.perf_counter() - t)
     for key, n_prompt in _decode_cases(n_long):
         engine.reset()
-        logits = engine.forward(_prompt_ids(engine.n_vocab, n_prompt, bos))
-        t = time.perf_counter()
-        for _ in range(n_decode):
-            logits = engine.forward([int(np.argmax(logits))])
-        res[key] = n_decode / (time.perf_counter() - t)
+        logits = [engine.forward(_prompt_ids(engine.n_vocab, n_prompt, bos))]
+
+        def step():
+            logits[0] = engine.forward([int(np.argmax(logits[0]))])
+
+        _decode_figures(res, key, timed_decode(step, n_decode, threads, model, slices if key == "decode" else 0))
     res["rss_mb"] = _rss_mb()
     res["file_mb"] = os.path.getsize(model) / 2**20
     res["kv_mb"] = engine.kv.memory_bytes() / 2**20
@@ -110,7 +174,8 @@ def worker_oxillama(model: str, threads: int, n_long: int = N_LONG, n_decode: in
     return res
 
 
-def worker_llamacpp(model: str, threads: int, n_long: int = N_LONG, n_decode: int = N_DECODE) -> dict:
+def worker_llamacpp(model: str, threads: int, n_long: int = N_LONG, n_decode: int = N_DECODE,
+                    slices: int = 0) -> dict:
     import llama_cpp
     import numpy as np
 
@@ -128,11 +193,12 @@ def worker_llamacpp(model: str, threads: int, n_long: int = N_LONG, n_decode: in
     for key, n_prompt in _decode_cases(n_long):
         llm.reset()
         llm.eval(_prompt_ids(n_vocab, n_prompt, bos))
-        t = time.perf_counter()
-        for _ in range(n_decode):
+
+        def step():
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,))
             llm.eval([int(np.argmax(logits))])
-        res[key] = n_decode / (time.perf_counter() - t)
+
+        _decode_figures(res, key, timed_decode(step, n_decode, threads, model, slices if key == "decode" else 0))
     res["rss_mb"] = _rss_mb()
     return res
 
@@ -180,9 +246,11 @@ def main_interleaved(models: list[str], threads: int) -> int:
     return 0
 
 
-def run_child(lib: str, model: str, threads: int, n_long: int = N_LONG, n_decode: int = N_DECODE) -> dict:
+def run_child(lib: str, model: str, threads: int, n_long: int = N_LONG, n_decode: int = N_DECODE,
+              slices: int = 0) -> dict:
     out = subprocess.run([sys.executable, __file__, "--worker", lib, "-m", model, "-t", str(threads),
-                          "--long", str(n_long), "--decode-tokens", str(n_decode)], capture_output=True, text=True)
+                          "--long", str(n_long), "--decode-tokens", str(n_decode), "--beside", str(slices)],
+                         capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{lib} worker failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -205,19 +273,23 @@ def main(argv=None) -> int:
     ap.add_argument("--decode-tokens", type=int, default=N_DECODE, help="greedy tokens per decode figure")
     ap.add_argument("--bandwidth", action="store_true", help="measure the read bandwidth in C before each "
                                                              "round and give decode as a share of its limit")
+    ap.add_argument("--beside", type=int, default=0, metavar="N",
+                    help="decode in N slices with the read bandwidth probed around each, and its share of it")
     ap.add_argument("--file-layout", action="store_true", help="also run oxillama with repack=False (the "
                                                                "weights in the file's layout only) in the rounds")
     ap.add_argument("--worker", choices=["oxillama", "llamacpp", "oxillama-file"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if not (args.long == 0 or args.long >= 16) or args.decode_tokens < 1:
         ap.error("--long must be 0 (no long-context decode) or at least 16, --decode-tokens at least 1")
+    if not 0 <= args.beside <= args.decode_tokens:
+        ap.error("--beside must be between 0 and --decode-tokens")
 
     if args.worker:
         if args.worker == "llamacpp":
-            res = worker_llamacpp(args.model[0], args.threads, args.long, args.decode_tokens)
+            res = worker_llamacpp(args.model[0], args.threads, args.long, args.decode_tokens, args.beside)
         else:
             res = worker_oxillama(args.model[0], args.threads, args.long, args.decode_tokens,
-                                  repack=args.worker == "oxillama")
+                                  repack=args.worker == "oxillama", slices=args.beside)
         print(json.dumps(res))
         return 0
 
@@ -249,7 +321,7 @@ def main(argv=None) -> int:
                 bandwidth.append(read_bandwidth(threads))
             order = libs[r % len(libs):] + libs[:r % len(libs)]   # each library first in turn
             for lib in order:
-                runs[lib].append(run_child(lib, model, threads, args.long, args.decode_tokens))
+                runs[lib].append(run_child(lib, model, threads, args.long, args.decode_tokens, args.beside))
         results[os.path.basename(model)] = runs
         file_gb = os.path.getsize(model) / 1e9
         print(f"\n{os.path.basename(model)}  ({file_gb:.2f} GB)")
@@ -274,6 +346,11 @@ def main(argv=None) -> int:
                                for lib in runs)
             print(f"read bandwidth {bw:.1f} GB/s (median of {len(bandwidth)}, C): decode limit {limit:.1f} "
                   f"tokens/s; decode's share: {shares}")
+        if args.beside:
+            for k, what in (("share", "by the clock"), ("share_cpu", "by CPU time")):
+                shares = ", ".join(f"{lib} {statistics.median(x['decode_' + k] for x in runs[lib]):.0%}" for lib in runs)
+                bw = statistics.median(x["decode_bw" + k[5:]] for lib in runs for x in runs[lib])
+                print(f"decode's share of the read bandwidth beside it ({what}, median probe {bw:.1f} GB/s): {shares}")
         ox = runs["oxillama"][-1]
         packed = ox.get("repacked_mb", 0.0)
         extra = ox["rss_mb"] - ox["file_mb"] - ox["kv_mb"] - packed

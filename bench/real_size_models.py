@@ -15,9 +15,14 @@ runs the full network, which is all a speed figure needs.
 --table then measures every file against llama.cpp (bench/compare_llamacpp.py's child processes: a fresh
 process per library and figure set, libraries alternating which goes first round by round) and prints the README
 table: prefill of 512 tokens, decode after a 16-token prompt and decode after --long (2,048) tokens, oxillama vs
-llama.cpp with the ratio of the medians, and decode's share of the read-bandwidth limit (file bytes over the
-bandwidth measured in C by bench/membw.py at the start of every round of this run). A round of the four default
-files takes ~10-15 minutes on the 2-core Xeon; the table is only as steady as the machine is quiet.
+llama.cpp with the ratio of the medians, and decode's share of the read bandwidth measured beside it: each child
+decodes in --beside slices with a read of a 1 GiB buffer in C (bench/membw.py's ReadProbe, 2 threads) before each
+slice and after the last, and the share is the decode's weight bytes per second over the mean of the two reads
+around its slice (median of the slices, then of the rounds). The VM's bandwidth swings 19-27 GB/s within
+minutes, so a reading at the start of a round (still given under the table) does not say what a decode got.
+--clock cpu takes both sides by CPU time instead (decode's process CPU time per thread, each probe thread's own
+CPU time): for a machine that other jobs load. A round of the four default files takes ~10-15 minutes on the
+2-core Xeon; the table is only as steady as the machine is quiet.
 """
 from __future__ import annotations
 
@@ -158,7 +163,7 @@ def ensure(directory: str | os.PathLike, types=DEFAULT_TYPES, threads: int = 2) 
     return {qtype: ensure_file(model_path(directory, qtype), f16, write_f16, qtype, threads) for qtype in types}
 
 
-def measure(paths: dict[str, Path], threads: int, rounds: int, n_long: int, n_decode: int) -> dict:
+def measure(paths: dict[str, Path], threads: int, rounds: int, n_long: int, n_decode: int, beside: int = 4) -> dict:
     """Per type, per library, the figure sets of every round; and the bandwidth of every round (GB/s)."""
     import compare_llamacpp as cl
     from membw import read_bandwidth
@@ -171,42 +176,48 @@ def measure(paths: dict[str, Path], threads: int, rounds: int, n_long: int, n_de
         for qtype, path in paths.items():
             for lib in (("oxillama", "llamacpp") if (r + list(paths).index(qtype)) % 2 == 0
                         else ("llamacpp", "oxillama")):
-                runs[qtype][lib].append(cl.run_child(lib, str(path), threads, n_long, n_decode))
+                runs[qtype][lib].append(cl.run_child(lib, str(path), threads, n_long, n_decode, beside))
                 print(f"  {qtype:7s} {lib:9s} " + ", ".join(f"{k} {v:.1f}" for k, v in runs[qtype][lib][-1].items()
                                                           if not k.endswith("_mb")), file=sys.stderr)
     return {"runs": runs, "bandwidth": bandwidth}
 
 
-def table(paths: dict[str, Path], figures: dict, threads: int, n_long: int) -> str:
+def table(paths: dict[str, Path], figures: dict, threads: int, n_long: int, clock: str = "wall") -> str:
     """The README table (markdown) of measure()'s figures: medians over the rounds."""
     import statistics
 
     import compare_llamacpp as cl
 
     long_key = cl._long_key(n_long)
+    share_key = "decode_share" + ("_cpu" if clock == "cpu" else "")
     bw = statistics.median(figures["bandwidth"])
     rounds = len(figures["bandwidth"])
-    head = (f"| 1.7B file | prefill 512 (oxillama vs llama.cpp) | decode | {long_key} | "
-            f"decode's share of the read-bandwidth limit |")
+    head = (f"| 1.7B file | prefill 512 (oxillama vs llama.cpp) | decode | {long_key} | decode's share of the read "
+            f"bandwidth measured beside it{' (CPU time)' if clock == 'cpu' else ''} |")
     lines = [head, "| --- | --- | --- | --- | --- |"]
+    probes = []
     for qtype, path in paths.items():
         runs = figures["runs"][qtype]
-        med = {lib: {k: statistics.median(x[k] for x in runs[lib]) for k in ("prefill", "decode", long_key)}
+        med = {lib: {k: statistics.median(x[k] for x in runs[lib]) for k in ("prefill", "decode", long_key, share_key)}
                for lib in runs}
+        probes += [x["decode_bw" + ("_cpu" if clock == "cpu" else "")] for lib in runs for x in runs[lib]]
         gb = path.stat().st_size / 1e9
-        limit = bw / gb
         cells = [f"{qtype} ({gb:.2f} GB)"]
         for k in ("prefill", "decode", long_key):
             ox, lc = med["oxillama"][k], med["llamacpp"][k]
             cells.append(f"{ox:.1f} vs {lc:.1f} tok/s: **{ox / lc:.2f}x**" if k == "prefill"
                          else f"{ox:.1f} vs {lc:.1f}: {ox / lc:.2f}x")
-        cells.append(f"{med['oxillama']['decode'] / limit:.0%} vs {med['llamacpp']['decode'] / limit:.0%}")
+        cells.append(f"{med['oxillama'][share_key]:.0%} vs {med['llamacpp'][share_key]:.0%}")
         lines.append("| " + " | ".join(cells) + " |")
     cpu = cl._cpu_name()
     lines.append("")
-    lines.append(f"{cpu}, {threads} threads, medians of {rounds} alternating rounds; read bandwidth {bw:.1f} GB/s "
-                 f"(C, {threads} threads, median of the rounds' {', '.join(f'{b:.1f}' for b in figures['bandwidth'])}), "
-                 f"so the decode limit is the file's bytes over it.")
+    lines.append(f"{cpu}, {threads} threads, medians of {rounds} alternating rounds. Share: each child decodes in "
+                 f"slices with the read bandwidth measured in C ({threads} threads, a 1 GiB buffer) before each slice "
+                 f"and after the last; a slice's weight bytes per second over the mean of the two reads around it"
+                 f"{', both by CPU time' if clock == 'cpu' else ''}, median of the slices, then of the rounds (each "
+                 f"child's median probe {min(probes):.1f}-{max(probes):.1f} GB/s). "
+                 f"Bandwidth at the start of each round (C, best of 5 reads of 2 GiB): "
+                 f"{', '.join(f'{b:.1f}' for b in figures['bandwidth'])} GB/s, median {bw:.1f}.")
     return "\n".join(lines)
 
 
@@ -221,6 +232,10 @@ def main(argv=None) -> int:
     ap.add_argument("--long", type=int, default=2048, help="--table: prompt tokens before the long decode")
     ap.add_argument("--decode-tokens", type=int, default=64, help="--table: greedy tokens per decode figure")
     ap.add_argument("--json", default=None, help="--table: also write the raw figures here")
+    ap.add_argument("--beside", type=int, default=4, help="--table: slices of each decode, the bandwidth read "
+                                                          "around each (the share column)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="--table: the share's clock (cpu: "
+                                                                             "on a machine other jobs load)")
     args = ap.parse_args(argv)
     types = [t.strip() for t in args.types.split(",") if t.strip()]
     unknown = [t for t in types if t not in FTYPES]
@@ -231,20 +246,20 @@ def main(argv=None) -> int:
         for qtype, path in paths.items():
             print(f"{qtype:8s} {path}  {path.stat().st_size / 1e9:.2f} GB")
         return 0
-    if args.rounds < 1 or args.long < 16 or args.decode_tokens < 1:
-        ap.error("--rounds and --decode-tokens must be >= 1, --long >= 16")
+    if args.rounds < 1 or args.long < 16 or args.decode_tokens < 1 or not 1 <= args.beside <= args.decode_tokens:
+        ap.error("--rounds and --decode-tokens must be >= 1, --long >= 16, 1 <= --beside <= --decode-tokens")
     try:
         import llama_cpp  # noqa: F401
     except ImportError:
         print("llama-cpp-python is not installed: the table compares with it", file=sys.stderr)
         return 2
     sys.path.insert(0, str(Path(__file__).resolve().parent))          # compare_llamacpp, membw
-    figures = measure(paths, args.threads, args.rounds, args.long, args.decode_tokens)
+    figures = measure(paths, args.threads, args.rounds, args.long, args.decode_tokens, args.beside)
     if args.json:
         import json
         Path(args.json).write_text(json.dumps({"threads": args.threads, **figures,
                                                "files": {q: str(p) for q, p in paths.items()}}, indent=1))
-    print(table(paths, figures, args.threads, args.long))
+    print(table(paths, figures, args.threads, args.long, args.clock))
     return 0
 
 

@@ -59,6 +59,10 @@ log = logging.getLogger("oxillama.scheduler")
 
 # weight of the newest step in the running estimates of step costs (max_decode_slowdown)
 COST_EMA = 0.3
+# an idle scheduler's admission wait lasts at most this many admission windows; a window is at most
+# MAX_ADMISSION_WINDOW seconds
+ADMISSION_WINDOWS = 5
+MAX_ADMISSION_WINDOW = 1.0
 
 WAITING, PREFILL, DECODE, FINISHED = "waiting", "prefill", "decode", "finished"
 
@@ -226,17 +230,19 @@ class Scheduler:
     n_seq_max: sequences run at once. max_batch_tokens: tokens per step (decodes first, then prefill
     chunks). max_decode_slowdown: while requests decode, a step with prefill takes at most about this
     many times a decode-only step (None, the default: only max_batch_tokens limits the prefill).
-    max_queue: waiting requests before submit() raises QueueFullError (None: unbounded).
+    max_queue: waiting requests (not yet running, beyond the free slots) before submit() raises QueueFullError
+    (None: unbounded).
     n_ctx: per-sequence context (default engine.n_ctx). n_pages: KV pages of the pool (default: room
     for n_seq_max full contexts). pool: a SequencePool to use instead of a new one. prompt_cache: a
     PrefixKvCache keeping finished requests' K/V for later prompts (None: only live sequences are shared);
-    it then belongs to this scheduler's thread.
+    it then belongs to this scheduler's thread. admission_window: seconds an idle scheduler lets requests
+    that arrive together gather before its first step (see _gather; 0, the default: it starts at once).
     """
 
     def __init__(self, engine, *, n_seq_max: int = 8, max_batch_tokens: int = 512,
                  max_decode_slowdown: float | None = None, max_queue: int | None = None, n_ctx: int | None = None,
                  n_pages: int | None = None, pool: SequencePool | None = None,
-                 prompt_cache: PrefixKvCache | None = None):
+                 prompt_cache: PrefixKvCache | None = None, admission_window: float = 0.0):
         for name, v in (("n_seq_max", n_seq_max), ("max_batch_tokens", max_batch_tokens)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidArgumentError(f"{name} must be an int >= 1, got {v!r}")
@@ -247,6 +253,11 @@ class Scheduler:
         if max_queue is not None and (isinstance(max_queue, bool) or not isinstance(max_queue, int)
                                       or max_queue < 0):
             raise InvalidArgumentError(f"max_queue must be an int >= 0 or None, got {max_queue!r}")
+        if (isinstance(admission_window, bool) or not isinstance(admission_window, (int, float))
+                or not 0.0 <= admission_window <= MAX_ADMISSION_WINDOW):
+            raise InvalidArgumentError(f"admission_window must be a number of seconds in [0, {MAX_ADMISSION_WINDOW}], "
+                                       f"got {admission_window!r}")
+        self.admission_window = float(admission_window)
         self.engine = engine
         self.pool = pool if pool is not None else SequencePool(engine, n_seq_max, n_ctx=n_ctx, n_pages=n_pages)
         self.n_seq_max = self.pool.n_seq_max
@@ -264,6 +275,8 @@ class Scheduler:
         self._step_shape = (0, 0)     # (decodes, prefill tokens) of the step being run
         self._admit_next = True       # False for one step after the pool ran out of pages mid-plan
         self._wake_batch: dict | None = None   # during a step's sampling: asyncio wake-ups to make at its end
+        self._release: list = []               # and (request, remember) of the sequences to free then
+        self._gathering = False                # in _gather: submit() does not wake the thread
         self._lock = threading.Condition()
         self._incoming: deque[_Request] = deque()    # submitted, not yet seen by the thread
         self._waiting: deque[_Request] = deque()     # the thread's queue (preempted ones at the head)
@@ -329,10 +342,14 @@ class Scheduler:
         req = self._prepare(prompt, kwargs)
         with self._lock:
             self._check_running()
-            if self.max_queue is not None and len(self._incoming) + len(self._waiting) >= self.max_queue:
+            # waiting: the requests not yet running beyond the free slots (a burst an idle scheduler is
+            # gathering takes its slots at once)
+            queued = len(self._incoming) + len(self._waiting) - max(self.n_seq_max - len(self._running), 0)
+            if self.max_queue is not None and queued >= self.max_queue:
                 raise QueueFullError(f"{self.max_queue} requests are already waiting (max_queue={self.max_queue})")
             self._incoming.append(req)
-            self._lock.notify_all()
+            if not self._gathering or len(self._incoming) >= self.n_seq_max:
+                self._lock.notify_all()
         return req.handle
 
     def _check_running(self) -> None:
@@ -451,6 +468,8 @@ class Scheduler:
                         self._lock.wait()
                     if self._stopping:
                         break
+                    if not self._running and not self._waiting:
+                        self._gather()
                     self._waiting.extend(self._incoming)
                     self._incoming.clear()
                 self._step()
@@ -466,6 +485,30 @@ class Scheduler:
             for req in pending:
                 if req.state != FINISHED:
                     self._finish(req, "cancelled")
+
+    def _gather(self) -> None:
+        """An idle scheduler's first request: wait while more keep coming, each within admission_window of
+        the one before (at most ADMISSION_WINDOWS windows in all, and no more than n_seq_max requests), so
+        that requests sent together share the first step. A server receives them one by one (a burst of 8
+        streams reaches the scheduler over ~1-3 ms); starting on the first alone costs a step that prefills
+        it alone, then a second for the rest. Called with the lock held; the wait releases it."""
+        window = self.admission_window
+        if window <= 0.0:
+            return
+        deadline = time.monotonic() + ADMISSION_WINDOWS * window
+        # submit() does not wake this thread for each request meanwhile (each wake-up would take the GIL
+        # from the event loop that is handing the rest over), only for the n_seq_max-th
+        self._gathering = True
+        try:
+            while not self._stopping and len(self._incoming) < self.n_seq_max:
+                n, left = len(self._incoming), deadline - time.monotonic()
+                if left <= 0.0:
+                    return
+                self._lock.wait(min(window, left))
+                if len(self._incoming) == n:     # nobody came within the window
+                    return
+        finally:
+            self._gathering = False
 
     def _fail_all(self, error: BaseException) -> None:
         with self._lock:
@@ -516,6 +559,11 @@ class Scheduler:
         finally:
             wake, self._wake_batch = self._wake_batch, None
             _wake_loops(wake)
+            # the sequences of the requests that just ended are freed (and kept in the prompt cache) while
+            # their streams send the last events
+            release, self._release = self._release, []
+            for req, remember in release:
+                self._release_seq(req, remember)
         t3 = time.perf_counter()
         with self._lock:
             m = self._m
@@ -732,6 +780,13 @@ class Scheduler:
             r.handle.stats["stop_string"] = r.decoder.text_out.stops.matched
             self._finish(r, r.decoder.finish_reason)
 
+    def _release_seq(self, r: _Request, remember: bool) -> None:
+        """Free a finished request's sequence, its K/V first kept in the prompt cache if remember."""
+        if remember:
+            self._remember(r)
+        self.pool.remove(r.seq)
+        r.seq = None
+
     def _finish(self, r: _Request, reason: str | None, error: BaseException | None = None) -> None:
         """End r: free its sequence, complete its handle (with reason, or with error), tell listeners."""
         if r.state == FINISHED:
@@ -741,10 +796,10 @@ class Scheduler:
             if text:
                 r.handle._push(text, mark=len(r.decoder.tokens), wake=self._wake_batch)
         if r.seq is not None:
-            if error is None:
-                self._remember(r)
-            self.pool.remove(r.seq)
-            r.seq = None
+            if self._wake_batch is not None:
+                self._release.append((r, error is None))    # once the step's streams are woken
+            else:
+                self._release_seq(r, error is None)
         r.state = FINISHED
         with self._lock:
             if r in self._running:

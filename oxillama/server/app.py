@@ -55,7 +55,8 @@ def load_slot(state: ServerState, slot) -> None:
         prompt_cache = PrefixKvCache(max_bytes=cache_bytes) if cache_bytes else None
         scheduler = Scheduler(engine, n_seq_max=c.parallel, max_batch_tokens=c.max_batch_tokens,
                               max_decode_slowdown=c.max_decode_slowdown, max_queue=c.max_queue,
-                              n_ctx=slot.spec.n_ctx or c.n_ctx or None, prompt_cache=prompt_cache)
+                              n_ctx=slot.spec.n_ctx or c.n_ctx or None, prompt_cache=prompt_cache,
+                              admission_window=c.admission_window)
         state.metrics.attach(scheduler, slot.name)
         if state.keys is not None:
             scheduler.add_listener(state.keys.observe)

@@ -31,6 +31,9 @@ class ServerConfig:
     max_queue: int | None = None     # waiting requests beyond which submissions get 429
     max_batch_tokens: int = 512
     max_decode_slowdown: float | None = None   # Scheduler's: cap prefill while requests decode
+    # Scheduler's: seconds an idle scheduler waits for the next of a burst of requests, so that they share
+    # the first step (HTTP hands them over one by one, ~0.2-1 ms apart)
+    admission_window: float = 0.003
     drain_timeout: float = 30.0      # on SIGINT/SIGTERM: seconds running requests get to finish
     loras: tuple = ()                # ((name, path), ...): LoRA adapters requests may pick
     max_body_mb: int = 16            # larger request bodies get 413

@@ -12,6 +12,7 @@ from oxillama.runtime.batch import SequencePool
 
 DATA = Path(__file__).parents[1] / "models" / "data"
 TIMEOUT = 120          # s; a request not done by then is a hang, not slowness
+GATE_WAIT = 20         # s
 N_CTX = 256
 
 
@@ -62,6 +63,37 @@ def _check_restore_is_exact(tiny):
     # the first sequence was not disturbed by the forks' copy-on-write
     (tail,) = pool.step([(first, prompt[100:], True)])
     np.testing.assert_array_equal(tail, want[100:])
+
+
+def test_rows_of_scattered_pages_read_and_write_back_exactly(tiny):
+    """Two sequences that grew in turns hold every other page: a sequence's rows, read a run of consecutive
+    pool rows at a time, are its positions' rows in order (checked against the pool read position by
+    position), and written into a fresh sequence they read back the same."""
+    from oxillama import _core
+    page = _core.KV_PAGE
+    a, b = _ids(tiny, 3 * page + 5, 11), _ids(tiny, 3 * page, 12)
+    pool = SequencePool(tiny, n_seq_max=3)
+    sa, sb = pool.add(), pool.add()
+    for i in range(0, len(a), page):        # a page of each in turn
+        pool.step([(sa, a[i:i + page], False)])
+        if i < len(b):
+            pool.step([(sb, b[i:i + page], False)])
+    start, stop = 7, len(a) - 1            # not on page boundaries
+    k, v = pool.rows(sa, a).read(start, stop)
+    slots = pool._slots(pool._seq(sa), start, stop)
+    assert (np.diff(slots) != 1).sum() >= 2, "the pages should not be consecutive"
+    for pos, slot in zip(range(start, stop), slots):
+        want_k = pool.k[:, :, slot].reshape(pool.k.shape[0], -1)
+        np.testing.assert_array_equal(k[:, pos - start], want_k)
+        if not pool.v_is_k:
+            np.testing.assert_array_equal(v[:, pos - start], pool.v[:, :, slot].reshape(pool.v.shape[0], -1))
+    k0, v0 = pool.rows(sa, a).read(0, len(a))
+    pool.remove(sb)
+    copy = pool.add()
+    pool.rows(copy, a).write(k0, v0, 0)
+    k1, v1 = pool.rows(copy, a).read(0, len(a))
+    np.testing.assert_array_equal(k1, k0)
+    np.testing.assert_array_equal(v1, v0)
 
 
 def test_rows_refuse_what_does_not_fit(tiny):
@@ -129,6 +161,32 @@ def test_a_small_budget_evicts_the_least_recently_used(tiny):
     assert h.stats["n_cached_prompt_tokens"] == 0
     assert m["prompt_cache_evictions_total"] >= 1 and m["prompt_cache_bytes"] <= 80 * row_bytes
     assert cache.match(a + [1, 2]) == len(a) + 2 and cache.match(b) == 0     # the newest is kept
+
+
+def test_a_finished_request_is_answered_before_its_rows_are_cached(tiny):
+    """The copy of a finished request's K/V into the cache (tens of MB on a 1.7B model) happens after its
+    handle is done, so a stream's last events do not wait for it; the next request still finds it."""
+    import threading
+    kw = dict(max_tokens=6, temperature=0.8, seed=2, ignore_eos=True)
+    prompt = _ids(tiny, 40, 8)
+    cache = PrefixKvCache()
+    gate, copying = threading.Event(), threading.Event()
+    insert = cache.insert
+
+    def slow_insert(*args, **kwargs):
+        copying.set()
+        gate.wait(GATE_WAIT)      # (if the handle waited for the copy, result() below would wait this long)
+        return insert(*args, **kwargs)
+
+    cache.insert = slow_insert
+    with Scheduler(tiny, n_seq_max=2, prompt_cache=cache) as sched:
+        first = sched.submit(prompt, **kw).result(TIMEOUT)     # returns while the copy waits at the gate
+        assert copying.wait(TIMEOUT) and len(cache) == 0
+        gate.set()
+        again = sched.submit(prompt + first.tokens[:3], **kw)
+        again.result(TIMEOUT)
+    # (all of its tokens but the last, whose logits it needs)
+    assert again.stats["n_cached_prompt_tokens"] == len(prompt) + 2
 
 
 def test_prompt_cache_argument_is_checked(tiny):

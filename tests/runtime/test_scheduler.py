@@ -363,6 +363,49 @@ def test_stop_ends_unfinished_requests_as_cancelled(tiny):
     assert queued.result(TIMEOUT).finish_reason == "cancelled" and queued.result().tokens == []
 
 
+@pytest.mark.parametrize("window", [0.0, 0.25])
+def test_admission_window_gathers_a_burst_into_the_first_step(tiny, window):
+    """An idle scheduler with an admission window waits while requests keep arriving (each within the window
+    of the one before), so a burst shares the first step, as a server's 8 streams arriving one by one over
+    HTTP should; a request that comes once the first step runs joins a later one. Without a window the
+    first step usually starts on the first request alone (each text is the same either way)."""
+    prompts = _prompts(tiny, [6, 9, 4, 11], seed=31)
+    kw = dict(max_tokens=5, temperature=0.8, seed=4)
+    want = _solo(tiny, prompts, **kw)
+    steps = []
+    with Scheduler(tiny, n_seq_max=8, admission_window=window) as sched:
+        step = sched.pool.step
+        sched.pool.step = lambda items: steps.append(sorted(s for s, _, _ in items)) or step(items)
+        handles = []
+        for p in prompts[:3]:                   # a burst: 20 ms apart, well within a 250 ms window
+            handles.append(sched.submit(p, **kw))
+            time.sleep(0.02)
+        handles[0].result(TIMEOUT)
+        handles.append(sched.submit(prompts[3], **kw))
+        _same([h.result(TIMEOUT) for h in handles], want)
+    if window:
+        assert len(steps[0]) == 3, steps[:3]
+    assert all(len(s) <= 3 for s in steps[:5]) and any(len(s) == 1 for s in steps), steps
+    # the burst an idle scheduler is gathering takes its free slots, it is not its queue: max_queue=1 takes
+    # 3 at once, then 1 that waits
+    gate = threading.Event()
+
+    def hold(tokens, logits):         # the burst stays running until the gate opens
+        gate.wait(GATE_WAIT)
+        return False
+
+    with Scheduler(tiny, n_seq_max=3, max_queue=1, admission_window=0.25) as sched:
+        burst = [sched.submit(p, max_tokens=3, stopping_criteria=hold, ignore_eos=True) for p in prompts[:3]]
+        waits = sched.submit(prompts[3], max_tokens=3, ignore_eos=True)
+        with pytest.raises(QueueFullError):
+            sched.submit(prompts[3], max_tokens=3)
+        gate.set()
+        assert [len(h.result(TIMEOUT).tokens) for h in burst + [waits]] == [3] * 4
+    for bad in (-0.001, 2.0, "0.01", True, float("nan")):
+        with pytest.raises(InvalidArgumentError, match="admission_window"):
+            Scheduler(tiny, admission_window=bad)
+
+
 def test_generate_batch_bad_input(tiny):
     with pytest.raises(InvalidArgumentError):
         tiny.generate_batch("not a list")

@@ -1,4 +1,7 @@
-/* The AVX2 tier (AVX2 + FMA + F16C): overrides of the scalar table. */
+/* The AVX2 tier (AVX2 + FMA + F16C): overrides of the scalar table. Q4_0 and Q8_0 (quants_x8_avx2.c), Q4_K and
+ * Q6_K (quants_kx8_avx2.c) are eight rows a register with their own orders and repacked layouts, registered
+ * after the older kernels they replace on this tier (the old Q4_0 / Q8_0 ones stay for the AVX-512 tier, whose
+ * vec_dots sum in their order; that tier inherits the Q4_K / Q6_K ones). */
 #include "../../kernels.h"
 
 void oxl_register_avx2_legacy(oxl_kernel_table *t);  /* quants_legacy_avx2.c */
@@ -7,6 +10,8 @@ void oxl_register_avx2_ops(oxl_kernel_table *t);     /* ops_avx2.c */
 void oxl_register_avx2_lowbit(oxl_kernel_table *t);  /* quants_lowbit_avx2.c */
 void oxl_register_avx2_iq(oxl_kernel_table *t);      /* quants_iq_avx2.c */
 void oxl_register_avx2_fp4(oxl_kernel_table *t);     /* quants_fp4_avx2.c (NVFP4; MXFP4 is a 32-value type) */
+void oxl_register_avx2_x8(oxl_kernel_table *t);      /* quants_x8_avx2.c */
+void oxl_register_avx2_kx8(oxl_kernel_table *t);     /* quants_kx8_avx2.c */
 
 void oxl_register_avx2(oxl_kernel_table *t) {
     oxl_register_avx2_legacy(t);
@@ -15,4 +20,6 @@ void oxl_register_avx2(oxl_kernel_table *t) {
     oxl_register_avx2_lowbit(t);
     oxl_register_avx2_iq(t);
     oxl_register_avx2_fp4(t);
+    oxl_register_avx2_x8(t);
+    oxl_register_avx2_kx8(t);
 }

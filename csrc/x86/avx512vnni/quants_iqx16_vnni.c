@@ -53,7 +53,6 @@
 
 #define IX16 16          /* rows per group */
 #define IX16_VG 8        /* activation rows per pass over a group */
-#define IX16_AHEAD 2048  /* prefetch distance in a repacked matrix, bytes */
 
 
 /* kvalues_iq4nl + 128, the weight as vpdpbusd's unsigned operand */
@@ -242,8 +241,7 @@ OXL_INLINE void ix_group(int type, const int C, int nb, const uint8_t *g, const 
         const uint8_t *sc = g + (size_t)nb * 256;
         for (int b = 0; b < nb; b++) {
             const uint8_t *q = g + (size_t)b * 256;
-            if (ahead)
-                for (int c = 0; c < 4 + (b % 2 == 0); c++) __builtin_prefetch(q + ahead + 64 * c, 0, 3);
+            if (ahead) x16_ahead(g, 256 + 2 * IX16, b);   /* a block's share of the group's bytes */
             __m512i x[8];
             ix_weights(q, table, x);
             const __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32 * b)));
@@ -259,8 +257,7 @@ OXL_INLINE void ix_group(int type, const int C, int nb, const uint8_t *g, const 
     const __m512i split = ix_split_pattern();
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = g + (size_t)b * 2176;
-        if (ahead)
-            for (int c = 0; c < 34; c++) __builtin_prefetch(q + ahead + 64 * c, 0, 3);
+        if (ahead) x16_ahead(g, 2176, b);
         __m512i lo = _mm512_loadu_si512((const void *)(q + 2048 + 64));
         const __m512i dh = _mm512_loadu_si512((const void *)(q + 2048));
         __m512i hi = _mm512_srli_epi32(dh, 16);
@@ -324,8 +321,7 @@ static void ixp_build(int nb, const uint8_t *g, int ahead, uint8_t *P) {
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = g + (size_t)b * 2176;
         uint8_t *p = P + (size_t)b * IXP_SBYTES;
-        if (ahead)
-            for (int c = 0; c < 34; c++) __builtin_prefetch(q + ahead + 64 * c, 0, 3);
+        if (ahead) x16_ahead(g, 2176, b);
         for (int ib = 0; ib < QK_K / 32; ib++) {
             __m512i x[8];
             ix_weights(q + 256 * ib, table, x);
@@ -403,7 +399,7 @@ static int ixp_gemm(int packed, int n, float *S, int64_t lds, const char *w, siz
         for (int r = 0; r < nr; r += IX16) {
             const int nrows = OXL_MIN(IX16, nr - r);
             const char *g = w + (size_t)r * w_row;
-            int ahead = IX16_AHEAD;
+            int ahead = 1;   /* a repacked group: x16_ahead */
             if (!packed || nrows < IX16) {   /* file rows (a repacked matrix's last rows % 16 are too) */
                 for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
                 ix_build(OXL_TYPE_IQ4_XS, g, w_row, nrows, nb, tile);
@@ -435,7 +431,7 @@ OXL_INLINE int ix_gemm(int type, int packed, int n, float *S, int64_t lds, const
     for (int r = 0; r < nr; r += IX16) {
         const int nrows = OXL_MIN(IX16, nr - r);
         const char *g = w + (size_t)r * w_row;
-        int ahead = IX16_AHEAD;
+        int ahead = 1;   /* a repacked group: x16_ahead */
         if (!packed || nrows < IX16) {   /* file rows (a repacked matrix's last rows % 16 are too) */
             for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
             ix_build(type, g, w_row, nrows, nb, tile);
@@ -496,21 +492,14 @@ static void ix_vec_dot(int type, int n, float *s, const void *x, const void *y) 
 
 /* ---- the products ---------------------------------------------------------------------------------- */
 
-/* the file-layout products; without memory for the per-thread buffer, one output at a time (the same floats) */
-OXL_INLINE void ix_gemm_file(int type, int n, float *S, int64_t lds, const void *w, size_t w_row, int nr,
-                             const void *y, size_t y_row, int nc) {
-    if (!ix_gemm(type, 0, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc)) return;
-    for (int r = 0; r < nr; r++)
-        for (int j = 0; j < nc; j++)
-            ix_vec_dot(type, n, &S[j * lds + r], (const char *)w + (size_t)r * w_row, (const char *)y + (size_t)j * y_row);
-}
+/* the file-layout products (x16_common.h's x16_gemm_file) */
 static void gemm_iq4_nl_file_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
                                  int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    ix_gemm_file(OXL_TYPE_IQ4_NL, n, S, lds, w, w_row, nr, y, y_row, nc);
+    x16_gemm_file(ix_gemm, ix_vec_dot, OXL_TYPE_IQ4_NL, n, S, lds, w, w_row, nr, y, y_row, nc);
 }
 static void gemm_iq4_xs_file_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
                                  int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    ix_gemm_file(OXL_TYPE_IQ4_XS, n, S, lds, w, w_row, nr, y, y_row, nc);
+    x16_gemm_file(ix_gemm, ix_vec_dot, OXL_TYPE_IQ4_XS, n, S, lds, w, w_row, nr, y, y_row, nc);
 }
 /* the repacked products (rows from a group start); -1: no memory, the caller reads the file rows */
 static int gemm_iq4_nl_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
@@ -530,21 +519,12 @@ static int64_t iq4_xs_x16_row_size(int64_t cols) {
     return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)sizeof(block_iq4_xs) : -1;
 }
 
-/* whole groups of 16 rows repacked, the last rows % 16 copied; run once at load, per thread over a row range
- * that starts at a group boundary of the whole matrix (matmul.c's oxl_repack) */
-static void ix_repack(int type, const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    const int nb = (int)(cols / ix_block(type));
-    const size_t row = (size_t)nb * ix_block_bytes(type);
-    int64_t r = 0;
-    for (; r + IX16 <= rows; r += IX16)
-        ix_build(type, (const char *)w + r * row, row, IX16, nb, (uint8_t *)dst + r * row);
-    memcpy((char *)dst + r * row, (const char *)w + r * row, (size_t)(rows - r) * row);
-}
+/* the repack (x16_common.h's x16_repack) */
 static void repack_iq4_nl_x16(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    ix_repack(OXL_TYPE_IQ4_NL, w, dst, rows, cols);
+    x16_repack(ix_build, OXL_TYPE_IQ4_NL, (int)(cols / 32), (size_t)(cols / 32) * sizeof(block_iq4_nl), w, dst, rows);
 }
 static void repack_iq4_xs_x16(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    ix_repack(OXL_TYPE_IQ4_XS, w, dst, rows, cols);
+    x16_repack(ix_build, OXL_TYPE_IQ4_XS, (int)(cols / QK_K), (size_t)(cols / QK_K) * sizeof(block_iq4_xs), w, dst, rows);
 }
 
 /* ---- the 1- to 3-bit i-quants: a per-call int8 panel for prefill ---------------------------------- */

@@ -30,8 +30,6 @@
 #include "../quants_legacy_x86.h"
 #include "x16_common.h"
 
-#define X16_AHEAD 2048 /* prefetch distance in a repacked matrix, bytes */
-
 static inline int x16_chunks(int kind) { return kind == K_Q4_0 ? 4 : 8; }
 static inline size_t x16_qbytes(int kind) { return kind == K_Q4_0 ? 256 : 512; }
 static inline int x16_off(int kind) { return kind == K_Q4_0 ? 8 : 128; }
@@ -72,9 +70,7 @@ OXL_INLINE void x16_group(int kind, const int C, int nb, const uint8_t *g, const
     X16_UNROLL for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = g + (size_t)b * x16_qbytes(kind);
-        /* a repacked matrix streams group after group: ask for the bytes `ahead` on, a block's worth per block */
-        if (ahead)
-            for (int c = 0; c < x16_chunks(kind) + (b % 2 == 0); c++) __builtin_prefetch(q + ahead + 64 * c, 0, 3);
+        if (ahead) x16_ahead(g, x16_qbytes(kind) + 2 * X16, b);   /* a block's share of the group's bytes */
         __m512i x[8];
         if (kind == K_Q4_0) {
             for (int c = 0; c < 4; c++) {
@@ -125,7 +121,7 @@ static void x16_pass_q8_0(int kind, int C, int nb, const uint8_t *g, const char 
  * nc activation rows; -1 if no memory for the per-thread buffer */
 OXL_INLINE int x16_gemm_kind(int kind, int packed, int n, float *S, int64_t lds, const char *w, size_t w_row, int nr,
                              const char *y, size_t y_row, int nc) {
-    const x16_family f = {kind, n / 32, (size_t)(n / 32) * sizeof(x16_act), x16_group_bytes(kind, n / 32), X16_AHEAD,
+    const x16_family f = {kind, n / 32, (size_t)(n / 32) * sizeof(x16_act), x16_group_bytes(kind, n / 32), 1,
                           x16_prepare, x16_build, kind == K_Q4_0 ? x16_pass_q4_0 : x16_pass_q8_0};
     return x16_gemm(&f, packed, S, lds, w, w_row, nr, y, y_row, nc);
 }
@@ -159,21 +155,14 @@ static void vec_dot_q8_0_x16(int n, float *OXL_RESTRICT s, const void *OXL_RESTR
     x16_vec_dot(K_Q8_0, n, s, x, y);
 }
 
-/* the file-layout products; without memory for the per-thread buffer, one output at a time (the same floats) */
-OXL_INLINE void x16_gemm_file(int kind, int n, float *S, int64_t lds, const void *w, size_t w_row, int nr, const void *y,
-                              size_t y_row, int nc) {
-    if (!x16_gemm_kind(kind, 0, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc)) return;
-    for (int r = 0; r < nr; r++)
-        for (int j = 0; j < nc; j++)
-            x16_vec_dot(kind, n, &S[j * lds + r], (const char *)w + (size_t)r * w_row, (const char *)y + (size_t)j * y_row);
-}
+/* the file-layout products (x16_common.h's x16_gemm_file) */
 static void gemm_q4_0_file_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
                                int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    x16_gemm_file(K_Q4_0, n, S, lds, w, w_row, nr, y, y_row, nc);
+    x16_gemm_file(x16_gemm_kind, x16_vec_dot, K_Q4_0, n, S, lds, w, w_row, nr, y, y_row, nc);
 }
 static void gemm_q8_0_file_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
                                int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    x16_gemm_file(K_Q8_0, n, S, lds, w, w_row, nr, y, y_row, nc);
+    x16_gemm_file(x16_gemm_kind, x16_vec_dot, K_Q8_0, n, S, lds, w, w_row, nr, y, y_row, nc);
 }
 /* the repacked products (rows from a group start); -1: no memory, the caller reads the file rows */
 static int gemm_q4_0_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
@@ -189,22 +178,12 @@ static int gemm_q8_0_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *
 static int64_t q4_0_x16_row_size(int64_t cols) { return cols > 0 && cols % 32 == 0 ? cols / 32 * (int64_t)sizeof(block_q4_0) : -1; }
 static int64_t q8_0_x16_row_size(int64_t cols) { return cols > 0 && cols % 32 == 0 ? cols / 32 * (int64_t)sizeof(block_q8_0) : -1; }
 
-/* whole groups of 16 rows repacked, the last rows % 16 copied; run once at load, per thread over a row range
- * that matmul.c's oxl_repack splits: each thread's range must start at a group boundary of the whole matrix,
- * so the split there is in multiples of 16 rows */
-static void x16_repack(int kind, const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    const int nb = (int)(cols / 32);
-    const size_t row = (size_t)nb * kind_block_bytes(kind);
-    int64_t r = 0;
-    for (; r + X16 <= rows; r += X16)
-        x16_build(kind, (const char *)w + r * row, row, X16, nb, (uint8_t *)dst + r * row);
-    memcpy((char *)dst + r * row, (const char *)w + r * row, (size_t)(rows - r) * row);
-}
+/* the repack (x16_common.h's x16_repack) */
 static void repack_q4_0_x16(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    x16_repack(K_Q4_0, w, dst, rows, cols);
+    x16_repack(x16_build, K_Q4_0, (int)(cols / 32), (size_t)(cols / 32) * sizeof(block_q4_0), w, dst, rows);
 }
 static void repack_q8_0_x16(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    x16_repack(K_Q8_0, w, dst, rows, cols);
+    x16_repack(x16_build, K_Q8_0, (int)(cols / 32), (size_t)(cols / 32) * sizeof(block_q8_0), w, dst, rows);
 }
 
 /* Q4_0 and Q8_0 of this tier: vec_dot, the file-layout products (one row or many) and the repacked layout,

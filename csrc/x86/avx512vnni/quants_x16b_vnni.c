@@ -30,8 +30,6 @@
 #include "../quants_legacy_x86.h"
 #include "x16_common.h"
 
-#define X16B_AHEAD 2048 /* prefetch distance in a repacked matrix, bytes */
-
 static inline int x16b_has_min(int kind) { return kind != K_Q5_0; }
 static inline int x16b_has_qh(int kind) { return kind != K_Q4_1; }
 static inline int x16b_off(int kind) { return kind == K_Q5_0 ? 16 : 0; }
@@ -114,10 +112,7 @@ OXL_INLINE void x16b_group(int kind, const int C, int nb, const uint8_t *g, cons
     X16_UNROLL for (int j = 0; j < C; j++) acc[j] = macc[j] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = g + (size_t)b * qb;
-        /* a repacked matrix streams group after group: ask for the bytes `ahead` on, a block's worth per block */
-        if (ahead)
-            for (size_t o = ((size_t)b * bpb + 63) & ~(size_t)63; o < (size_t)(b + 1) * bpb; o += 64)
-                __builtin_prefetch(g + ahead + o, 0, 3);
+        if (ahead) x16_ahead(g, bpb, b);   /* a block's share of the group's bytes */
         __m512i x[8];
         for (int c = 0; c < 4; c++) {
             const __m512i v = _mm512_loadu_si512((const void *)(q + 64 * c));
@@ -182,7 +177,7 @@ OXL_INLINE int x16b_gemm_kind(int kind, int packed, int n, float *S, int64_t lds
                               const char *y, size_t y_row, int nc) {
     const int nb = n / 32;
     const x16_family f = {kind, nb, (size_t)nb * sizeof(x16b_act), (size_t)nb * (x16b_qbytes(kind) + x16b_sbytes(kind)),
-                          X16B_AHEAD, x16b_prepare, x16b_build,
+                          1, x16b_prepare, x16b_build,
                           kind == K_Q4_1 ? x16b_pass_q4_1 : kind == K_Q5_0 ? x16b_pass_q5_0 : x16b_pass_q5_1};
     return x16_gemm(&f, packed, S, lds, w, w_row, nr, y, y_row, nc);
 }
@@ -205,28 +200,9 @@ OXL_INLINE void x16b_vec_dot(int kind, int n, float *s, const void *vx, const vo
     *s = x16b_has_min(kind) ? acc + macc : acc;
 }
 
-/* the file-layout products; without memory for the per-thread buffer, one output at a time (the same floats) */
-OXL_INLINE void x16b_gemm_file(int kind, int n, float *S, int64_t lds, const void *w, size_t w_row, int nr,
-                               const void *y, size_t y_row, int nc) {
-    if (!x16b_gemm_kind(kind, 0, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc)) return;
-    for (int r = 0; r < nr; r++)
-        for (int j = 0; j < nc; j++)
-            x16b_vec_dot(kind, n, &S[j * lds + r], (const char *)w + (size_t)r * w_row, (const char *)y + (size_t)j * y_row);
-}
-
-/* whole groups of 16 rows repacked, the last rows % 16 copied; run once at load, per thread over a row range
- * that starts at a group boundary of the whole matrix (matmul.c's oxl_repack) */
-static void x16b_repack(int kind, const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    const int nb = (int)(cols / 32);
-    const size_t row = (size_t)nb * kind_block_bytes(kind);
-    int64_t r = 0;
-    for (; r + X16 <= rows; r += X16)
-        x16b_build(kind, (const char *)w + r * row, row, X16, nb, (uint8_t *)dst + r * row);
-    memcpy((char *)dst + r * row, (const char *)w + r * row, (size_t)(rows - r) * row);
-}
-
-/* per type: vec_dot, the file-layout product, the repacked product (-1: no memory, the caller reads the file
- * rows), the repacked row size (the file's, any width) and the repack */
+/* per type: vec_dot, the file-layout product (x16_common.h's x16_gemm_file), the repacked product (-1: no
+ * memory, the caller reads the file rows), the repacked row size (the file's, any width) and the repack
+ * (x16_common.h's x16_repack) */
 #define X16B_TYPE(t, K)                                                                                          \
     static void vec_dot_##t##_x16(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT x,                   \
                                   const void *OXL_RESTRICT y) {                                               \
@@ -234,7 +210,7 @@ static void x16b_repack(int kind, const void *OXL_RESTRICT w, void *OXL_RESTRICT
     }                                                                                                          \
     static void gemm_##t##_file_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w,    \
                                     size_t w_row, int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) { \
-        x16b_gemm_file(K, n, S, lds, w, w_row, nr, y, y_row, nc);                                              \
+        x16_gemm_file(x16b_gemm_kind, x16b_vec_dot, K, n, S, lds, w, w_row, nr, y, y_row, nc);                \
     }                                                                                                          \
     static int gemm_##t##_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w,          \
                               size_t w_row, int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {       \
@@ -245,7 +221,7 @@ static void x16b_repack(int kind, const void *OXL_RESTRICT w, void *OXL_RESTRICT
     }                                                                                                          \
     static void repack_##t##_x16(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows,            \
                                  int64_t cols) {                                                              \
-        x16b_repack(K, w, dst, rows, cols);                                                                    \
+        x16_repack(x16b_build, K, (int)(cols / 32), (size_t)(cols / 32) * kind_block_bytes(K), w, dst, rows); \
     }
 X16B_TYPE(q4_1, K_Q4_1)
 X16B_TYPE(q5_0, K_Q5_0)

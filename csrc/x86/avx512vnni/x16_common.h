@@ -110,6 +110,32 @@ OXL_INLINE void x16_rows_dwords(const char *p, size_t w_row, int nrows, __m512i 
     T[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
+/* A repacked matrix streams group after group. Each step of a group's walk (a block, a super-block: `step`
+ * bytes of the group in its order, the quants and scales of the group counted in proportion) asks for its
+ * exact share of the lines X16_AHEAD_L2 bytes on into L2 (T1) and X16_AHEAD_L1 bytes on into L1 (T0), so
+ * that every line of the stream is asked for once at each level. A T0 prefetch from DRAM holds one of the
+ * core's few L1 fill buffers until its line arrives, an L2 one does not; the near T0 then takes lines from
+ * L2 (quants_kx16_vnni.c's scheme for the K-quants). The 1.7B files' matrices of each type repacked and
+ * cycled (DRAM), one activation row, GB/s and share of a plain read in the same interleaved rounds (Xeon,
+ * CPU time per thread, load ~8 on 2 cores, 2026-11-26), T0 2048 bytes on alone -> these two levels:
+ *     1 thread: Q4_0 11.7 -> 12.8 (94% -> 99%), Q8_0 13.0 -> 14.0 (106% -> 113%), Q4_1 11.5 -> 12.8 (91% -> 101%),
+ *               Q5_0 11.4 -> 12.5 (89% -> 97%), IQ4_XS 10.2 -> 11.2 (81% -> 93%)
+ *     2 threads: Q4_0 22.9 -> 24.6 (89% -> 95%), Q8_0 24.9 -> 26.3 (102% -> 109%), Q4_1 22.9 -> 24.7 (90% -> 98%),
+ *               Q5_0 20.8 -> 23.1 (88% -> 95%), IQ4_XS 18.8 -> 20.1 (80% -> 86%)
+ * L2 at 3072, 6144 or 8192 (the K-quants') bytes gained less; L1 at 1024 (L2 4096) or 4096 (L2 8192) no more. */
+#ifndef X16_AHEAD_L2
+#define X16_AHEAD_L2 4096
+#endif
+#ifndef X16_AHEAD_L1
+#define X16_AHEAD_L1 2048
+#endif
+OXL_INLINE void x16_ahead(const uint8_t *g, size_t step, int i) {
+    for (size_t o = ((size_t)i * step + 63) & ~(size_t)63; o < (size_t)(i + 1) * step; o += 64) {
+        if (X16_AHEAD_L2) __builtin_prefetch(g + X16_AHEAD_L2 + o, 0, 2);
+        if (X16_AHEAD_L1) __builtin_prefetch(g + X16_AHEAD_L1 + o, 0, 3);
+    }
+}
+
 /* this thread's buffer for a product: the prepared activations (act_bytes, rounded up to 64), then a tile of
  * tile_bytes at *tile; NULL without memory */
 static inline uint8_t *x16_panel(size_t act_bytes, size_t tile_bytes, uint8_t **tile) {
@@ -137,16 +163,17 @@ static inline uint8_t *x16_panel(size_t act_bytes, size_t tile_bytes, uint8_t **
  *   prepare: the nc activation rows' per-block data into A, act_row bytes a row
  *   build:   up to 16 file rows (w_row bytes apart; missing rows zero) into a group of the tile form
  *   pass:    S[j * lds + l] for the group's rows l < nrows and activation rows j < C (C <= X16_VG), A the
- *            first of those rows' prepared data; ahead > 0: the group is a repacked matrix's, prefetch that
- *            many bytes on */
+ *            first of those rows' prepared data; ahead > 0: the group is a repacked matrix's, prefetch on
+ *            (x16_ahead's two levels, or a family's own distance in bytes) */
+typedef void (*x16_build_fn)(int kind, const char *w, size_t w_row, int nrows, int nb, uint8_t *dst);
 typedef struct {
     int kind;
     int nb;             /* blocks (of the family's size) per weight row */
     size_t act_row;     /* bytes of prepared data per activation row */
     size_t group_bytes; /* bytes of one group of 16 rows in the tile form */
-    int ahead;          /* prefetch distance in a repacked matrix, bytes */
+    int ahead;          /* prefetch in a repacked matrix: > 0 (the pass's meaning), 0 none */
     void (*prepare)(int kind, int nb, const char *y, size_t y_row, int nc, void *A);
-    void (*build)(int kind, const char *w, size_t w_row, int nrows, int nb, uint8_t *dst);
+    x16_build_fn build;
     void (*pass)(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A, int ahead,
                  float *S, int64_t lds, int nrows);
 } x16_family;
@@ -175,6 +202,30 @@ OXL_INLINE int x16_gemm(const x16_family *f, int packed, float *S, int64_t lds, 
                     buf + (size_t)j0 * f->act_row, ahead, S + j0 * lds + r, lds, nrows);
     }
     return 0;
+}
+
+/* A family's product of file rows (w_row bytes apart): its x16 product `gemm` (packed 0), which builds each
+ * group into the per-thread tile; without memory for that buffer, one output at a time by its vec_dot (the
+ * same floats). Always inlined, gemm and vec_dot constants where it is called: direct calls. */
+typedef int (*x16_product_fn)(int kind, int packed, int n, float *S, int64_t lds, const char *w, size_t w_row, int nr,
+                              const char *y, size_t y_row, int nc);
+typedef void (*x16_vec_dot_fn)(int kind, int n, float *s, const void *x, const void *y);
+OXL_INLINE void x16_gemm_file(x16_product_fn gemm, x16_vec_dot_fn vec_dot, int kind, int n, float *S, int64_t lds,
+                              const void *w, size_t w_row, int nr, const void *y, size_t y_row, int nc) {
+    if (!gemm(kind, 0, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc)) return;
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < nc; j++)
+            vec_dot(kind, n, &S[j * lds + r], (const char *)w + (size_t)r * w_row, (const char *)y + (size_t)j * y_row);
+}
+
+/* A family's repack: rows of `row` bytes (nb blocks of its size), whole groups of 16 built into its x16 form
+ * by `build`, the last rows % 16 copied as they are. Run once at load, per thread over a row range that
+ * matmul.c's oxl_repack splits: each thread's range must start at a group boundary of the whole matrix, so
+ * the split there is in multiples of 16 rows. */
+OXL_INLINE void x16_repack(x16_build_fn build, int kind, int nb, size_t row, const void *w, void *dst, int64_t rows) {
+    int64_t r = 0;
+    for (; r + X16 <= rows; r += X16) build(kind, (const char *)w + r * row, row, X16, nb, (uint8_t *)dst + r * row);
+    memcpy((char *)dst + r * row, (const char *)w + r * row, (size_t)(rows - r) * row);
 }
 
 #endif
