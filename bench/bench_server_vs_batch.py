@@ -11,8 +11,8 @@ bans the end-of-generation tokens for it with a -inf logit bias, as llama.cpp's 
 is given the same bias, so both sides run the same sampler chain) and the same thread count; rounds alternate a
 server burst and a generate_batch child process (each loads the model once and warms up first). The client
 runs on the same machine, so it is lean (server_process.stream_raw: a bare connection whose socket
-reports data only once the stream has ended, decoded then); its CPU per token is reported beside the
-server's. Per side, per round:
+reports data only once the stream has ended; the streams are decoded once all have ended); its CPU per
+token is reported beside the server's. Per side, per round:
   tokens/s   generated tokens over the wall time from sending the requests to the last one ending
   cpu ms/tok the process's CPU time (user + system, every thread: forward, scheduler, sampling, detokenizing,
              HTTP, SSE) over the same span per generated token; on a machine shared with other work this
@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from server_process import ServerProcess, checkout_env, proc_cpu_seconds, stream_raw, thread_cpu_seconds
+from server_process import ServerProcess, checkout_env, parse_raw, proc_cpu_seconds, read_raw, thread_cpu_seconds
 
 N_SEQ = 8
 PROMPT_TOKENS = 24
@@ -66,22 +66,29 @@ def prompts_for(round_: int, n_vocab: int = 30000) -> list[list[int]]:
             for s in range(N_SEQ)]
 
 
-async def _stream(url: str, prompt: list[int], n_tokens: int, seed: int) -> int:
-    """One streaming completion; the completion tokens the server's usage chunk counts."""
+async def _stream(url: str, prompt: list[int], n_tokens: int, seed: int) -> tuple[bytes, float]:
+    """One streaming completion: its bytes, and when it ended."""
     body = {"prompt": prompt, "max_tokens": n_tokens, "temperature": 0.8, "seed": seed, "ignore_eos": True,
             "stream": True, "stream_options": {"include_usage": True}}
-    usage, n_events = await stream_raw(url, "/v1/completions", body)
+    return await read_raw(url, "/v1/completions", body)
+
+
+def _completion_tokens(raw: bytes) -> int:
+    """The completion tokens a stream's usage chunk counts."""
+    usage, n_events = parse_raw(raw)
     if n_events < 2:
         raise RuntimeError(f"the stream had {n_events} events")
     return usage["completion_tokens"]
 
 
 async def _burst(url: str, prompts, n_tokens: int, seed: int, pid: int) -> dict:
-    """The 8 streams at once (a lean client: it shares the machine with the server, see stream_raw); the
-    server's CPU seconds and the client's over the same span."""
+    """The 8 streams at once (a lean client: it shares the machine with the server, see stream_raw), decoded
+    once the last has ended; the server's CPU seconds and the client's over the same span."""
     o0, m0, c0, t0 = os.times(), thread_cpu_seconds(pid, pid), proc_cpu_seconds(pid), time.perf_counter()
-    counts = await asyncio.gather(*(_stream(url, p, n_tokens, seed * 100 + i) for i, p in enumerate(prompts)))
-    t1, c1, m1, o1 = time.perf_counter(), proc_cpu_seconds(pid), thread_cpu_seconds(pid, pid), os.times()
+    streams = await asyncio.gather(*(_stream(url, p, n_tokens, seed * 100 + i) for i, p in enumerate(prompts)))
+    c1, m1, o1 = proc_cpu_seconds(pid), thread_cpu_seconds(pid, pid), os.times()
+    t1 = max(end for _, end in streams)
+    counts = [_completion_tokens(raw) for raw, _ in streams]
     return {"tokens": sum(counts), "wall": t1 - t0, "cpu": c1 - c0, "loop_cpu": m1 - m0,
             "client_cpu": (o1.user - o0.user) + (o1.system - o0.system)}
 

@@ -196,6 +196,14 @@ async def stream_raw(url: str, path: str, body: dict) -> tuple[dict, int]:
     connection), as a client on another machine would cost the server's cores nothing (httpx and a JSON
     parse per event cost ~0.17 ms a token on this 2-core Xeon, a socket read per event 0.06 ms: beside
     the server's event loop's ~0.1 ms)."""
+    raw, _ = await read_raw(url, path, body)
+    return parse_raw(raw)
+
+
+async def read_raw(url: str, path: str, body: dict) -> tuple[bytes, float]:
+    """stream_raw's reading half: (the response's bytes, the perf_counter time its end was read). A bench
+    timing many streams decodes them once all have ended (parse_raw), so that no stream's end waits for
+    the client decoding another."""
     reader, writer = await _post(url, path, body)
     # the kernel keeps the events until the stream ends (or RCVLOWAT bytes wait); the server still writes
     # every event as it comes
@@ -209,7 +217,12 @@ async def stream_raw(url: str, path: str, body: dict) -> tuple[dict, int]:
             parts.append(data)
     finally:
         writer.close()
-    raw = b"".join(parts)
+    return b"".join(parts), time.perf_counter()
+
+
+def parse_raw(raw: bytes) -> tuple[dict, int]:
+    """stream_raw's decoding half: a streamed response's bytes -> (its usage chunk's usage, its number of
+    `data:` events). Raises on an HTTP error or a stream without usage."""
     head, _, rest = raw.partition(b"\r\n\r\n")
     status = head.split(b"\r\n", 1)[0]
     if b" 200 " not in status + b" ":

@@ -35,7 +35,7 @@ import atexit, json, sys, threading, time
 from oxillama.runtime import batch, scheduler
 from oxillama.server import sse
 out_path = sys.argv[1]
-T = {"fwd": [], "wake": [], "loop": [], "send": [], "submit": []}
+T = {"fwd": [], "wake": [], "loop": [], "send": [], "submit": [], "plan": []}
 clock = time.perf_counter
 
 step = batch.SequencePool.step
@@ -64,6 +64,15 @@ async def timed_send(self, s, message):
     await send(self, s, message)
     T["send"].append(clock())
 sse.EventStream._send_with_timeout = timed_send
+
+schedule = scheduler.Scheduler._schedule
+def timed_schedule(self):
+    t = clock()
+    try:
+        return schedule(self)
+    finally:
+        T["plan"].append((t, clock()))
+scheduler.Scheduler._schedule = timed_schedule
 
 submit = scheduler.Scheduler.submit
 def timed_submit(self, prompt, **kw):
@@ -120,10 +129,12 @@ def analyse(T: dict, spans: list[tuple[float, float]]) -> dict:
         fs = [f for f in fwd if a <= f[0] <= b]
         sd = [x for x in sends if a <= x <= b]
         sub = [x for x in T["submit"] if a <= x <= b]
+        plans = [p for p in T["plan"] if a <= p[0] <= b][:2]
         rounds.append({"wall": b - a, "head": fs[0][0] - a, "forward": sum(f[1] - f[0] for f in fs),
                        "between": fs[-1][1] - fs[0][0] - sum(f[1] - f[0] for f in fs),
                        "after_last_forward": b - fs[-1][1], "last_send_to_end": b - sd[-1],
-                       "steps": len(fs), "submits_ms": [round(1e3 * (x - a), 1) for x in sub], "first_steps": [(round(1e3 * (f[0] - a), 1), round(1e3 * (f[1] - f[0]), 1), f[2], f[3]) for f in fs[:3]]})
+                       "steps": len(fs), "submits_ms": [round(1e3 * (x - a), 1) for x in sub],
+                       "first_plans_ms": [(round(1e3 * (p[0] - a), 1), round(1e3 * (p[1] - a), 1)) for p in plans], "first_steps": [(round(1e3 * (f[0] - a), 1), round(1e3 * (f[1] - f[0]), 1), f[2], f[3]) for f in fs[:3]]})
     return {"decode_steps": len(rows), "steps": len(fwd), "median_ms": med, "rounds": rounds}
 
 

@@ -359,6 +359,18 @@ class SequencePool:
                 f"free_pages={self.free_pages}, live={len(self._seqs)})")
 
 
+def _slot_runs(slots: np.ndarray) -> list[tuple[int, int, int]]:
+    """(first position, first pool row, length) of each run of consecutive pool rows in slots (a page's
+    rows are consecutive): a block copy per run, where indexing by every row copied value by value (a
+    1.7B model's 700 finished positions: ~120 ms against ~30)."""
+    if slots.size == 0:
+        return []
+    cut = np.flatnonzero(np.diff(slots) != 1) + 1
+    starts = np.concatenate(([0], cut))
+    ends = np.concatenate((cut, [slots.size]))
+    return [(int(i), int(slots[i]), int(j - i)) for i, j in zip(starts, ends)]
+
+
 class SequenceRows:
     """One pool sequence seen as a KVCache of rows (n_layer, n, kv_dim) for PrefixKvCache.
 
@@ -385,10 +397,14 @@ class SequenceRows:
         stop = len(s.tokens) if stop is None else stop
         if not 0 <= start <= stop <= len(s.tokens):
             raise InvalidArgumentError(f"positions [{start}, {stop}) are not within the cached [0, {len(s.tokens)})")
-        at = self.pool._slots(s, start, stop)
+        runs = _slot_runs(self.pool._slots(s, start, stop))
         n = stop - start
-        def rows(a):
-            return np.ascontiguousarray(a[:, :, at].transpose(0, 2, 1, 3)).reshape(self.n_layer, n, self.kv_dim)
+
+        def rows(a):        # (n_layer, n_head_kv, rows, width) -> (n_layer, n, n_head_kv, width)
+            out = np.empty((a.shape[0], n, a.shape[1], a.shape[3]), a.dtype)
+            for i, slot, m in runs:
+                out[:, i:i + m] = a[:, :, slot:slot + m].transpose(0, 2, 1, 3)
+            return out.reshape(self.n_layer, n, self.kv_dim)
         k = rows(self.pool.k)
         return k, (k if self.pool.v_is_k else rows(self.pool.v))
 
@@ -410,9 +426,12 @@ class SequenceRows:
             raise KVPoolExhaustedError(f"writing {n} positions needs {pool.pages_needed(self.seq_id, n)} KV pages, "
                                        f"{pool.free_pages} are free")
         pool._prepare(s, n)
-        at = pool._slots(s, pos0, pos0 + n)
+        runs = _slot_runs(pool._slots(s, pos0, pos0 + n))
         _, n_head_kv, _, width = pool.k.shape
-        pool.k[:, :, at] = k.reshape(self.n_layer, n, n_head_kv, width).transpose(0, 2, 1, 3)
-        if not pool.v_is_k:
-            pool.v[:, :, at] = v.reshape(self.n_layer, n, n_head_kv, width).transpose(0, 2, 1, 3)
+        for dest, src in ((pool.k, k), (None if pool.v_is_k else pool.v, v)):
+            if dest is None:
+                continue
+            src = src.reshape(self.n_layer, n, n_head_kv, width)
+            for i, slot, m in runs:
+                dest[:, :, slot:slot + m] = src[:, i:i + m].transpose(0, 2, 1, 3)
         s.tokens.extend(self.tokens[pos0:pos0 + n])

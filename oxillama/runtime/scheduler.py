@@ -230,7 +230,8 @@ class Scheduler:
     n_seq_max: sequences run at once. max_batch_tokens: tokens per step (decodes first, then prefill
     chunks). max_decode_slowdown: while requests decode, a step with prefill takes at most about this
     many times a decode-only step (None, the default: only max_batch_tokens limits the prefill).
-    max_queue: waiting requests before submit() raises QueueFullError (None: unbounded).
+    max_queue: waiting requests (not yet running, beyond the free slots) before submit() raises QueueFullError
+    (None: unbounded).
     n_ctx: per-sequence context (default engine.n_ctx). n_pages: KV pages of the pool (default: room
     for n_seq_max full contexts). pool: a SequencePool to use instead of a new one. prompt_cache: a
     PrefixKvCache keeping finished requests' K/V for later prompts (None: only live sequences are shared);
@@ -275,6 +276,7 @@ class Scheduler:
         self._admit_next = True       # False for one step after the pool ran out of pages mid-plan
         self._wake_batch: dict | None = None   # during a step's sampling: asyncio wake-ups to make at its end
         self._release: list = []               # and (request, remember) of the sequences to free then
+        self._gathering = False                # in _gather: submit() does not wake the thread
         self._lock = threading.Condition()
         self._incoming: deque[_Request] = deque()    # submitted, not yet seen by the thread
         self._waiting: deque[_Request] = deque()     # the thread's queue (preempted ones at the head)
@@ -340,10 +342,14 @@ class Scheduler:
         req = self._prepare(prompt, kwargs)
         with self._lock:
             self._check_running()
-            if self.max_queue is not None and len(self._incoming) + len(self._waiting) >= self.max_queue:
+            # waiting: the requests not yet running beyond the free slots (a burst an idle scheduler is
+            # gathering takes its slots at once)
+            queued = len(self._incoming) + len(self._waiting) - max(self.n_seq_max - len(self._running), 0)
+            if self.max_queue is not None and queued >= self.max_queue:
                 raise QueueFullError(f"{self.max_queue} requests are already waiting (max_queue={self.max_queue})")
             self._incoming.append(req)
-            self._lock.notify_all()
+            if not self._gathering or len(self._incoming) >= self.n_seq_max:
+                self._lock.notify_all()
         return req.handle
 
     def _check_running(self) -> None:
@@ -490,13 +496,19 @@ class Scheduler:
         if window <= 0.0:
             return
         deadline = time.monotonic() + ADMISSION_WINDOWS * window
-        while not self._stopping and len(self._incoming) < self.n_seq_max:
-            n, left = len(self._incoming), deadline - time.monotonic()
-            if left <= 0.0:
-                return
-            self._lock.wait(min(window, left))
-            if len(self._incoming) == n:     # nobody came within the window
-                return
+        # submit() does not wake this thread for each request meanwhile (each wake-up would take the GIL
+        # from the event loop that is handing the rest over), only for the n_seq_max-th
+        self._gathering = True
+        try:
+            while not self._stopping and len(self._incoming) < self.n_seq_max:
+                n, left = len(self._incoming), deadline - time.monotonic()
+                if left <= 0.0:
+                    return
+                self._lock.wait(min(window, left))
+                if len(self._incoming) == n:     # nobody came within the window
+                    return
+        finally:
+            self._gathering = False
 
     def _fail_all(self, error: BaseException) -> None:
         with self._lock:

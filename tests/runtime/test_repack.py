@@ -1,7 +1,13 @@
 """Repacked weights (ForwardPlan(repack=True), the default): a model whose matrices have a repacked layout on
-this CPU's tier (Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 on AVX-512 VNNI) reads a copy of them made at load, and must give
+this CPU's tier (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the K-quants on AVX-512 VNNI; Q4_0, Q8_0, the K-quants Q4_K, Q5_K, Q6_K
+and IQ4_XS on AVX2) reads a copy of them made at load, and must give
 exactly the logits of the file layout, in every call shape (test_invariance.py's checks). A llama model of n_embd
 256 with every matrix of the type, written at test time (test_invariance_quants.write_model)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from test_invariance import assert_same, check_batched, check_call_shapes, chunked_logits, prefill_logits, tokens_for
@@ -10,7 +16,7 @@ from test_invariance_quants import N_TOKENS, write_model
 import oxillama
 from oxillama import InferenceEngine, _core
 
-TYPES = ["Q4_0", "Q8_0", "Q4_1", "Q5_0", "Q5_1"]
+TYPES = ["Q4_0", "Q8_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"]
 
 
 @pytest.fixture(scope="module", params=TYPES)
@@ -87,11 +93,11 @@ def test_inspect_counts_a_tied_output(smollm2_path):
         embd = f.tensors["token_embd.weight"]
     with InferenceEngine.from_gguf(smollm2_path, n_ctx=64, n_threads=1) as e:
         assert rp["nbytes"] == e.model.repacked_bytes
-        if embd.qtype in _core.repacked_layouts():
-            assert rp["nbytes"] > embd.nbytes
+        if embd.qtype in _core.repacked_layouts():   # the tied output's copy, and the Q4_1 matrices' where they have one
+            assert rp["nbytes"] >= embd.nbytes + ("Q4_1" in _core.repacked_layouts())
 
 
-@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("qtype", [t for t in TYPES if t in ("Q4_0", "Q8_0", "Q4_1", "Q5_0", "Q5_1")])   # tiny_moe: n_embd 64 < QK_K
 def test_repacked_experts_give_the_file_layouts_logits_bit_for_bit(tmp_path, qtype):
     """The stacked experts (each expert whole groups of REPACK_ROW_ALIGN rows) are repacked too: layers/moe.c
     reads each chosen expert's rows from the copy, one token or a few per expert, and the logits stay the file
@@ -114,3 +120,17 @@ def test_repacked_experts_give_the_file_layouts_logits_bit_for_bit(tmp_path, qty
         assert_same(prefill_logits(packed, toks), ref, "prefill, repacked experts against the file layout")
         assert_same(chunked_logits(packed, toks, 1), ref, "decode, repacked experts against the file layout")
         check_batched(packed, toks, ref)
+
+
+def test_the_avx2_tiers_repacked_copies_give_the_file_layouts_logits():
+    """The AVX2 tier's eight-row layouts (csrc/x86/avx2/quants_x8_avx2.c, quants_kx8_avx2.c; the AVX-512 tier
+    inherits them) on a CPU whose active tier is higher: this module's bit-for-bit test in a child process with
+    that tier forced (test_invariance.py checks their kernels on every usable tier; this, the whole forward)."""
+    if "avx2" not in _core.usable_tiers() or _core.active_tier() == "avx2":
+        pytest.skip("the avx2 tier is not a lower usable tier here (where it is the active one, the tests above run it)")
+    env = dict(os.environ, OXILLAMA_DISABLE_CPU_FEATURES="avx512")
+    select = "test_repacked_copy_gives_the_file_layouts_logits_bit_for_bit and (Q4_0 or Q8_0 or Q4_K or Q5_K or Q6_K or IQ4_XS)"
+    res = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-k", select],
+                         env=env, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    assert "6 passed" in res.stdout, res.stdout[-2000:]

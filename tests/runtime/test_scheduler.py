@@ -386,6 +386,21 @@ def test_admission_window_gathers_a_burst_into_the_first_step(tiny, window):
     if window:
         assert len(steps[0]) == 3, steps[:3]
     assert all(len(s) <= 3 for s in steps[:5]) and any(len(s) == 1 for s in steps), steps
+    # the burst an idle scheduler is gathering takes its free slots, it is not its queue: max_queue=1 takes
+    # 3 at once, then 1 that waits
+    gate = threading.Event()
+
+    def hold(tokens, logits):         # the burst stays running until the gate opens
+        gate.wait(GATE_WAIT)
+        return False
+
+    with Scheduler(tiny, n_seq_max=3, max_queue=1, admission_window=0.25) as sched:
+        burst = [sched.submit(p, max_tokens=3, stopping_criteria=hold, ignore_eos=True) for p in prompts[:3]]
+        waits = sched.submit(prompts[3], max_tokens=3, ignore_eos=True)
+        with pytest.raises(QueueFullError):
+            sched.submit(prompts[3], max_tokens=3)
+        gate.set()
+        assert [len(h.result(TIMEOUT).tokens) for h in burst + [waits]] == [3] * 4
     for bad in (-0.001, 2.0, "0.01", True, float("nan")):
         with pytest.raises(InvalidArgumentError, match="admission_window"):
             Scheduler(tiny, admission_window=bad)

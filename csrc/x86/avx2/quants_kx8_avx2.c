@@ -1,4 +1,4 @@
-/* The K-quants Q4_K and Q6_K on the AVX2 tier: eight weight rows side by side, one int32 lane per row, as Q4_0
+/* The K-quants Q4_K, Q5_K and Q6_K on the AVX2 tier: eight weight rows side by side, one int32 lane per row, as Q4_0
  * and Q8_0 (quants_x8_avx2.c, x8_common.h). The orders are the AVX-512 VNNI tier's (its quants_kx16_vnni.c),
  * so the two tiers give the same floats:
  *
@@ -10,6 +10,8 @@
  * isum_j the exact int32 dot of sub-block j's 32 q and activation values: eight vpmaddubsw (a pair's sum
  * |.| <= 2 * 15 * 128), summed in int16 (|.| <= 30720, exact), one vpmaddwd by ones. msum: four vpmaddwd of
  * pairs of mins against pairs of bsum_j (|bsum_j| <= 32 * 128 fits int16).
+ * Q5_K: the same with q 5-bit (the fifth bits in qh): four maddubs summed in int16 (|.| <= 4 * 2 * 31 * 128 =
+ * 31744), two vpmaddwd per sub-block.
  *
  * Q6_K: value = d sc_g (q - 32), q unsigned 6-bit, sixteen sub-blocks g of 16 values, sc_g int8:
  *     out = +0;  for each super-block in order:
@@ -17,11 +19,22 @@
  * isum_g = sum q y - 32 bsums[g], exact: four vpmaddubsw (a pair |.| <= 2 * 63 * 128 = 16128), two of them
  * summed in int16, two vpmaddwd by ones, the int32 sum starting at -32 bsums[g].
  *
+ * IQ4_XS: value = d (ls_j - 32) kvalues_iq4nl[q], eight 32-value sub-blocks j, ls_j 6-bit:
+ *     out = +0;  for each super-block in order:  out = fma(d * dy, (float)isum, out)
+ *     isum = sum_j (ls_j - 32) sum(kvalues[q] y), exact int32 (|.| <= 256 * 127 * 127 * 32 < 2^31)
+ * with the sign trick (|value| against y with the value's sign: a pair |.| <= 2 * 127 * 127) and vpmaddwd of
+ * each pair by the sub-block's scale: four operations per four values, the AVX2 tier's IQ4_XS order before
+ * (an int32 sum per super-block) with its float steps one fma per super-block.
+ *
  * Layouts (the repacked copy, or built per call from file rows into a per-thread buffer): a group of 8 rows, nb
  * super-blocks of 8 x the file's block bytes each (the file's bytes of those rows), super-block after
  * super-block; a chunk is 32 bytes holding one dword of each row (row l's at 4l).
  *   q4_K_x8: 0 d of rows 0..7 (fp16); 16 dmin; 32, 64, 96: chunks of the scales' dwords 0, 1, 2 (the file's
  *            12 bytes, unpacked in registers); 128: chunk z (0..31) holds row l's qs[4z .. +3]
+ *   q5_K_x8: q4_K_x8's, then 1152: qh chunk k (0..7) holds row l's qh[4k .. +3] (bit j: the fifth bit of
+ *            sub-block j)
+ *   iq4_xs_x8: 0 d; 16 scales_h; 32 a chunk of scales_l; 64 qs chunk z (0..31) (sub-block z / 4, low nibbles
+ *            values 4 (z % 4) .., high nibbles 16 + 4 (z % 4) ..)
  *   q6_K_x8: 0 d; 16: chunk k (0..3) of scales[4k .. +3]; 144: ql chunk z (0..31); 1168: qh chunk z (0..15)
  * A repacked matrix is its whole groups of 8 rows in this form, then its last rows % 8 rows as in the file. */
 #include <stddef.h>
@@ -33,10 +46,13 @@
 
 #define KX8_AHEAD 4096 /* prefetch distance in a repacked matrix, bytes */
 
-enum { KX8_Q4_K, KX8_Q6_K };
-enum { KX8_Q4_K_QS = 128, KX8_Q6_K_SC = 16, KX8_Q6_K_QL = 144, KX8_Q6_K_QH = 144 + 1024 };
+enum { KX8_Q4_K, KX8_Q5_K, KX8_Q6_K, KX8_IQ4_XS };
+enum { KX8_Q4_K_QS = 128, KX8_Q5_K_QH = 128 + 1024, KX8_Q6_K_SC = 16, KX8_Q6_K_QL = 144, KX8_Q6_K_QH = 144 + 1024 };
 
-static inline size_t kx8_file_bytes(int kind) { return kind == KX8_Q4_K ? sizeof(block_q4_K) : sizeof(block_q6_K); }
+static inline size_t kx8_file_bytes(int kind) {
+    return kind == KX8_Q4_K ? sizeof(block_q4_K) : kind == KX8_Q5_K ? sizeof(block_q5_K)
+         : kind == KX8_Q6_K ? sizeof(block_q6_K) : sizeof(block_iq4_xs);
+}
 static inline size_t kx8_sb_bytes(int kind) { return X8 * kx8_file_bytes(kind); }
 
 static inline void kx8_st(uint8_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)(void *)p, v); }
@@ -60,6 +76,28 @@ static void kx8_build_sb(int kind, const char *w, size_t w_row, int nrows, int i
         for (int z = 0; z < 32; z += 4) {
             x8_rows_dwords(b + offsetof(block_q4_K, qs) + 4 * z, w_row, nrows, T);
             for (int c = 0; c < 4; c++) kx8_st(g + KX8_Q4_K_QS + 32 * (z + c), T[c]);
+        }
+    } else if (kind == KX8_Q5_K) {   /* the head as Q4_K's; qh, qs after the scales */
+        kx8_halves(b, w_row, nrows, offsetof(block_q5_K, d), g);
+        kx8_halves(b, w_row, nrows, offsetof(block_q5_K, dmin), g + 16);
+        x8_rows_dwords(b + offsetof(block_q5_K, scales), w_row, nrows, T);
+        for (int c = 0; c < 3; c++) kx8_st(g + 32 + 32 * c, T[c]);
+        for (int z = 0; z < 8; z += 4) {
+            x8_rows_dwords(b + offsetof(block_q5_K, qh) + 4 * z, w_row, nrows, T);
+            for (int c = 0; c < 4; c++) kx8_st(g + KX8_Q5_K_QH + 32 * (z + c), T[c]);
+        }
+        for (int z = 0; z < 32; z += 4) {
+            x8_rows_dwords(b + offsetof(block_q5_K, qs) + 4 * z, w_row, nrows, T);
+            for (int c = 0; c < 4; c++) kx8_st(g + KX8_Q4_K_QS + 32 * (z + c), T[c]);
+        }
+    } else if (kind == KX8_IQ4_XS) {
+        kx8_halves(b, w_row, nrows, offsetof(block_iq4_xs, d), g);
+        kx8_halves(b, w_row, nrows, offsetof(block_iq4_xs, scales_h), g + 16);
+        x8_rows_dwords(b + offsetof(block_iq4_xs, scales_l), w_row, nrows, T);
+        kx8_st(g + 32, T[0]);
+        for (int z = 0; z < 32; z += 4) {
+            x8_rows_dwords(b + offsetof(block_iq4_xs, qs) + 4 * z, w_row, nrows, T);
+            for (int c = 0; c < 4; c++) kx8_st(g + 64 + 32 * (z + c), T[c]);
         }
     } else {
         kx8_halves(b, w_row, nrows, offsetof(block_q6_K, d), g);
@@ -96,6 +134,7 @@ static void kx8_prepare(int kind, int nb, const char *y, size_t y_row, int nc, v
             const block_q8_K *yb = (const block_q8_K *)(const void *)(y + (size_t)j * y_row) + i;
             kx8_act *a = &A[(size_t)j * nb + i];
             a->d = yb->d;
+            if (kind == KX8_IQ4_XS) continue;
             if (kind == KX8_Q6_K) {
                 for (int g = 0; g < 16; g++) a->v[g] = -32 * yb->bsums[g];
                 continue;
@@ -125,13 +164,13 @@ static inline void kx8_ahead(const uint8_t *g, size_t bytes, int part, int parts
 }
 
 /* acc[j] (lane l: row l) over all nb super-blocks of one group against activation rows 0..C-1 */
-OXL_INLINE void kx8_group_q4_K(const int C, int nb, const uint8_t *g0, const char *y, size_t y_row, const kx8_act *A,
+OXL_INLINE void kx8_group_k4(const int kind, const int C, int nb, const uint8_t *g0, const char *y, size_t y_row, const kx8_act *A,
                                int ahead, __m256 *acc) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
-    const __m256i mpair = _mm256_set1_epi32(0x00FF00FF), ones = _mm256_set1_epi16(1);
+    const __m256i mpair = _mm256_set1_epi32(0x00FF00FF), ones = _mm256_set1_epi16(1), m10 = _mm256_set1_epi8(0x10);
     X8_UNROLL for (int j = 0; j < C; j++) acc[j] = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
-        const uint8_t *g = g0 + (size_t)i * kx8_sb_bytes(KX8_Q4_K);
+        const uint8_t *g = g0 + (size_t)i * kx8_sb_bytes(kind);
         const uint8_t *q = g + KX8_Q4_K_QS;
         const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)g));
         const __m256 mv = _mm256_sub_ps(_mm256_setzero_ps(), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(g + 16))));
@@ -158,19 +197,32 @@ OXL_INLINE void kx8_group_q4_K(const int C, int nb, const uint8_t *g0, const cha
         const int8_t *yq[X8_VG];
         X8_UNROLL for (int j = 0; j < C; j++) yq[j] = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[i].qs;
         for (int s = 0; s < 8; s++) {
-            if (ahead) kx8_ahead(g, kx8_sb_bytes(KX8_Q4_K), s, 8);
+            if (ahead) kx8_ahead(g, kx8_sb_bytes(kind), s, 8);
             const int c = s / 2, h = s % 2;
-            __m256i s16[X8_VG];
-            X8_UNROLL for (int j = 0; j < C; j++) s16[j] = _mm256_setzero_si256();
+            __m256i s16[X8_VG], s32[X8_VG];
+            X8_UNROLL for (int j = 0; j < C; j++) s16[j] = s32[j] = _mm256_setzero_si256();
             for (int k = 0; k < 8; k++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(q + 32 * (8 * c + k)));
-                const __m256i x = h ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+                __m256i x = h ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+                if (kind == KX8_Q5_K) {   /* the fifth bit of sub-block s's values: bit s of qh, to bit 4 */
+                    const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(g + KX8_Q5_K_QH + 32 * k));
+                    const __m256i b = s <= 4 ? _mm256_slli_epi16(qh, 4 - s) : _mm256_srli_epi16(qh, s - 4);
+                    x = _mm256_or_si256(x, _mm256_and_si256(b, m10));
+                }
                 X8_UNROLL for (int j = 0; j < C; j++)
                     s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(x, x8_bcast4(yq[j] + 32 * s + 4 * k)));
+                if (kind == KX8_Q5_K && k == 3)   /* four 5-bit maddubs fill int16: to int32 */
+                    X8_UNROLL for (int j = 0; j < C; j++) {
+                        s32[j] = _mm256_madd_epi16(s16[j], ones);
+                        s16[j] = _mm256_setzero_si256();
+                    }
             }
             const __m256 ds = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(kx8_byte(s < 4 ? sc_lo : sc_hi, s % 4)));
-            X8_UNROLL for (int j = 0; j < C; j++)
-                t[j] = _mm256_fmadd_ps(ds, _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[j], ones)), t[j]);
+            X8_UNROLL for (int j = 0; j < C; j++) {
+                __m256i is = _mm256_madd_epi16(s16[j], ones);
+                if (kind == KX8_Q5_K) is = _mm256_add_epi32(s32[j], is);
+                t[j] = _mm256_fmadd_ps(ds, _mm256_cvtepi32_ps(is), t[j]);
+            }
         }
         X8_UNROLL for (int j = 0; j < C; j++) acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(A[(size_t)j * nb + i].d), t[j], acc[j]);
     }
@@ -222,17 +274,73 @@ OXL_INLINE void kx8_group_q6_K(const int C, int nb, const uint8_t *g0, const cha
     }
 }
 
+OXL_INLINE void kx8_group_iq4_xs(const int C, int nb, const uint8_t *g0, const char *y, size_t y_row, const kx8_act *A,
+                                 int ahead, __m256 *acc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl));
+    X8_UNROLL for (int j = 0; j < C; j++) acc[j] = _mm256_setzero_ps();
+    for (int i = 0; i < nb; i++) {
+        const uint8_t *g = g0 + (size_t)i * kx8_sb_bytes(KX8_IQ4_XS);
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)g));
+        const __m256i sh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(g + 16)));
+        const __m256i sl = _mm256_loadu_si256((const __m256i *)(const void *)(g + 32));
+        const int8_t *yq[X8_VG];
+        __m256i isum[X8_VG];
+        X8_UNROLL for (int j = 0; j < C; j++) {
+            yq[j] = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[i].qs;
+            isum[j] = _mm256_setzero_si256();
+        }
+        for (int ib = 0; ib < 8; ib++) {
+            if (ahead) kx8_ahead(g, kx8_sb_bytes(KX8_IQ4_XS), ib, 8);
+            /* ls - 32 of every row, in both int16 halves of its lane */
+            const __m256i ls = _mm256_sub_epi32(
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(sl, 4 * ib), _mm256_set1_epi32(0xF)),
+                                _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(sh, 2 * ib), _mm256_set1_epi32(3)), 4)),
+                _mm256_set1_epi32(32));
+            const __m256i sc = _mm256_or_si256(_mm256_and_si256(ls, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(ls, 16));
+            for (int k = 0; k < 4; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(g + 64 + 32 * (4 * ib + k)));
+                const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, m4));
+                const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+                const __m256i alo = _mm256_sign_epi8(lo, lo), ahi = _mm256_sign_epi8(hi, hi);
+                X8_UNROLL for (int j = 0; j < C; j++) {
+                    const int8_t *yb = yq[j] + 32 * ib + 4 * k;
+                    const __m256i plo = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(x8_bcast4(yb), lo));
+                    const __m256i phi = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(x8_bcast4(yb + 16), hi));
+                    isum[j] = _mm256_add_epi32(isum[j], _mm256_add_epi32(_mm256_madd_epi16(plo, sc), _mm256_madd_epi16(phi, sc)));
+                }
+            }
+        }
+        X8_UNROLL for (int j = 0; j < C; j++)
+            acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(A[(size_t)j * nb + i].d)), _mm256_cvtepi32_ps(isum[j]), acc[j]);
+    }
+}
+
 OXL_INLINE void kx8_pass(int kind, const int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
                          int ahead, float *S, int64_t lds, int nrows) {
     __m256 acc[X8_VG];
-    if (kind == KX8_Q4_K) kx8_group_q4_K(C, nb, g, y, y_row, (const kx8_act *)A, ahead, acc);
-    else kx8_group_q6_K(C, nb, g, y, y_row, (const kx8_act *)A, ahead, acc);
+    if (kind == KX8_IQ4_XS) kx8_group_iq4_xs(C, nb, g, y, y_row, (const kx8_act *)A, ahead, acc);
+    else if (kind == KX8_Q6_K) kx8_group_q6_K(C, nb, g, y, y_row, (const kx8_act *)A, ahead, acc);
+    else kx8_group_k4(kind, C, nb, g, y, y_row, (const kx8_act *)A, ahead, acc);
     x8_store(C, acc, S, lds, nrows);
 }
 static void kx8_pass_q4_K(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
                           int ahead, float *S, int64_t lds, int nrows) {
     (void)kind;
 #define KX8_PASS(C_) kx8_pass(KX8_Q4_K, C_, nb, g, y, y_row, A, ahead, S, lds, nrows)
+    X8_BY_C(C, KX8_PASS)
+#undef KX8_PASS
+}
+static void kx8_pass_q5_K(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
+                          int ahead, float *S, int64_t lds, int nrows) {
+    (void)kind;
+#define KX8_PASS(C_) kx8_pass(KX8_Q5_K, C_, nb, g, y, y_row, A, ahead, S, lds, nrows)
+    X8_BY_C(C, KX8_PASS)
+#undef KX8_PASS
+}
+static void kx8_pass_iq4_xs(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
+                            int ahead, float *S, int64_t lds, int nrows) {
+    (void)kind;
+#define KX8_PASS(C_) kx8_pass(KX8_IQ4_XS, C_, nb, g, y, y_row, A, ahead, S, lds, nrows)
     X8_BY_C(C, KX8_PASS)
 #undef KX8_PASS
 }
@@ -248,7 +356,9 @@ OXL_INLINE int kx8_gemm(int kind, int packed, int n, float *S, int64_t lds, cons
                         const char *y, size_t y_row, int nc) {
     const int nb = n / QK_K;
     const x8_family f = {kind, nb, (size_t)nb * sizeof(kx8_act), (size_t)nb * kx8_sb_bytes(kind), KX8_AHEAD,
-                         kx8_prepare, kx8_build, kind == KX8_Q4_K ? kx8_pass_q4_K : kx8_pass_q6_K};
+                         kx8_prepare, kx8_build,
+                         kind == KX8_Q4_K ? kx8_pass_q4_K : kind == KX8_Q5_K ? kx8_pass_q5_K
+                         : kind == KX8_Q6_K ? kx8_pass_q6_K : kx8_pass_iq4_xs};
     return x8_gemm(&f, packed, S, lds, w, w_row, nr, y, y_row, nc);
 }
 
@@ -260,21 +370,30 @@ static inline __m256 kx8_hsum_i32_8x8_ps(const __m256i v[8]) {
 }
 
 /* one row, one activation row: the same steps, one output */
-static void vec_dot_q4_K_x8(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+OXL_INLINE void vec_dot_k4(int kind, int n, float *s, const void *vx, const void *vy) {
     const int nb = n / QK_K;
-    const block_q4_K *x = (const block_q4_K *)vx;
+    const size_t bx = kx8_file_bytes(kind);
     const block_q8_K *y = (const block_q8_K *)vy;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
     float acc = 0.0f;
     for (int i = 0; i < nb; i++) {
+        /* d, dmin and scales lie alike in both block types */
+        const block_q4_K *xi = (const block_q4_K *)(const void *)((const char *)vx + (size_t)i * bx);
+        const uint8_t *qs = kind == KX8_Q5_K ? ((const block_q5_K *)(const void *)xi)->qs : xi->qs;
+        const __m256i qh = kind == KX8_Q5_K ? _mm256_loadu_si256((const __m256i *)((const block_q5_K *)(const void *)xi)->qh)
+                                            : _mm256_setzero_si256();
         uint8_t u[16];
-        oxl_unpack_scales_k4(x[i].scales, u);
+        oxl_unpack_scales_k4(xi->scales, u);
         int32_t msum = 0;
         for (int j = 0; j < 8; j++) msum += u[8 + j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
         __m256i v[8];
         for (int c = 0; c < 4; c++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
-            const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (kind == KX8_Q5_K) {   /* bits 2c and 2c + 1 of qh, to bit 4 */
+                lo = _mm256_or_si256(lo, _mm256_and_si256(c <= 2 ? _mm256_slli_epi16(qh, 4 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 4), m10));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(c <= 1 ? _mm256_slli_epi16(qh, 3 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 3), m10));
+            }
             v[2 * c] = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c))), ones);
             v[2 * c + 1] = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32))), ones);
         }
@@ -282,13 +401,19 @@ static void vec_dot_q4_K_x8(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
         _mm256_storeu_ps(isum, kx8_hsum_i32_8x8_ps(v));
         uint64_t sc8;
         memcpy(&sc8, u, 8);
-        _mm256_storeu_ps(ds, _mm256_mul_ps(_mm256_set1_ps(fp16(x[i].d)),
+        _mm256_storeu_ps(ds, _mm256_mul_ps(_mm256_set1_ps(fp16(xi->d)),
                                            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8)))));
-        float t = -fp16(x[i].dmin) * (float)msum;
+        float t = -fp16(xi->dmin) * (float)msum;
         for (int j = 0; j < 8; j++) t = fmaf(ds[j], isum[j], t);
         acc = fmaf(y[i].d, t, acc);
     }
     *s = acc;
+}
+static void vec_dot_q4_K_x8(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+    vec_dot_k4(KX8_Q4_K, n, s, vx, vy);
+}
+static void vec_dot_q5_K_x8(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+    vec_dot_k4(KX8_Q5_K, n, s, vx, vy);
 }
 
 static void vec_dot_q6_K_x8(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
@@ -327,13 +452,36 @@ static void vec_dot_q6_K_x8(int n, float *OXL_RESTRICT s, const void *OXL_RESTRI
     *s = acc;
 }
 
-static void kx8_vec_dot(int kind, int n, float *s, const void *x, const void *y) {
-    if (kind == KX8_Q6_K) vec_dot_q6_K_x8(n, s, x, y);
-    else vec_dot_q4_K_x8(n, s, x, y);
+static void vec_dot_iq4_xs_x8(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
+    const int nb = n / QK_K;
+    const block_iq4_xs *x = (const block_iq4_xs *)vx;
+    const block_q8_K *y = (const block_q8_K *)vy;
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl));
+    float acc = 0.0f;
+    for (int i = 0; i < nb; i++) {
+        __m256i sumi = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            const int ls = (((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xF) | (((x[i].scales_h >> 2 * ib) & 3) << 4)) - 32;
+            /* values 0..15 then 16..31 of the sub-block */
+            const __m256i v = _mm256_shuffle_epi8(lut, nibbles_32(x[i].qs + 16 * ib));
+            const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v),
+                                                   _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib)), v));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16((short)ls)));
+        }
+        acc = fmaf(fp16(x[i].d) * y[i].d, (float)hsum_i32_8(sumi), acc);
+    }
+    *s = acc;
 }
 
-/* the file-layout products (several activation rows: one row goes through vec_dot, gemm_one_row 0); without
- * memory for the per-thread buffer, one output at a time (the same floats) */
+static void kx8_vec_dot(int kind, int n, float *s, const void *x, const void *y) {
+    if (kind == KX8_IQ4_XS) vec_dot_iq4_xs_x8(n, s, x, y);
+    else if (kind == KX8_Q6_K) vec_dot_q6_K_x8(n, s, x, y);
+    else vec_dot_k4(kind, n, s, x, y);
+}
+
+/* the file-layout products; without memory for the per-thread buffer, one output at a time (the same floats).
+ * One activation row of Q5_K / Q6_K file rows goes through vec_dot (gemm_one_row 0): building their groups per
+ * call costs more than it saves (1 thread CPU time, 2048 x 2048 in cache: Q5_K 26 vs 31 GOPS, Q6_K 24.5 vs 30) */
 OXL_INLINE void kx8_gemm_file(int kind, int n, float *S, int64_t lds, const void *w, size_t w_row, int nr, const void *y,
                               size_t y_row, int nc) {
     if (!kx8_gemm(kind, 0, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc)) return;
@@ -345,14 +493,30 @@ static void gemm_q4_K_file_x8(int n, float *OXL_RESTRICT S, int64_t lds, const v
                               int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
     kx8_gemm_file(KX8_Q4_K, n, S, lds, w, w_row, nr, y, y_row, nc);
 }
+static void gemm_q5_K_file_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
+                              int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
+    kx8_gemm_file(KX8_Q5_K, n, S, lds, w, w_row, nr, y, y_row, nc);
+}
 static void gemm_q6_K_file_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
                               int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
     kx8_gemm_file(KX8_Q6_K, n, S, lds, w, w_row, nr, y, y_row, nc);
 }
+static void gemm_iq4_xs_file_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
+                                int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
+    kx8_gemm_file(KX8_IQ4_XS, n, S, lds, w, w_row, nr, y, y_row, nc);
+}
 /* the repacked products (rows from a group start); -1: no memory, the caller reads the file rows */
+static int gemm_iq4_xs_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
+                          const void *OXL_RESTRICT y, size_t y_row, int nc) {
+    return kx8_gemm(KX8_IQ4_XS, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
+}
 static int gemm_q4_K_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
                         const void *OXL_RESTRICT y, size_t y_row, int nc) {
     return kx8_gemm(KX8_Q4_K, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
+}
+static int gemm_q5_K_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
+                        const void *OXL_RESTRICT y, size_t y_row, int nc) {
+    return kx8_gemm(KX8_Q5_K, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
 }
 static int gemm_q6_K_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
                         const void *OXL_RESTRICT y, size_t y_row, int nc) {
@@ -362,6 +526,12 @@ static int gemm_q6_K_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *O
 /* the repacked layouts have the file's bytes per row */
 static int64_t q4_K_x8_row_size(int64_t cols) {
     return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)sizeof(block_q4_K) : -1;
+}
+static int64_t q5_K_x8_row_size(int64_t cols) {
+    return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)sizeof(block_q5_K) : -1;
+}
+static int64_t iq4_xs_x8_row_size(int64_t cols) {
+    return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)sizeof(block_iq4_xs) : -1;
 }
 static int64_t q6_K_x8_row_size(int64_t cols) {
     return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)sizeof(block_q6_K) : -1;
@@ -379,16 +549,30 @@ static void kx8_repack(int kind, const void *OXL_RESTRICT w, void *OXL_RESTRICT 
 static void repack_q4_K_x8(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
     kx8_repack(KX8_Q4_K, w, dst, rows, cols);
 }
+static void repack_q5_K_x8(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
+    kx8_repack(KX8_Q5_K, w, dst, rows, cols);
+}
+static void repack_iq4_xs_x8(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
+    kx8_repack(KX8_IQ4_XS, w, dst, rows, cols);
+}
 static void repack_q6_K_x8(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
     kx8_repack(KX8_Q6_K, w, dst, rows, cols);
 }
 
-/* Q4_K and Q6_K of this tier: vec_dot, the file-layout products and the repacked layouts, in the orders above */
+/* Q4_K, Q5_K and Q6_K of this tier: vec_dot, the file-layout products and the repacked layouts, in the orders above */
 void oxl_register_avx2_kx8(oxl_kernel_table *t) {
     t->type[OXL_TYPE_Q4_K].vec_dot = vec_dot_q4_K_x8;
     t->type[OXL_TYPE_Q4_K].gemm = gemm_q4_K_file_x8;
-    t->type[OXL_TYPE_Q4_K].gemm_one_row = 0;
+    t->type[OXL_TYPE_Q4_K].gemm_one_row = 1;   /* one file row: the group built per call 40-44 GOPS, vec_dot 33 */
     t->type[OXL_TYPE_Q4_K].repacked = (oxl_repacked_layout){"q4_K_x8", q4_K_x8_row_size, repack_q4_K_x8, gemm_q4_K_x8};
+    t->type[OXL_TYPE_Q5_K].vec_dot = vec_dot_q5_K_x8;
+    t->type[OXL_TYPE_Q5_K].gemm = gemm_q5_K_file_x8;
+    t->type[OXL_TYPE_Q5_K].gemm_one_row = 0;
+    t->type[OXL_TYPE_Q5_K].repacked = (oxl_repacked_layout){"q5_K_x8", q5_K_x8_row_size, repack_q5_K_x8, gemm_q5_K_x8};
+    t->type[OXL_TYPE_IQ4_XS].vec_dot = vec_dot_iq4_xs_x8;
+    t->type[OXL_TYPE_IQ4_XS].gemm = gemm_iq4_xs_file_x8;
+    t->type[OXL_TYPE_IQ4_XS].gemm_one_row = 0;
+    t->type[OXL_TYPE_IQ4_XS].repacked = (oxl_repacked_layout){"iq4_xs_x8", iq4_xs_x8_row_size, repack_iq4_xs_x8, gemm_iq4_xs_x8};
     t->type[OXL_TYPE_Q6_K].vec_dot = vec_dot_q6_K_x8;
     t->type[OXL_TYPE_Q6_K].gemm = gemm_q6_K_file_x8;
     t->type[OXL_TYPE_Q6_K].gemm_one_row = 0;

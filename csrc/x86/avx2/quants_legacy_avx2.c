@@ -89,11 +89,9 @@ OXL_INLINE void vec_dot_generic(int kind, int n, float *s, const void *vx, const
         vec_dot_generic(kind, n, s, x, y); \
     }
 
-VEC_DOT(vec_dot_q4_0_q8_0_avx2, K_Q4_0)
 VEC_DOT(vec_dot_q4_1_q8_1_avx2, K_Q4_1)
 VEC_DOT(vec_dot_q5_0_q8_0_avx2, K_Q5_0)
 VEC_DOT(vec_dot_q5_1_q8_1_avx2, K_Q5_1)
-VEC_DOT(vec_dot_q8_0_q8_0_avx2, K_Q8_0)
 VEC_DOT(vec_dot_q8_1_q8_1_avx2, K_Q8_1)
 VEC_DOT(vec_dot_iq4_nl_q8_0_avx2, K_IQ4_NL)
 VEC_DOT(vec_dot_mxfp4_q8_0_avx2, K_MXFP4)
@@ -338,11 +336,9 @@ OXL_INLINE void gemm_rows_generic(int kind, int n, float *S, int64_t lds, const 
         gemm_rows_generic(kind, n, S, lds, w, w_row, nr, y, y_row, nc); \
     }
 
-GEMM_ROWS(gemm_rows_q4_0_avx2, K_Q4_0)
 GEMM_ROWS(gemm_rows_q4_1_avx2, K_Q4_1)
 GEMM_ROWS(gemm_rows_q5_0_avx2, K_Q5_0)
 GEMM_ROWS(gemm_rows_q5_1_avx2, K_Q5_1)
-GEMM_ROWS(gemm_rows_q8_0_avx2, K_Q8_0)
 GEMM_ROWS(gemm_rows_q8_1_avx2, K_Q8_1)
 GEMM_ROWS(gemm_rows_iq4_nl_avx2, K_IQ4_NL)
 GEMM_ROWS(gemm_rows_mxfp4_avx2, K_MXFP4)
@@ -450,19 +446,16 @@ VEC_DOT_HALF(vec_dot_bf16_f32_avx2, oxl_bf16, load_bf16_8, oxl_bf16_to_fp32)
 
 /* ---- registration ------------------------------------------------------------------------- */
 
+/* (Q4_0 and Q8_0 of this tier are eight rows a register: quants_x8_avx2.c) */
 void oxl_register_avx2_legacy(oxl_kernel_table *t) {
-    t->type[OXL_TYPE_Q4_0].vec_dot = vec_dot_q4_0_q8_0_avx2;
     t->type[OXL_TYPE_Q4_1].vec_dot = vec_dot_q4_1_q8_1_avx2;
     t->type[OXL_TYPE_Q5_0].vec_dot = vec_dot_q5_0_q8_0_avx2;
     t->type[OXL_TYPE_Q5_1].vec_dot = vec_dot_q5_1_q8_1_avx2;
-    t->type[OXL_TYPE_Q8_0].vec_dot = vec_dot_q8_0_q8_0_avx2;
     t->type[OXL_TYPE_Q8_1].vec_dot = vec_dot_q8_1_q8_1_avx2;
     t->type[OXL_TYPE_IQ4_NL].vec_dot = vec_dot_iq4_nl_q8_0_avx2;
-    t->type[OXL_TYPE_Q4_0].gemm = gemm_rows_q4_0_avx2;
     t->type[OXL_TYPE_Q4_1].gemm = gemm_rows_q4_1_avx2;
     t->type[OXL_TYPE_Q5_0].gemm = gemm_rows_q5_0_avx2;
     t->type[OXL_TYPE_Q5_1].gemm = gemm_rows_q5_1_avx2;
-    t->type[OXL_TYPE_Q8_0].gemm = gemm_rows_q8_0_avx2;
     t->type[OXL_TYPE_Q8_1].gemm = gemm_rows_q8_1_avx2;
     t->type[OXL_TYPE_IQ4_NL].gemm = gemm_rows_iq4_nl_avx2;
     t->type[OXL_TYPE_MXFP4].vec_dot = vec_dot_mxfp4_q8_0_avx2;
@@ -474,17 +467,16 @@ void oxl_register_avx2_legacy(oxl_kernel_table *t) {
     t->type[OXL_TYPE_BF16].vec_dot = vec_dot_bf16_f32_avx2;
 }
 
-/* The AVX-512 tier's vec_dots of Q4_0, Q4_1, Q5_0 and Q8_0 (quants_legacy_avx512.c) sum in the
- * canonical order above, so these multi-row kernels are exact for them too; dispatch.c registers them
- * for that tier after its own register function (which brings those vec_dots but no gemm).
+/* The AVX-512 tier's vec_dots of Q4_1 and Q5_0 (quants_legacy_avx512.c) sum in the canonical order above,
+ * so these multi-row kernels are exact for them too; dispatch.c registers them for that tier after its own
+ * register function (which brings those vec_dots but no gemm). Its Q4_0 and Q8_0 are this tier's eight-row
+ * kernels (quants_x8_avx2.c), inherited whole.
  * tests/quant/test_invariance.py checks every usable tier's pairs bit for bit. */
 void oxl_register_avx512_gemm_lowbit(oxl_kernel_table *t);  /* quants_lowbit_avx2.c */
 
 void oxl_register_avx512_gemm(oxl_kernel_table *t) {
     oxl_register_avx512_gemm_lowbit(t);
-    t->type[OXL_TYPE_Q4_0].gemm = gemm_rows_q4_0_avx2;
     t->type[OXL_TYPE_Q4_1].gemm = gemm_rows_q4_1_avx2;
     t->type[OXL_TYPE_Q5_0].gemm = gemm_rows_q5_0_avx2;
-    t->type[OXL_TYPE_Q8_0].gemm = gemm_rows_q8_0_avx2;
     t->type[OXL_TYPE_MXFP4].gemm = gemm_rows_mxfp4_avx2;
 }

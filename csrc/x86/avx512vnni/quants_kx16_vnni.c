@@ -46,6 +46,12 @@
  * Kernel alone (Xeon, 1 thread, CPU time, 2048 x 2048 in cache, medians of alternating child processes
  * against the previous build, 2026-11-26, a loaded machine): Q4_K 64 activation rows 166 -> 363 GOPS
  * (repacked), 8 rows 113 -> 342, 1 row 57 -> 82-91; Q6_K 170 -> 266, 117 -> 239, 49 -> 54; Q5_K 128 -> 273, 102 -> 286, 46 -> 67.
+ * Passes of 16 activation rows (the sums t of 16 rows in registers, the per-row totals in a buffer), one dpbusd
+ * chain a sub-block (no add of two), the activations copied per call into blocks of 16 rows read from one pointer,
+ * the weight loads kept from merging across steps (GCC spilled t): repacked, 64 rows Q4_K 322 -> 382 GOPS, Q5_K
+ * 267 -> 372, Q6_K 224 -> 319; 16 rows 318 -> 369, 261 -> 361, 218 -> 300; 1 row 93 -> 108, 62 -> 81, 54 -> 58
+ * (the same machine and method, 2026-11-26). Per super-block and activation row a pass now issues ~96 (Q4_K) and
+ * ~114 (Q6_K) vector uops, most of them the 64 vpdpbusd and, for Q6_K, its 16 sub-blocks' convert and fma.
  * File rows (--no-repack, MoE experts, tied outputs) take the same kernel, each super-block of 16 rows put in the
  * x16 form just before it is used (kx_build_sb: 16 x 16 dword transposes, in L1) while the next 16 rows stream
  * into L2; against row by row through vec_dot (the same machine, 1 thread, 2048 x 2048 in cache): Q4_K 1
@@ -59,7 +65,7 @@
 #include "x16_common.h"
 
 #define KX X16        /* rows per group */
-#define KX_VG X16_VG  /* activation rows per pass over a group */
+#define KX_VG 16      /* activation rows per pass over a group (the remainder in passes of up to X16_VG) */
 /* A repacked matrix streams group after group; each of a super-block's `parts` steps asks for its share of the
  * lines KX_AHEAD_L2 bytes on into L2 (T1) and KX_AHEAD_L1 bytes on into L1 (T0). With T0 alone at 4096, as
  * before, one row streamed from DRAM at 60-80% of a plain read's rate on this Xeon: a T0 prefetch holds one of
@@ -178,20 +184,24 @@ static void kx_build(int kind, const char *w, size_t w_row, int nrows, int nb, u
     for (int i = 0; i < nb; i++) kx_build_sb(kind, w, w_row, nrows, i, dst + (size_t)i * kx_sb_bytes(kind));
 }
 
-/* per activation super-block: its scale; Q4_K: the pairs of 32-value sums (bsum_2k | bsum_2k+1 << 16);
- * Q6_K: where each 16-value sub-block's int32 sum starts, -32 bsums[g] (q is stored + 32) */
+/* per activation super-block: its values, its scale; Q4_K: the pairs of 32-value sums (bsum_2k | bsum_2k+1 << 16);
+ * Q6_K: where each 16-value sub-block's int32 sum starts, -32 bsums[g] (q is stored + 32). The prepared rows lie
+ * in blocks of KX_VG activation rows, super-block i of a block's rows side by side (A[(b nb + i) KX_VG + j % KX_VG]
+ * for row j of block b = j / KX_VG): a pass reads all of its rows from one pointer a super-block, each operand at a
+ * constant displacement, and its reads are one sequential stream. */
 typedef struct {
-    float d;
+    int8_t qs[QK_K];
     int32_t v[16];
-    int32_t pad[3];
+    float d;
 } kx_act;
 
 static void kx_prepare(int kind, int nb, const char *y, size_t y_row, int nc, kx_act *A) {
     for (int j = 0; j < nc; j++)
         for (int i = 0; i < nb; i++) {
             const block_q8_K *yb = (const block_q8_K *)(const void *)(y + (size_t)j * y_row) + i;
-            kx_act *a = &A[(size_t)j * nb + i];
+            kx_act *a = &A[((size_t)(j / KX_VG) * nb + i) * KX_VG + j % KX_VG];
             a->d = yb->d;
+            memcpy(a->qs, yb->qs, QK_K);
             if (kind == KX_Q6_K) {
                 for (int g = 0; g < 16; g++) a->v[g] = -32 * yb->bsums[g];
                 continue;
@@ -214,23 +224,48 @@ static inline __m512i byte_of(__m512i v, int b) {
     return b == 3 ? _mm512_srli_epi32(v, 24) : _mm512_and_si512(_mm512_srli_epi32(v, 8 * b), _mm512_set1_epi32(0xFF));
 }
 
-/* acc[j] (lane l: row l) over all nb super-blocks of one group against activation rows 0..C-1 */
-/* (file: the group's rows at wf, w_row bytes apart, built super-block by super-block into tile, while the
+/* the exact int32 dot of 4 n values of 16 rows (x[k]: values 4k..4k+3 of every row) with activation bytes yq,
+ * from `start`: one chain (a pass's rows are independent chains enough; integer sums, any split the same) */
+/* loops unrolled whole (the sums of a pass's rows stay in registers, shift counts are constants); left rolled
+ * under the test suite's SIMDe models of AVX-512 (tests/native): the same arithmetic, compiled in minutes less */
+#define KX_STR(x) #x
+#ifdef OXL_TEST_SIMDE_IMMINTRIN_H
+#define KX_UNROLL_N(n)
+#else
+#define KX_UNROLL_N(n) _Pragma(KX_STR(GCC unroll n))
+#endif
+#define KX_UNROLL KX_UNROLL_N(16)
+
+/* p, which the compiler no longer knows: the weight loads of one step are not merged with another's, which would
+ * keep them live across steps (GCC then spills the sums t of the pass's rows) */
+static inline const uint8_t *kx_opaque(const uint8_t *p) {
+    __asm__("" : "+r"(p));
+    return p;
+}
+OXL_INLINE __m512i kx_dot(__m512i start, const __m512i *x, int n, const int8_t *yq) {
+    for (int k = 0; k < n; k++) start = _mm512_dpbusd_epi32(start, x[k], bcast4(yq + 4 * k));
+    return start;
+}
+
+/* accm[16 j ..] (lane l: row l) over all nb super-blocks of one group against the pass's activation rows
+ * 0..C-1 (A: row 0's prepared super-block 0; super-block i of row j at A[i KX_VG + j]). The sub-block sums t
+ * of C rows stay in registers; the per-row totals go to accm, a buffer the compiler cannot keep in registers.
+ * (file: the group's rows at wf, w_row bytes apart, built super-block by super-block into tile, while the
  * stream pf of bytes to come is asked for pf_step bytes a super-block; else the repacked group at g0) */
-OXL_INLINE void kx_group_k4(const int kind, const int file, const int C, int nb, const uint8_t *g0, const char *y, size_t y_row,
-                            const kx_act *A, int ahead, __m512 *acc, const char *wf, size_t w_row, int nrows,
-                            uint8_t *tile, const char *pf, size_t pf_step) {
+OXL_INLINE void kx_group_k4(const int kind, const int file, const int C, int nb, const uint8_t *g0, const kx_act *A,
+                            int ahead, float *accm, const char *wf, size_t w_row, int nrows, uint8_t *tile,
+                            const char *pf, size_t pf_step) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
     const __m512i m10 = _mm512_set1_epi8(0x10);
     const __m512i m0f = _mm512_set1_epi8(0x0F), mpair = _mm512_set1_epi32(0x00FF00FF);
-    for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
+    KX_UNROLL for (int j = 0; j < C; j++) _mm512_store_ps(accm + 16 * j, _mm512_setzero_ps());
     for (int i = 0; i < nb; i++) {
         const uint8_t *g = file ? tile : g0 + (size_t)i * kx_sb_bytes(kind);
         if (file) {
             kx_stream(pf, pf_step, i);
             kx_build_sb(kind, wf, w_row, nrows, i, tile);
         }
-        const uint8_t *q = g + KX_Q4_K_META;
+        const kx_act *a = A + (size_t)i * KX_VG;
         const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
         const __m512 mv = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 32))));
         const __m512i p0 = _mm512_loadu_si512((const void *)(g + 64)), p1 = _mm512_loadu_si512((const void *)(g + 128));
@@ -243,41 +278,35 @@ OXL_INLINE void kx_group_k4(const int kind, const int file, const int C, int nb,
         const __m512i mp[4] = {_mm512_and_si512(m_lo, mpair), _mm512_and_si512(_mm512_srli_epi32(m_lo, 8), mpair),
                                _mm512_and_si512(m_hi, mpair), _mm512_and_si512(_mm512_srli_epi32(m_hi, 8), mpair)};
         __m512 t[KX_VG];
-        for (int j = 0; j < C; j++) {
-            const kx_act *a = &A[(size_t)j * nb + i];
-            __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp[0], bcast4(&a->v[0]));
-            ms = _mm512_dpwssd_epi32(ms, mp[1], bcast4(&a->v[1]));
-            ms = _mm512_dpwssd_epi32(ms, mp[2], bcast4(&a->v[2]));
-            ms = _mm512_dpwssd_epi32(ms, mp[3], bcast4(&a->v[3]));
+        KX_UNROLL for (int j = 0; j < C; j++) {
+            __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp[0], bcast4(&a[j].v[0]));
+            ms = _mm512_dpwssd_epi32(ms, mp[1], bcast4(&a[j].v[1]));
+            ms = _mm512_dpwssd_epi32(ms, mp[2], bcast4(&a[j].v[2]));
+            ms = _mm512_dpwssd_epi32(ms, mp[3], bcast4(&a[j].v[3]));
             t[j] = _mm512_mul_ps(mv, _mm512_cvtepi32_ps(ms));
         }
+        KX_UNROLL_N(8)
         for (int s = 0; s < 8; s++) {
             if (ahead) kx_ahead(g, kx_sb_bytes(kind), s, 8);
             const int c = s / 2, h = s % 2;
+            const uint8_t *gs = kx_opaque(g), *qs = gs + KX_Q4_K_META;
             __m512i x[8];
+            KX_UNROLL_N(8)
             for (int k = 0; k < 8; k++) {
-                const __m512i v = _mm512_loadu_si512((const void *)(q + 64 * (8 * c + k)));
+                const __m512i v = _mm512_loadu_si512((const void *)(qs + 64 * (8 * c + k)));
                 x[k] = h ? _mm512_and_si512(_mm512_srli_epi16(v, 4), m4) : _mm512_and_si512(v, m4);
                 if (kind == KX_Q5_K) {   /* the fifth bit of sub-block s's values: bit s of qh, to bit 4 */
-                    const __m512i qh = _mm512_loadu_si512((const void *)(g + KX_Q5_K_QH + 64 * k));
+                    const __m512i qh = _mm512_loadu_si512((const void *)(gs + KX_Q5_K_QH + 64 * k));
                     const __m512i b = s <= 4 ? _mm512_slli_epi16(qh, 4 - s) : _mm512_srli_epi16(qh, s - 4);
-                    x[k] = _mm512_or_si512(x[k], _mm512_and_si512(b, m10));
+                    x[k] = _mm512_ternarylogic_epi32(x[k], b, m10, 0xF8);   /* x | (b & m10) */
                 }
             }
             const __m512 ds = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(byte_of(s < 4 ? sc_lo : sc_hi, s % 4)));
-            for (int j = 0; j < C; j++) {
-                const int8_t *yq = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[i].qs + 32 * s;
-                /* two chains for latency; integer sums, so their split changes nothing */
-                __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x[0], bcast4(yq));
-                __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x[1], bcast4(yq + 4));
-                for (int k = 2; k < 8; k += 2) {
-                    s0 = _mm512_dpbusd_epi32(s0, x[k], bcast4(yq + 4 * k));
-                    s1 = _mm512_dpbusd_epi32(s1, x[k + 1], bcast4(yq + 4 * k + 4));
-                }
-                t[j] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), t[j]);
-            }
+            KX_UNROLL for (int j = 0; j < C; j++)
+                t[j] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(kx_dot(_mm512_setzero_si512(), x, 8, a[j].qs + 32 * s)), t[j]);
         }
-        for (int j = 0; j < C; j++) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(A[(size_t)j * nb + i].d), t[j], acc[j]);
+        KX_UNROLL for (int j = 0; j < C; j++)
+            _mm512_store_ps(accm + 16 * j, _mm512_fmadd_ps(_mm512_set1_ps(a[j].d), t[j], _mm512_load_ps(accm + 16 * j)));
     }
 }
 
@@ -288,83 +317,95 @@ static inline __m512i sbyte_of(__m512i v, int b) {
 
 /* Q6_K: value = d sc_g (q - 32), sixteen 16-value sub-blocks g, sc_g int8: the same steps with t starting at
  * +0 and one fma per sub-block, isum_g starting at -32 bsums[g] */
-OXL_INLINE void kx_group_q6_K(const int file, const int C, int nb, const uint8_t *g0, const char *y, size_t y_row, const kx_act *A,
-                              int ahead, __m512 *acc, const char *wf, size_t w_row, int nrows, uint8_t *tile,
-                              const char *pf, size_t pf_step) {
+OXL_INLINE void kx_group_q6_K(const int file, const int C, int nb, const uint8_t *g0, const kx_act *A, int ahead,
+                              float *accm, const char *wf, size_t w_row, int nrows, uint8_t *tile, const char *pf,
+                              size_t pf_step) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    for (int j = 0; j < C; j++) acc[j] = _mm512_setzero_ps();
+    KX_UNROLL for (int j = 0; j < C; j++) _mm512_store_ps(accm + 16 * j, _mm512_setzero_ps());
     for (int i = 0; i < nb; i++) {
         const uint8_t *g = file ? tile : g0 + (size_t)i * kx_sb_bytes(KX_Q6_K);
         if (file) {
             kx_stream(pf, pf_step, i);
             kx_build_sb(KX_Q6_K, wf, w_row, nrows, i, tile);
         }
+        const kx_act *a = A + (size_t)i * KX_VG;
         const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
         __m512 t[KX_VG];
-        for (int j = 0; j < C; j++) t[j] = _mm512_setzero_ps();
-        /* values 128h + 32p + 0..31: sub-blocks 8h + 2p (operands 0..3) and 8h + 2p + 1 (4..7) */
+        KX_UNROLL for (int j = 0; j < C; j++) t[j] = _mm512_setzero_ps();
+        /* values 128h + 32p + 0..31: sub-blocks 8h + 2p (chunks 0..3) and 8h + 2p + 1 (4..7) */
+        KX_UNROLL_N(2)
         for (int h = 0; h < 2; h++)
+            KX_UNROLL_N(4)
             for (int p = 0; p < 4; p++) {
                 if (ahead) kx_ahead(g, kx_sb_bytes(KX_Q6_K), 4 * h + p, 8);
-                __m512i x[8];
-                for (int k = 0; k < 8; k++) {
-                    const __m512i ql = _mm512_loadu_si512((const void *)(g + KX_Q6_K_QL + 64 * (16 * h + 8 * (p % 2) + k)));
-                    const __m512i qh = _mm512_loadu_si512((const void *)(g + KX_Q6_K_QH + 64 * (8 * h + k)));
-                    const __m512i lo = p / 2 ? _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4) : _mm512_and_si512(ql, m4);
-                    const __m512i hi = 2 * p >= 4 ? _mm512_srli_epi16(qh, 2 * p - 4) : _mm512_slli_epi16(qh, 4 - 2 * p);
-                    x[k] = _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
-                }
+                KX_UNROLL_N(2)
                 for (int e = 0; e < 2; e++) {
                     const int sb = 8 * h + 2 * p + e;
-                    const __m512i sc = _mm512_loadu_si512((const void *)(g + 32 + 64 * (sb / 4)));
-                    const __m512 ds = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(sbyte_of(sc, sb % 4)));
-                    for (int j = 0; j < C; j++) {
-                        const int8_t *yq = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[i].qs + 16 * sb;
-                        __m512i s0 = _mm512_dpbusd_epi32(bcast4(&A[(size_t)j * nb + i].v[sb]), x[4 * e], bcast4(yq));
-                        __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), x[4 * e + 1], bcast4(yq + 4));
-                        s0 = _mm512_dpbusd_epi32(s0, x[4 * e + 2], bcast4(yq + 8));
-                        s1 = _mm512_dpbusd_epi32(s1, x[4 * e + 3], bcast4(yq + 12));
-                        t[j] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), t[j]);
+                    const uint8_t *gs = kx_opaque(g);
+                    __m512i x[4];
+                    KX_UNROLL_N(4)
+                    for (int k = 0; k < 4; k++) {
+                        const int kk = 4 * e + k;
+                        const __m512i ql = _mm512_loadu_si512((const void *)(gs + KX_Q6_K_QL + 64 * (16 * h + 8 * (p % 2) + kk)));
+                        const __m512i qh = _mm512_loadu_si512((const void *)(gs + KX_Q6_K_QH + 64 * (8 * h + kk)));
+                        const __m512i lo = p / 2 ? _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4) : _mm512_and_si512(ql, m4);
+                        const __m512i hi = 2 * p > 4 ? _mm512_srli_epi16(qh, 2 * p - 4)
+                                           : 2 * p == 4 ? qh : _mm512_slli_epi16(qh, 4 - 2 * p);
+                        x[k] = _mm512_ternarylogic_epi32(lo, hi, m30, 0xF8);   /* lo | (hi & m30) */
                     }
+                    const __m512i sc = _mm512_loadu_si512((const void *)(gs + 32 + 64 * (sb / 4)));
+                    const __m512 ds = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(sbyte_of(sc, sb % 4)));
+                    KX_UNROLL for (int j = 0; j < C; j++)
+                        t[j] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(kx_dot(bcast4(&a[j].v[sb]), x, 4, a[j].qs + 16 * sb)), t[j]);
                 }
             }
-        for (int j = 0; j < C; j++) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(A[(size_t)j * nb + i].d), t[j], acc[j]);
+        KX_UNROLL for (int j = 0; j < C; j++)
+            _mm512_store_ps(accm + 16 * j, _mm512_fmadd_ps(_mm512_set1_ps(a[j].d), t[j], _mm512_load_ps(accm + 16 * j)));
     }
 }
 
-OXL_INLINE void kx_group_store(int kind, const int C, int nb, const uint8_t *g, const char *y, size_t y_row,
-                               const kx_act *A, int ahead, float *S, int64_t lds, int nrows, const char *wf,
-                               size_t w_row, uint8_t *tile, const char *pf, size_t pf_step) {
-    __m512 acc[KX_VG];
+OXL_INLINE void kx_group_store(int kind, const int C, int nb, const uint8_t *g, const kx_act *A, int ahead, float *accm,
+                               float *S, int64_t lds, int nrows, const char *wf, size_t w_row, uint8_t *tile,
+                               const char *pf, size_t pf_step) {
     /* file as a constant: the repacked product's loop holds no build */
     if (kind == KX_Q6_K) {
-        if (wf) kx_group_q6_K(1, C, nb, NULL, y, y_row, A, ahead, acc, wf, w_row, nrows, tile, pf, pf_step);
-        else kx_group_q6_K(0, C, nb, g, y, y_row, A, ahead, acc, NULL, 0, nrows, NULL, NULL, 0);
+        if (wf) kx_group_q6_K(1, C, nb, NULL, A, ahead, accm, wf, w_row, nrows, tile, pf, pf_step);
+        else kx_group_q6_K(0, C, nb, g, A, ahead, accm, NULL, 0, nrows, NULL, NULL, 0);
     } else {
-        if (wf) kx_group_k4(kind, 1, C, nb, NULL, y, y_row, A, ahead, acc, wf, w_row, nrows, tile, pf, pf_step);
-        else kx_group_k4(kind, 0, C, nb, g, y, y_row, A, ahead, acc, NULL, 0, nrows, NULL, NULL, 0);
+        if (wf) kx_group_k4(kind, 1, C, nb, NULL, A, ahead, accm, wf, w_row, nrows, tile, pf, pf_step);
+        else kx_group_k4(kind, 0, C, nb, g, A, ahead, accm, NULL, 0, nrows, NULL, NULL, 0);
     }
-    x16_store(C, acc, S, lds, nrows);
+    const __mmask16 m = (__mmask16)((1u << nrows) - 1);
+    KX_UNROLL for (int j = 0; j < C; j++) _mm512_mask_storeu_ps(S + j * lds, m, _mm512_load_ps(accm + 16 * j));
 }
 
+/* a pass's activation rows: KX_VG while as many remain, else up to X16_VG (a pass of KX_VG rows, and ones of
+ * 1..X16_VG: ten compiled forms, not sixteen) */
+static inline int kx_pass_rows(int left) { return left >= KX_VG ? KX_VG : OXL_MIN(X16_VG, left); }
+
 /* C as a constant per call (the loops over activation rows unroll) */
-OXL_INLINE void kx_group_c(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const kx_act *A,
-                           int ahead, float *S, int64_t lds, int nrows, const char *wf, size_t w_row, uint8_t *tile,
-                           const char *pf, size_t pf_step) {
-#define KX_C(C_) kx_group_store(kind, C_, nb, g, y, y_row, A, ahead, S, lds, nrows, wf, w_row, tile, pf, pf_step)
-    X16_BY_C(C, KX_C)
+OXL_INLINE void kx_group_c(int kind, int C, int nb, const uint8_t *g, const kx_act *A, int ahead, float *accm, float *S,
+                           int64_t lds, int nrows, const char *wf, size_t w_row, uint8_t *tile, const char *pf,
+                           size_t pf_step) {
+#define KX_C(C_) kx_group_store(kind, C_, nb, g, A, ahead, accm, S, lds, nrows, wf, w_row, tile, pf, pf_step)
+    if (C == KX_VG) KX_C(KX_VG);
+    else X16_BY_C(C, KX_C)
 #undef KX_C
 }
 
 /* S[j * lds + r] for nr rows from w (file rows w_row bytes apart, or a repacked matrix's rows from a group
- * start) and nc activation rows; -1 if no memory for the per-thread buffer */
+ * start) and nc activation rows; -1 if no memory for the per-thread buffer (the per-row totals of a pass, the
+ * prepared activations, one group's tile) */
 OXL_INLINE int kx_gemm(int kind, int packed, int n, float *S, int64_t lds, const char *w, size_t w_row, int nr,
                        const char *y, size_t y_row, int nc) {
     const int nb = n / QK_K;
-    uint8_t *tile, *buf = x16_panel((size_t)nc * nb * sizeof(kx_act), (size_t)nb * kx_sb_bytes(kind), &tile);
+    const size_t nblk = (size_t)(nc + KX_VG - 1) / KX_VG, accm_bytes = KX_VG * 64;
+    uint8_t *tile, *buf = x16_panel(accm_bytes + nblk * nb * KX_VG * sizeof(kx_act), (size_t)nb * kx_sb_bytes(kind), &tile);
     if (!buf) return -1;
-    kx_act *A = (kx_act *)(void *)buf;
+    float *accm = (float *)(void *)buf;
+    kx_act *A = (kx_act *)(void *)(buf + accm_bytes);
     kx_prepare(kind, nb, y, y_row, nc, A);
+    const int one_pass = kx_pass_rows(nc) == nc;
     const char *end = w + (size_t)nr * w_row;
     for (int r = 0; r < nr; r += KX) {
         const int nrows = OXL_MIN(KX, nr - r);
@@ -373,7 +414,7 @@ OXL_INLINE int kx_gemm(int kind, int packed, int n, float *S, int64_t lds, const
         int ahead = 1;   /* a repacked group: kx_ahead */
         if (!packed || nrows < KX) {   /* file rows (a repacked matrix's last rows % 16 are too) */
             ahead = 0;
-            if (nc <= KX_VG) {
+            if (one_pass) {
                 /* one pass: each super-block built as it is needed, in L1, while the next group's rows
                  * (contiguous) stream in, an nb-th of them per super-block */
                 if (r == 0)
@@ -387,9 +428,11 @@ OXL_INLINE int kx_gemm(int kind, int packed, int n, float *S, int64_t lds, const
                 g = (const char *)tile;
             }
         }
-        for (int j0 = 0; j0 < nc; j0 += KX_VG)
-            kx_group_c(kind, OXL_MIN(KX_VG, nc - j0), nb, (const uint8_t *)g, y + (size_t)j0 * y_row, y_row,
-                       A + (size_t)j0 * nb, ahead, S + j0 * lds + r, lds, nrows, wf, w_row, tile, pf, pf_step);
+        for (int j0 = 0, C; j0 < nc; j0 += C) {
+            C = kx_pass_rows(nc - j0);
+            kx_group_c(kind, C, nb, (const uint8_t *)g, A + ((size_t)(j0 / KX_VG) * nb) * KX_VG + j0 % KX_VG, ahead,
+                       accm, S + j0 * lds + r, lds, nrows, wf, w_row, tile, pf, pf_step);
+        }
     }
     return 0;
 }
