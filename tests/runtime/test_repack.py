@@ -6,7 +6,6 @@ exactly the logits of the file layout, in every call shape (test_invariance.py's
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -122,7 +121,7 @@ def test_repacked_experts_give_the_file_layouts_logits_bit_for_bit(tmp_path, qty
         check_batched(packed, toks, ref)
 
 
-def test_the_avx2_tiers_repacked_copies_give_the_file_layouts_logits():
+def test_the_avx2_tiers_repacked_copies_give_the_file_layouts_logits(tmp_path):
     """The AVX2 tier's eight-row layouts (csrc/x86/avx2/quants_x8_avx2.c, quants_kx8_avx2.c; the AVX-512 tier
     inherits them) on a CPU whose active tier is higher: this module's bit-for-bit test in a child process with
     that tier forced (test_invariance.py checks their kernels on every usable tier; this, the whole forward)."""
@@ -131,6 +130,6 @@ def test_the_avx2_tiers_repacked_copies_give_the_file_layouts_logits():
     env = dict(os.environ, OXILLAMA_DISABLE_CPU_FEATURES="avx512")
     select = "test_repacked_copy_gives_the_file_layouts_logits_bit_for_bit and (Q4_0 or Q8_0 or Q4_K or Q5_K or Q6_K or IQ4_XS)"
     res = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-k", select],
-                         env=env, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+                         env=env, capture_output=True, text=True, cwd=tmp_path)   # a neutral folder: the installed package, not the source tree
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     assert "6 passed" in res.stdout, res.stdout[-2000:]
