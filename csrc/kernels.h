@@ -237,6 +237,11 @@ const char *oxl_tier_name(int tier);
 int oxl_tier_compiled(int tier);
 uint32_t oxl_cpu_features(void);
 
+/* This thread's scratch buffer for the many-row kernels of every tier (their prepared activations and a tile
+ * of file rows): at least `bytes` long, 64-byte aligned, grown to the largest request the thread has made and
+ * freed when the thread ends; NULL if out of memory. (matmul.c) */
+void *oxl_panel_memory(size_t bytes);
+
 /* Tier-independent facts (sizes, reference quantize) without needing init. */
 const oxl_type_traits *oxl_type_info(int type);
 /* bytes for n values of type, or -1 if n is not a multiple of the block size / type unknown */

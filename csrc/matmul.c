@@ -1,8 +1,44 @@
 #include "matmul.h"
 
+#include <pthread.h>
+#include <stdlib.h>
+
 #if OXL_HAVE_OPENMP
 #include <omp.h>
 #endif
+
+/* ---- oxl_panel_memory (kernels.h): one buffer per thread, kept under a pthread key */
+static pthread_key_t g_panel_key;
+static pthread_once_t g_panel_once = PTHREAD_ONCE_INIT;
+typedef struct {
+    void *p;
+    size_t bytes;
+} panel_buf;
+static void panel_free(void *v) {
+    panel_buf *b = (panel_buf *)v;
+    free(b->p);
+    free(b);
+}
+static void panel_key_init(void) { (void)pthread_key_create(&g_panel_key, panel_free); }
+
+void *oxl_panel_memory(size_t bytes) {
+    (void)pthread_once(&g_panel_once, panel_key_init);
+    panel_buf *b = (panel_buf *)pthread_getspecific(g_panel_key);
+    if (!b) {
+        if (!(b = (panel_buf *)calloc(1, sizeof(*b)))) return NULL;
+        if (pthread_setspecific(g_panel_key, b)) {
+            free(b);
+            return NULL;
+        }
+    }
+    if (b->bytes < bytes) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, bytes)) return NULL;
+        free(b->p);
+        b->p = p, b->bytes = bytes;
+    }
+    return b->p;
+}
 
 int64_t oxl_act_size(const oxl_kernel_table *k, int type, int64_t cols, int64_t n) {
     if (type < 0 || type >= OXL_TYPE_COUNT || !k->type[type].name || !k->type[type].vec_dot) return -1;

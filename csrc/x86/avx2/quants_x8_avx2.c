@@ -25,7 +25,6 @@
  * A repacked matrix is its whole groups of 8 rows in this form, then its last rows % 8 rows as in the
  * file: the file's size, and a product's row range starts at a multiple of 8 (forward_impl.h's
  * matmul_share aligns repacked ranges to 16). */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,40 +32,6 @@
 #include "x8_common.h"
 
 #define X8_AHEAD 2048 /* prefetch distance in a repacked matrix, bytes */
-
-/* ---- this thread's buffer, which the eight-row kernels hold their prepared activations and a tile in.
- * It grows to the largest request the thread has made and is freed when the thread ends. */
-static pthread_key_t g_panel_key;
-static pthread_once_t g_panel_once = PTHREAD_ONCE_INIT;
-typedef struct {
-    void *p;
-    size_t bytes;
-} panel_buf;
-static void panel_free(void *v) {
-    panel_buf *b = (panel_buf *)v;
-    free(b->p);
-    free(b);
-}
-static void panel_key_init(void) { (void)pthread_key_create(&g_panel_key, panel_free); }
-
-void *oxl_avx2_panel_memory(size_t bytes) {
-    (void)pthread_once(&g_panel_once, panel_key_init);
-    panel_buf *b = (panel_buf *)pthread_getspecific(g_panel_key);
-    if (!b) {
-        if (!(b = (panel_buf *)calloc(1, sizeof(*b)))) return NULL;
-        if (pthread_setspecific(g_panel_key, b)) {
-            free(b);
-            return NULL;
-        }
-    }
-    if (b->bytes < bytes) {
-        void *p = NULL;
-        if (posix_memalign(&p, 64, bytes)) return NULL;
-        free(b->p);
-        b->p = p, b->bytes = bytes;
-    }
-    return b->p;
-}
 
 /* per activation block: its scale and where its int32 sums start */
 typedef struct {

@@ -25,7 +25,6 @@
 #define X8_VG 4     /* activation rows per pass over a group (X8_BY_C spells out 1..4) */
 #define X8_UNROLL _Pragma("GCC unroll 8")
 
-void *oxl_avx2_panel_memory(size_t bytes);   /* quants_x8_avx2.c: this thread's 64-byte aligned buffer */
 
 /* four activation bytes in every lane (a broadcast load) */
 OXL_INLINE __m256i x8_bcast4(const int8_t *p) {
@@ -65,7 +64,7 @@ OXL_INLINE void x8_rows_dwords(const char *p, size_t w_row, int nrows, __m256i T
  * tile_bytes at *tile; NULL without memory */
 static inline uint8_t *x8_panel(size_t act_bytes, size_t tile_bytes, uint8_t **tile) {
     const size_t abytes = (act_bytes + 63) & ~(size_t)63;
-    uint8_t *buf = (uint8_t *)oxl_avx2_panel_memory(abytes + tile_bytes);
+    uint8_t *buf = (uint8_t *)oxl_panel_memory(abytes + tile_bytes);
     *tile = buf + abytes;
     return buf;
 }

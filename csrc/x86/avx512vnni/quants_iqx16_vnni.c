@@ -389,7 +389,7 @@ static int ixp_gemm(int packed, int n, float *S, int64_t lds, const char *w, siz
     const int nb = n / QK_K;
     const size_t gbytes = ix_group_bytes(OXL_TYPE_IQ4_XS, nb);   /* a multiple of 64 */
     const size_t abytes = ((size_t)nc * nb * sizeof(ix_act_xs) + 63) & ~(size_t)63;
-    uint8_t *buf = (uint8_t *)oxl_vnni_panel_memory(abytes + gbytes + (size_t)nb * IXP_SBYTES);
+    uint8_t *buf = (uint8_t *)oxl_panel_memory(abytes + gbytes + (size_t)nb * IXP_SBYTES);
     if (!buf) return -1;
     ix_act_xs *A = (ix_act_xs *)(void *)buf;
     uint8_t *tile = buf + abytes, *panel = tile + gbytes;
@@ -425,7 +425,7 @@ OXL_INLINE int ix_gemm(int type, int packed, int n, float *S, int64_t lds, const
     const int nb = n / ix_block(type);
     const size_t gbytes = ix_group_bytes(type, nb);
     const size_t abytes = ((size_t)nc * nb * ix_act_bytes(type) + 63) & ~(size_t)63;
-    uint8_t *buf = (uint8_t *)oxl_vnni_panel_memory(abytes + gbytes);
+    uint8_t *buf = (uint8_t *)oxl_panel_memory(abytes + gbytes);
     if (!buf) return -1;
     void *A = buf;
     uint8_t *tile = buf + abytes;
@@ -688,7 +688,7 @@ OXL_INLINE void iqp_gemm(int type, int n, float *S, int64_t lds, const void *vw,
     const int nb = n / QK_K;
     const char *w = (const char *)vw, *y = (const char *)vy;
     const size_t abytes = ((size_t)nc * nb * sizeof(iqp_act) + 63) & ~(size_t)63;
-    uint8_t *buf = nc >= IQP_MIN_ROWS ? (uint8_t *)oxl_vnni_panel_memory(abytes + (size_t)nb * IQP_SBYTES) : NULL;
+    uint8_t *buf = nc >= IQP_MIN_ROWS ? (uint8_t *)oxl_panel_memory(abytes + (size_t)nb * IQP_SBYTES) : NULL;
     if (!buf) {   /* few activation rows, or no memory for the panel: the inherited kernel, the same floats */
         g_iq_small[iqp_index(type)](n, S, lds, vw, w_row, nr, vy, y_row, nc);
         return;

@@ -333,7 +333,7 @@ static void tqx_pass(int C, int nb, const char *w, size_t w_row, int nrows, cons
 static void gemm_tq2_0_x16(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT vw, size_t w_row, int nr,
                            const void *OXL_RESTRICT vy, size_t y_row, int nc) {
     const int nb = n / QK_K;
-    x16_act *A = (x16_act *)oxl_vnni_panel_memory((size_t)nc * nb * sizeof(x16_act));
+    x16_act *A = (x16_act *)oxl_panel_memory((size_t)nc * nb * sizeof(x16_act));
     if (!A) {   /* no memory for the per-thread buffer: one output at a time (the same floats) */
         for (int r = 0; r < nr; r++)
             for (int j = 0; j < nc; j++)

@@ -26,7 +26,6 @@
  * (GCC may not see that by itself where the pass is not inlined into the product) */
 #define X16_UNROLL _Pragma("GCC unroll 8")
 
-void *oxl_vnni_panel_memory(size_t bytes);   /* quants_legacy_vnni.c: this thread's 64-byte aligned buffer */
 
 /* per activation block: its scale and where its int32 sums start */
 typedef struct {
@@ -140,7 +139,7 @@ OXL_INLINE void x16_ahead(const uint8_t *g, size_t step, int i) {
  * tile_bytes at *tile; NULL without memory */
 static inline uint8_t *x16_panel(size_t act_bytes, size_t tile_bytes, uint8_t **tile) {
     const size_t abytes = (act_bytes + 63) & ~(size_t)63;
-    uint8_t *buf = (uint8_t *)oxl_vnni_panel_memory(abytes + tile_bytes);
+    uint8_t *buf = (uint8_t *)oxl_panel_memory(abytes + tile_bytes);
     *tile = buf + abytes;
     return buf;
 }
