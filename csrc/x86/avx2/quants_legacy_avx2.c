@@ -467,16 +467,14 @@ void oxl_register_avx2_legacy(oxl_kernel_table *t) {
     t->type[OXL_TYPE_BF16].vec_dot = vec_dot_bf16_f32_avx2;
 }
 
-/* The AVX-512 tier's vec_dots of Q4_1 and Q5_0 (quants_legacy_avx512.c) sum in the canonical order above,
- * so these multi-row kernels are exact for them too; dispatch.c registers them for that tier after its own
- * register function (which brings those vec_dots but no gemm). Its Q4_0 and Q8_0 are this tier's eight-row
- * kernels (quants_x8_avx2.c), inherited whole.
+/* The AVX-512 tier's vec_dot of MXFP4 (quants_legacy_avx512.c) sums in the canonical order above, so this
+ * multi-row kernel is exact for it too; dispatch.c registers it for that tier after its own register function
+ * (which brings that vec_dot but no gemm). Its Q4_0, Q8_0, Q4_1, Q5_0 and Q5_1 are the VNNI tier's sixteen-row
+ * kernels built for it (csrc/x86/avx512/quants_x16*_avx512.c).
  * tests/quant/test_invariance.py checks every usable tier's pairs bit for bit. */
 void oxl_register_avx512_gemm_lowbit(oxl_kernel_table *t);  /* quants_lowbit_avx2.c */
 
 void oxl_register_avx512_gemm(oxl_kernel_table *t) {
     oxl_register_avx512_gemm_lowbit(t);
-    t->type[OXL_TYPE_Q4_1].gemm = gemm_rows_q4_1_avx2;
-    t->type[OXL_TYPE_Q5_0].gemm = gemm_rows_q5_0_avx2;
     t->type[OXL_TYPE_MXFP4].gemm = gemm_rows_mxfp4_avx2;
 }
