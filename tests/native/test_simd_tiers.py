@@ -274,7 +274,7 @@ def test_avx512_harness_catches_a_broken_kernel(simde_build, tmp_path):
     assert code == 1, output[-2000:]
     failed = {(r.subject, r.kernel) for r in by_tier["avx512"].values() if r.failures}
     assert ("MXFP4", "vec_dot") in failed, sorted(failed)
-    # the tier's other kernels (the sixteen-row Q4_0 and Q8_0, the inherited Q4_K and softmax), untouched, still pass
+    # the tier's other kernels (the sixteen-row Q4_0, Q8_0 and Q4_K, softmax), untouched, still pass
     assert not {("Q4_0", "vec_dot"), ("Q8_0", "vec_dot"), ("Q4_K", "vec_dot"), ("ops", "softmax")} & failed, \
         sorted(failed)
 
