@@ -8,7 +8,9 @@
  * whole groups are read where they stand, file rows are built into a per-thread tile first; then passes of up
  * to X16_VG activation rows over the group, each leaving one float register a row (x16_store).
  *
- * Static inline: included by the tier's files only, compiled with the tier's flags. */
+ * Static inline: included by the tier's files only, compiled with the tier's flags. The AVX-512 tier (no VNNI)
+ * compiles Q4_0 / Q8_0, Q4_1 / Q5_0 / Q5_1 and the K-quants' files too (csrc/x86/avx512/quants_*x16*_avx512.c,
+ * X16_AVX512BW defined), with vpdpbusd emulated below: the same integers, so the same floats. */
 #ifndef OXL_X86_AVX512VNNI_X16_COMMON_H
 #define OXL_X86_AVX512VNNI_X16_COMMON_H
 
