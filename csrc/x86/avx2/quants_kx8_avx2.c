@@ -166,6 +166,7 @@ static inline void kx8_ahead(const uint8_t *g, size_t bytes, int part, int parts
 /* v as it stands here, in a register: without this GCC's reassociation gathers the terms of an int16 sum at its
  * end, every maddubs product live at once (spilled to the stack: a third of the Q4_K pass's instructions) */
 #define KX8_KEEP(v) __asm__("" : "+x"(v))
+#define KX8_ADD16(acc, p) __asm__("vpaddw %1, %0, %0" : "+x"(acc) : "x"(p))
 
 /* acc[j] (lane l: row l) over all nb super-blocks of one group against activation rows 0..C-1 */
 OXL_INLINE void kx8_group_k4(const int kind, const int C, int nb, const uint8_t *g0, const char *y, size_t y_row, const kx8_act *A,
@@ -221,8 +222,8 @@ OXL_INLINE void kx8_group_k4(const int kind, const int C, int nb, const uint8_t 
                     }
                     X8_UNROLL for (int j = 0; j < C; j++) {
                         const __m256i p = _mm256_maddubs_epi16(x, x8_bcast4(yq[j] + 32 * s + 4 * k));
-                        s16[j] = k % 4 == 0 && (kind == KX8_Q5_K || k == 0) ? p : _mm256_add_epi16(s16[j], p);
-                        KX8_KEEP(s16[j]);
+                        if (k % 4 == 0 && (kind == KX8_Q5_K || k == 0)) s16[j] = p;
+                        else KX8_ADD16(s16[j], p);
                     }
                     if (kind == KX8_Q5_K && k == 3)   /* four 5-bit maddubs fill int16: to int32 */
                         X8_UNROLL for (int j = 0; j < C; j++) s32[j] = _mm256_madd_epi16(s16[j], ones);
