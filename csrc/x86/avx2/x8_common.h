@@ -81,7 +81,7 @@ static inline uint8_t *x8_panel(size_t act_bytes, size_t tile_bytes, uint8_t **t
 /* One eight-row kernel family, for x8_gemm (x16_common.h's x16_family with 8 rows a group):
  *   prepare: the nc activation rows' per-block data into A, act_row bytes a row
  *   build:   up to 8 file rows (w_row bytes apart; missing rows zero) into a group of the tile form
- *   pass:    S[j * lds + l] for the group's rows l < nrows and activation rows j < C (C <= X8_VG), A the
+ *   pass:    S[j * lds + l] for the group's rows l < nrows and activation rows j < C (C <= vg), A the
  *            first of those rows' prepared data; ahead > 0: the group is a repacked matrix's, prefetch that
  *            many bytes on */
 typedef struct {
@@ -94,6 +94,7 @@ typedef struct {
     void (*build)(int kind, const char *w, size_t w_row, int nrows, int nb, uint8_t *dst);
     void (*pass)(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A, int ahead,
                  float *S, int64_t lds, int nrows);
+    int vg;             /* activation rows per pass, the pass's C <= vg; 0: X8_VG */
 } x8_family;
 
 /* S[j * lds + r] for nr rows from w (file rows w_row bytes apart, or with `packed` a repacked matrix's rows from
@@ -103,6 +104,7 @@ OXL_INLINE int x8_gemm(const x8_family *f, int packed, float *S, int64_t lds, co
                        const char *y, size_t y_row, int nc) {
     uint8_t *tile, *buf = x8_panel((size_t)nc * f->act_row, f->group_bytes, &tile);
     if (!buf) return -1;
+    const int vg = f->vg ? f->vg : X8_VG;
     f->prepare(f->kind, f->nb, y, y_row, nc, buf);
     const char *end = w + (size_t)nr * w_row;
     for (int r = 0; r < nr; r += X8) {
@@ -114,8 +116,8 @@ OXL_INLINE int x8_gemm(const x8_family *f, int packed, float *S, int64_t lds, co
             f->build(f->kind, g, w_row, nrows, f->nb, tile);
             g = (const char *)tile, ahead = 0;
         }
-        for (int j0 = 0; j0 < nc; j0 += X8_VG)
-            f->pass(f->kind, OXL_MIN(X8_VG, nc - j0), f->nb, (const uint8_t *)g, y + (size_t)j0 * y_row, y_row,
+        for (int j0 = 0; j0 < nc; j0 += vg)
+            f->pass(f->kind, OXL_MIN(vg, nc - j0), f->nb, (const uint8_t *)g, y + (size_t)j0 * y_row, y_row,
                     buf + (size_t)j0 * f->act_row, ahead, S + j0 * lds + r, lds, nrows);
     }
     return 0;
