@@ -35,7 +35,10 @@
  *            sub-block j)
  *   iq4_xs_x8: 0 d; 16 scales_h; 32 a chunk of scales_l; 64 qs chunk z (0..31) (sub-block z / 4, low nibbles
  *            values 4 (z % 4) .., high nibbles 16 + 4 (z % 4) ..)
- *   q6_K_x8: 0 d; 16: chunk k (0..3) of scales[4k .. +3]; 144: ql chunk z (0..31); 1168: qh chunk z (0..15)
+ *   q6_K_x8: 0 d; 16: chunk k (0..3) of scales[4k .. +3]; 144 + 96 g: sub-block g (0..15) in three chunks c = 0..2,
+ *            byte b of row l's dword: q(16g + 4c + b) | bits 2c, 2c + 1 of q(16g + 12 + b) at bits 6, 7 (q the 6-bit
+ *            value, the file's ql nibble | its qh bits << 4): the fourth chunk's values come from the top bits,
+ *            eleven operations a sub-block where ql / qh took seventeen, in the file's bytes
  * A repacked matrix is its whole groups of 8 rows in this form, then its last rows % 8 rows as in the file. */
 #include <stddef.h>
 #include <string.h>
@@ -63,7 +66,7 @@
     }
 
 enum { KX8_Q4_K, KX8_Q5_K, KX8_Q6_K, KX8_IQ4_XS };
-enum { KX8_Q4_K_QS = 128, KX8_Q5_K_QH = 128 + 1024, KX8_Q6_K_SC = 16, KX8_Q6_K_QL = 144, KX8_Q6_K_QH = 144 + 1024 };
+enum { KX8_Q4_K_QS = 128, KX8_Q5_K_QH = 128 + 1024, KX8_Q6_K_SC = 16, KX8_Q6_K_Q = 144 };
 
 static inline size_t kx8_file_bytes(int kind) {
     return kind == KX8_Q4_K ? sizeof(block_q4_K) : kind == KX8_Q5_K ? sizeof(block_q5_K)
@@ -78,6 +81,20 @@ static inline void kx8_halves(const char *b, size_t w_row, int nrows, size_t off
     uint16_t h[X8] = {0};
     for (int l = 0; l < nrows; l++) memcpy(&h[l], b + (size_t)l * w_row + off, 2);
     memcpy(dst, h, sizeof(h));
+}
+
+/* the 256 6-bit values of a Q6_K block, one a byte (ql's nibble | qh's two bits << 4) */
+static inline void kx8_q6_K_values(const block_q6_K *x, uint8_t *q) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    for (int h = 0; h < 2; h++) {   /* values 128h + 32p + 0..31 */
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(x->qh + 32 * h));
+        for (int p = 0; p < 4; p++) {
+            const __m256i ql = _mm256_loadu_si256((const __m256i *)(const void *)(x->ql + 64 * h + 32 * (p % 2)));
+            const __m256i lo = p / 2 ? _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4) : _mm256_and_si256(ql, m4);
+            const __m256i hi = 2 * p >= 4 ? _mm256_srli_epi16(qh, 2 * p - 4) : _mm256_slli_epi16(qh, 4 - 2 * p);
+            _mm256_storeu_si256((__m256i *)(void *)(q + 128 * h + 32 * p), _mm256_or_si256(lo, _mm256_and_si256(hi, m30)));
+        }
+    }
 }
 
 /* super-block i of up to 8 file rows (w_row bytes apart; missing rows zero) in the x8 form at g */
@@ -119,13 +136,13 @@ static void kx8_build_sb(int kind, const char *w, size_t w_row, int nrows, int i
         kx8_halves(b, w_row, nrows, offsetof(block_q6_K, d), g);
         x8_rows_dwords(b + offsetof(block_q6_K, scales), w_row, nrows, T);
         for (int c = 0; c < 4; c++) kx8_st(g + KX8_Q6_K_SC + 32 * c, T[c]);
-        for (int z = 0; z < 32; z += 4) {
-            x8_rows_dwords(b + offsetof(block_q6_K, ql) + 4 * z, w_row, nrows, T);
-            for (int c = 0; c < 4; c++) kx8_st(g + KX8_Q6_K_QL + 32 * (z + c), T[c]);
-        }
-        for (int z = 0; z < 16; z += 4) {
-            x8_rows_dwords(b + offsetof(block_q6_K, qh) + 4 * z, w_row, nrows, T);
-            for (int c = 0; c < 4; c++) kx8_st(g + KX8_Q6_K_QH + 32 * (z + c), T[c]);
+        uint8_t q[X8][QK_K];   /* each row's 6-bit values, one a byte */
+        for (int l = 0; l < nrows; l++) kx8_q6_K_values((const block_q6_K *)(const void *)(b + (size_t)l * w_row), q[l]);
+        for (int sb = 0; sb < 16; sb++) {
+            x8_rows_dwords((const char *)&q[0][16 * sb], QK_K, nrows, T);
+            for (int c = 0; c < 3; c++)
+                kx8_st(g + KX8_Q6_K_Q + 96 * sb + 32 * c,
+                       _mm256_or_si256(T[c], _mm256_and_si256(_mm256_slli_epi16(T[3], 6 - 2 * c), _mm256_set1_epi8((char)0xC0))));
         }
     }
 }
@@ -257,7 +274,7 @@ OXL_INLINE void kx8_group_k4(const int kind, const int C, int nb, const uint8_t 
 
 OXL_INLINE void kx8_group_q6_K(const int C, int nb, const uint8_t *g0, const char *y, size_t y_row, const kx8_act *A,
                                int ahead, __m256 *acc) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
+    const __m256i m3f = _mm256_set1_epi8(0x3F), ones = _mm256_set1_epi16(1);
     X8_UNROLL for (int j = 0; j < C; j++) acc[j] = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const uint8_t *g = g0 + (size_t)i * kx8_sb_bytes(KX8_Q6_K);
@@ -274,35 +291,30 @@ OXL_INLINE void kx8_group_q6_K(const int C, int nb, const uint8_t *g0, const cha
             yq[j] = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[i].qs;
             t[j] = _mm256_setzero_ps();
         }
-        /* values 128h + 32p + 0..31: sub-blocks 8h + 2p (chunks k = 0..3) and 8h + 2p + 1 (k = 4..7) */
-        for (int h = 0; h < 2; h++)
-            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-                if (ahead) kx8_ahead(g, kx8_sb_bytes(KX8_Q6_K), 4 * h + p, 8);
-                _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
-                    const int sb = 8 * h + 2 * p + e;
-                    __m256i x[4];
-                    for (int k = 0; k < 4; k++) {
-                        const int kk = 4 * e + k;
-                        const __m256i ql = _mm256_loadu_si256((const __m256i *)(const void *)(g + KX8_Q6_K_QL + 32 * (16 * h + 8 * (p % 2) + kk)));
-                        const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(g + KX8_Q6_K_QH + 32 * (8 * h + kk)));
-                        const __m256i lo = p / 2 ? _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4) : _mm256_and_si256(ql, m4);
-                        const __m256i hi = 2 * p >= 4 ? _mm256_srli_epi16(qh, 2 * p - 4) : _mm256_slli_epi16(qh, 4 - 2 * p);
-                        x[k] = _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
-                    }
-                    X8_UNROLL for (int j = 0; j < C; j++) {
-                        const int8_t *yb = yq[j] + 16 * sb;
-                        __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(x[0], x8_bcast4(yb)),
-                                                       _mm256_maddubs_epi16(x[1], x8_bcast4(yb + 4)));
-                        KX8_KEEP(p01);
-                        __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(x[2], x8_bcast4(yb + 8)),
-                                                       _mm256_maddubs_epi16(x[3], x8_bcast4(yb + 12)));
-                        KX8_KEEP(p23);
-                        __m256i is = _mm256_add_epi32(_mm256_madd_epi16(p01, ones), _mm256_madd_epi16(p23, ones));
-                        is = _mm256_add_epi32(is, _mm256_set1_epi32(A[(size_t)j * nb + i].v[sb]));
-                        t[j] = _mm256_fmadd_ps(ds[sb], _mm256_cvtepi32_ps(is), t[j]);
-                    }
-                }
+        _Pragma("GCC unroll 2") for (int sb = 0; sb < 16; sb++) {
+            if (ahead && sb % 2 == 0) kx8_ahead(g, kx8_sb_bytes(KX8_Q6_K), sb / 2, 8);
+            /* x[k]: values 16 sb + 4k .. + 3 of every row; the fourth from the three chunks' top bits */
+            const uint8_t *qc = g + KX8_Q6_K_Q + 96 * sb;
+            __m256i x[4], top[3];
+            for (int c = 0; c < 3; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(qc + 32 * c));
+                x[c] = _mm256_and_si256(v, m3f);
+                top[c] = _mm256_srli_epi16(_mm256_andnot_si256(m3f, v), 6 - 2 * c);
             }
+            x[3] = _mm256_or_si256(_mm256_or_si256(top[0], top[1]), top[2]);
+            X8_UNROLL for (int j = 0; j < C; j++) {
+                const int8_t *yb = yq[j] + 16 * sb;
+                __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(x[0], x8_bcast4(yb)),
+                                               _mm256_maddubs_epi16(x[1], x8_bcast4(yb + 4)));
+                KX8_KEEP(p01);
+                __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(x[2], x8_bcast4(yb + 8)),
+                                               _mm256_maddubs_epi16(x[3], x8_bcast4(yb + 12)));
+                KX8_KEEP(p23);
+                __m256i is = _mm256_add_epi32(_mm256_madd_epi16(p01, ones), _mm256_madd_epi16(p23, ones));
+                is = _mm256_add_epi32(is, _mm256_set1_epi32(A[(size_t)j * nb + i].v[sb]));
+                t[j] = _mm256_fmadd_ps(ds[sb], _mm256_cvtepi32_ps(is), t[j]);
+            }
+        }
         X8_UNROLL for (int j = 0; j < C; j++) acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(A[(size_t)j * nb + i].d), t[j], acc[j]);
     }
 }
