@@ -21,8 +21,8 @@ TIERS = _core.usable_tiers()
 TYPES_WITH_VEC_DOT = [name for _, (name, *_rest, has_vec_dot) in sorted(_core.type_table().items())
                       if has_vec_dot and name in GGMLType.__members__]
 # activation row counts: decode, verify and batched-decode sizes, the kernels' group and chunk
-# boundaries (groups of 4, small batch <= 16, chunks of 64 activation rows), prefill-like sizes
-N_ACT = (1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64, 65, 130)
+# boundaries (passes of 4 or 8, small batch <= 16, chunks of 64 activation rows), prefill-like sizes
+N_ACT = (1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 64, 65, 130)
 N_ACT_MAX = max(N_ACT)
 W_ROWS = 37   # not a multiple of the 4-row tiles / 4-row chunks
 # row ranges as threads and forward_impl.h's matmul_share hand them out, and ones that start and end mid-tile
@@ -131,6 +131,26 @@ def test_repacked_rows_give_the_file_rows_floats_bit_for_bit(qtype, tier):
                     continue
                 assert np.array_equal(Y[:, r0:r1], expect[:n, r0:r1]), (qtype, tier, cols, n, (r0, r1))
                 assert np.isnan(Y[:, :r0]).all() and np.isnan(Y[:, r1:]).all()
+
+
+# the AVX2 tier's eight-row types, which sum in the AVX-512 VNNI tier's order (csrc/x86/avx2/quants_x8_avx2.c,
+# quants_x8b_avx2.c, quants_kx8_avx2.c)
+SAME_AS_VNNI = ([q for q in _core.repacked_layouts("avx2") if q in _core.repacked_layouts("avx512vnni")]
+                if {"avx2", "avx512vnni"} <= set(TIERS) else [])
+
+
+@pytest.mark.skipif(not SAME_AS_VNNI, reason="needs the AVX2 and AVX-512 VNNI tiers")
+@pytest.mark.parametrize("qtype", SAME_AS_VNNI)
+def test_the_avx2_tiers_eight_row_types_give_the_vnni_tiers_floats(qtype):
+    """A type the AVX2 tier runs eight rows a register gives the very floats of the VNNI tier's sixteen rows, so
+    a model's logits do not depend on which of the two tiers runs it (and the AVX-512 tier, which inherits them)."""
+    for ci, cols in enumerate(_cols_for(qtype)):
+        _, w, xq, expect = _case(qtype, cols, "avx2", seed=20 + ci)
+        wr = w.reshape(W_ROWS, -1)
+        for j in (0, 1, N_ACT_MAX - 1):
+            vnni = np.array([_core.vec_dot(qid(qtype), wr[r], xq[j], cols, "avx512vnni") for r in range(W_ROWS)],
+                            np.float32)
+            assert np.array_equal(expect[j], vnni), (qtype, cols, j)
 
 
 def test_repack_refuses_what_it_cannot_hold():

@@ -368,34 +368,19 @@ OXL_INLINE void kx8_pass(int kind, const int C, int nb, const uint8_t *g, const 
     else kx8_group_k4(kind, C, nb, g, y, y_row, (const kx8_act *)A, ahead, acc);
     x8_store(C, acc, S, lds, nrows);
 }
-static void kx8_pass_q4_K(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
-                          int ahead, float *S, int64_t lds, int nrows) {
-    (void)kind;
-#define KX8_PASS(C_) kx8_pass(KX8_Q4_K, C_, nb, g, y, y_row, A, ahead, S, lds, nrows)
-    KX8_BY_C(C, KX8_PASS)
-#undef KX8_PASS
-}
-static void kx8_pass_q5_K(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
-                          int ahead, float *S, int64_t lds, int nrows) {
-    (void)kind;
-#define KX8_PASS(C_) kx8_pass(KX8_Q5_K, C_, nb, g, y, y_row, A, ahead, S, lds, nrows)
-    X8_BY_C(C, KX8_PASS)
-#undef KX8_PASS
-}
-static void kx8_pass_iq4_xs(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
-                            int ahead, float *S, int64_t lds, int nrows) {
-    (void)kind;
-#define KX8_PASS(C_) kx8_pass(KX8_IQ4_XS, C_, nb, g, y, y_row, A, ahead, S, lds, nrows)
-    X8_BY_C(C, KX8_PASS)
-#undef KX8_PASS
-}
-static void kx8_pass_q6_K(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
-                          int ahead, float *S, int64_t lds, int nrows) {
-    (void)kind;
-#define KX8_PASS(C_) kx8_pass(KX8_Q6_K, C_, nb, g, y, y_row, A, ahead, S, lds, nrows)
-    KX8_BY_C(C, KX8_PASS)
-#undef KX8_PASS
-}
+/* a type's pass with the run-time count C of activation rows a constant (BY_C: X8_BY_C or KX8_BY_C) */
+#define KX8_PASS_OF(C_) kx8_pass(KIND_, C_, nb, g, y, y_row, A, ahead, S, lds, nrows)
+#define KX8_PASS_FN(name, KIND, BY_C)                                                                          \
+    static void kx8_pass_##name(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row,       \
+                                const void *A, int ahead, float *S, int64_t lds, int nrows) {                 \
+        enum { KIND_ = KIND };                                                                                 \
+        (void)kind;                                                                                            \
+        BY_C(C, KX8_PASS_OF)                                                                                   \
+    }
+KX8_PASS_FN(q4_K, KX8_Q4_K, KX8_BY_C)
+KX8_PASS_FN(q5_K, KX8_Q5_K, X8_BY_C)
+KX8_PASS_FN(q6_K, KX8_Q6_K, KX8_BY_C)
+KX8_PASS_FN(iq4_xs, KX8_IQ4_XS, X8_BY_C)
 
 OXL_INLINE int kx8_gemm(int kind, int packed, int n, float *S, int64_t lds, const char *w, size_t w_row, int nr,
                         const char *y, size_t y_row, int nc) {
@@ -403,9 +388,9 @@ OXL_INLINE int kx8_gemm(int kind, int packed, int n, float *S, int64_t lds, cons
     const x8_family f = {kind, nb, (size_t)nb * sizeof(kx8_act), (size_t)nb * kx8_sb_bytes(kind), KX8_AHEAD,
                          kx8_prepare, kx8_build,
                          kind == KX8_Q4_K ? kx8_pass_q4_K : kind == KX8_Q5_K ? kx8_pass_q5_K
-                         : kind == KX8_Q6_K ? kx8_pass_q6_K : kx8_pass_iq4_xs,
-                         kind == KX8_Q4_K || kind == KX8_Q6_K ? KX8_VG : X8_VG};
-    return x8_gemm(&f, packed, S, lds, w, w_row, nr, y, y_row, nc);
+                         : kind == KX8_Q6_K ? kx8_pass_q6_K : kx8_pass_iq4_xs};
+    const int vg = kind == KX8_Q4_K || kind == KX8_Q6_K ? KX8_VG : X8_VG;
+    return rows_gemm(&f, X8, vg, packed, S, lds, w, w_row, nr, y, y_row, nc);
 }
 
 /* the 8 lanes' sums of v[0..7] (exact int32), as floats in order */
@@ -525,85 +510,31 @@ static void kx8_vec_dot(int kind, int n, float *s, const void *x, const void *y)
     else vec_dot_k4(kind, n, s, x, y);
 }
 
-/* the file-layout products; without memory for the per-thread buffer, one output at a time (the same floats).
- * One activation row of Q5_K / Q6_K file rows goes through vec_dot (gemm_one_row 0): building their groups per
- * call costs more than it saves (1 thread CPU time, 2048 x 2048 in cache: Q5_K 26 vs 31 GOPS, Q6_K 24.5 vs 30) */
-OXL_INLINE void kx8_gemm_file(int kind, int n, float *S, int64_t lds, const void *w, size_t w_row, int nr, const void *y,
-                              size_t y_row, int nc) {
-    if (!kx8_gemm(kind, 0, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc)) return;
-    for (int r = 0; r < nr; r++)
-        for (int j = 0; j < nc; j++)
-            kx8_vec_dot(kind, n, &S[j * lds + r], (const char *)w + (size_t)r * w_row, (const char *)y + (size_t)j * y_row);
-}
-static void gemm_q4_K_file_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
-                              int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    kx8_gemm_file(KX8_Q4_K, n, S, lds, w, w_row, nr, y, y_row, nc);
-}
-static void gemm_q5_K_file_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
-                              int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    kx8_gemm_file(KX8_Q5_K, n, S, lds, w, w_row, nr, y, y_row, nc);
-}
-static void gemm_q6_K_file_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
-                              int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    kx8_gemm_file(KX8_Q6_K, n, S, lds, w, w_row, nr, y, y_row, nc);
-}
-static void gemm_iq4_xs_file_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
-                                int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    kx8_gemm_file(KX8_IQ4_XS, n, S, lds, w, w_row, nr, y, y_row, nc);
-}
-/* the repacked products (rows from a group start); -1: no memory, the caller reads the file rows */
-static int gemm_iq4_xs_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
-                          const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    return kx8_gemm(KX8_IQ4_XS, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
-}
-static int gemm_q4_K_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
-                        const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    return kx8_gemm(KX8_Q4_K, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
-}
-static int gemm_q5_K_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
-                        const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    return kx8_gemm(KX8_Q5_K, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
-}
-static int gemm_q6_K_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
-                        const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    return kx8_gemm(KX8_Q6_K, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
-}
-
-/* the repacked layouts have the file's bytes per row */
-static int64_t q4_K_x8_row_size(int64_t cols) {
-    return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)sizeof(block_q4_K) : -1;
-}
-static int64_t q5_K_x8_row_size(int64_t cols) {
-    return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)sizeof(block_q5_K) : -1;
-}
-static int64_t iq4_xs_x8_row_size(int64_t cols) {
-    return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)sizeof(block_iq4_xs) : -1;
-}
-static int64_t q6_K_x8_row_size(int64_t cols) {
-    return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)sizeof(block_q6_K) : -1;
-}
-
-/* whole groups of 8 rows repacked, the last rows % 8 copied; run once at load, per thread over a row range
- * that starts at a group boundary (matmul.c's oxl_repack splits in multiples of OXL_REPACK_ROW_ALIGN) */
-static void kx8_repack(int kind, const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    const int nb = (int)(cols / QK_K);
-    const size_t row = (size_t)nb * kx8_file_bytes(kind);
-    int64_t r = 0;
-    for (; r + X8 <= rows; r += X8) kx8_build(kind, (const char *)w + r * row, row, X8, nb, (uint8_t *)dst + r * row);
-    memcpy((char *)dst + r * row, (const char *)w + r * row, (size_t)(rows - r) * row);
-}
-static void repack_q4_K_x8(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    kx8_repack(KX8_Q4_K, w, dst, rows, cols);
-}
-static void repack_q5_K_x8(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    kx8_repack(KX8_Q5_K, w, dst, rows, cols);
-}
-static void repack_iq4_xs_x8(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    kx8_repack(KX8_IQ4_XS, w, dst, rows, cols);
-}
-static void repack_q6_K_x8(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    kx8_repack(KX8_Q6_K, w, dst, rows, cols);
-}
+/* per type: the file-layout product (without memory for the per-thread buffer, one output at a time by the
+ * vec_dot: the same floats), the repacked product (rows from a group start; -1: no memory, the caller reads the
+ * file rows), the repacked row size (the file's) and the repack (whole groups of 8 rows built, the last rows % 8
+ * copied; x8_common.h's) */
+#define KX8_ENTRY_POINTS(name, KIND)                                                                          \
+    static void gemm_##name##_file_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w,  \
+                                      size_t w_row, int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) { \
+        x8_gemm_file(kx8_gemm, kx8_vec_dot, KIND, n, S, lds, w, w_row, nr, y, y_row, nc);                      \
+    }                                                                                                          \
+    static int gemm_##name##_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w,        \
+                                size_t w_row, int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {     \
+        return kx8_gemm(KIND, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);          \
+    }                                                                                                          \
+    static int64_t name##_x8_row_size(int64_t cols) {                                                          \
+        return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)kx8_file_bytes(KIND) : -1;               \
+    }                                                                                                          \
+    static void repack_##name##_x8(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows,         \
+                                   int64_t cols) {                                                             \
+        x8_repack(kx8_build, KIND, (int)(cols / QK_K), (size_t)(cols / QK_K) * kx8_file_bytes(KIND), w, dst,  \
+                  rows);                                                                                       \
+    }
+KX8_ENTRY_POINTS(q4_K, KX8_Q4_K)
+KX8_ENTRY_POINTS(q5_K, KX8_Q5_K)
+KX8_ENTRY_POINTS(q6_K, KX8_Q6_K)
+KX8_ENTRY_POINTS(iq4_xs, KX8_IQ4_XS)
 
 /* Q4_K, Q5_K and Q6_K of this tier: vec_dot, the file-layout products and the repacked layouts, in the orders above */
 void oxl_register_avx2_kx8(oxl_kernel_table *t) {
@@ -613,7 +544,8 @@ void oxl_register_avx2_kx8(oxl_kernel_table *t) {
     t->type[OXL_TYPE_Q4_K].repacked = (oxl_repacked_layout){"q4_K_x8", q4_K_x8_row_size, repack_q4_K_x8, gemm_q4_K_x8};
     t->type[OXL_TYPE_Q5_K].vec_dot = vec_dot_q5_K_x8;
     t->type[OXL_TYPE_Q5_K].gemm = gemm_q5_K_file_x8;
-    t->type[OXL_TYPE_Q5_K].gemm_one_row = 0;
+    t->type[OXL_TYPE_Q5_K].gemm_one_row = 0;   /* one file row of Q5_K / Q6_K: vec_dot (building their groups per
+                                                  call cost more: 2048 x 2048 in cache, Q5_K 26 vs 31 GOPS, Q6_K 24.5 vs 30) */
     t->type[OXL_TYPE_Q5_K].repacked = (oxl_repacked_layout){"q5_K_x8", q5_K_x8_row_size, repack_q5_K_x8, gemm_q5_K_x8};
     t->type[OXL_TYPE_IQ4_XS].vec_dot = vec_dot_iq4_xs_x8;
     t->type[OXL_TYPE_IQ4_XS].gemm = gemm_iq4_xs_file_x8;
