@@ -336,8 +336,6 @@ OXL_INLINE void gemm_rows_generic(int kind, int n, float *S, int64_t lds, const 
         gemm_rows_generic(kind, n, S, lds, w, w_row, nr, y, y_row, nc); \
     }
 
-GEMM_ROWS(gemm_rows_q4_1_avx2, K_Q4_1)
-GEMM_ROWS(gemm_rows_q5_0_avx2, K_Q5_0)
 GEMM_ROWS(gemm_rows_q8_1_avx2, K_Q8_1)
 GEMM_ROWS(gemm_rows_mxfp4_avx2, K_MXFP4)
 
@@ -458,17 +456,14 @@ void oxl_register_avx2_legacy(oxl_kernel_table *t) {
     t->type[OXL_TYPE_BF16].vec_dot = vec_dot_bf16_f32_avx2;
 }
 
-/* The AVX-512 tier's vec_dots of Q4_1 and Q5_0 (quants_legacy_avx512.c) sum in the canonical order above,
- * so these multi-row kernels are exact for them too (this tier no longer registers them for itself: its own
- * Q4_1 and Q5_0 are eight rows a register); dispatch.c registers them for that tier after its own register
- * function (which brings those vec_dots but no gemm). Its Q4_0, Q5_1, Q8_0 and IQ4_NL are this tier's
- * eight-row kernels (quants_x8_avx2.c, quants_x8b_avx2.c), inherited whole.
+/* The AVX-512 tier's vec_dot of MXFP4 (quants_legacy_avx512.c) sums in the canonical order above, so this
+ * multi-row kernel is exact for it too; dispatch.c registers it for that tier after its own register function
+ * (which brings that vec_dot but no gemm). Its Q4_0, Q8_0, Q4_1, Q5_0 and Q5_1 are the VNNI tier's sixteen-row
+ * kernels built for it (csrc/x86/avx512/quants_x16*_avx512.c).
  * tests/quant/test_invariance.py checks every usable tier's pairs bit for bit. */
 void oxl_register_avx512_gemm_lowbit(oxl_kernel_table *t);  /* quants_lowbit_avx2.c */
 
 void oxl_register_avx512_gemm(oxl_kernel_table *t) {
     oxl_register_avx512_gemm_lowbit(t);
-    t->type[OXL_TYPE_Q4_1].gemm = gemm_rows_q4_1_avx2;
-    t->type[OXL_TYPE_Q5_0].gemm = gemm_rows_q5_0_avx2;
     t->type[OXL_TYPE_MXFP4].gemm = gemm_rows_mxfp4_avx2;
 }
