@@ -54,9 +54,9 @@ def timed_wake(wake):
 scheduler._wake_loops = timed_wake
 
 set_all = scheduler._set_all
-def timed_set_all(events):
+def timed_set_all(*args):
     T["loop"].append(clock())
-    return set_all(events)
+    return set_all(*args)
 scheduler._set_all = timed_set_all
 
 send = sse.EventStream._send_with_timeout
