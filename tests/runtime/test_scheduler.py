@@ -156,7 +156,8 @@ def test_next_step_waits_for_the_loop_to_send_the_tokens(tiny, monkeypatch):
     so far has reached its stream on the loop. The texts are those of the streams alone."""
     from oxillama.runtime import scheduler as scheduler_module
     monkeypatch.setattr(scheduler_module, "logical_cpus", lambda: tiny.n_threads)
-    monkeypatch.setattr(scheduler_module, "LOOP_WAIT", GATE_WAIT)     # no give-up under a loaded machine
+    for name in ("LOOP_WAIT", "LOOP_START_WAIT"):                        # no give-up under a loaded machine
+        monkeypatch.setattr(scheduler_module, name, GATE_WAIT)
     prompts = _prompts(tiny, [5, 8, 3], seed=17)
     kw = dict(max_tokens=12, temperature=0.8, seed=5)
     want = _solo(tiny, prompts, **kw)
