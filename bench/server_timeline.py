@@ -10,8 +10,9 @@ Per decode step (a step whose forward ran only 1-token decodes), medians in ms:
   loop lag   the wake-up to the loop running its callback
   loop busy  the loop's callback to its last send of the step's events
 and how much of the loop's busy span fell inside the next forward (the loop then competes with the forward's
-threads for the cores) or before it (it holds the GIL the scheduler thread needs). Context switches per step of
-every thread of the server come from /proc/PID/task/*/status. A diagnostic: not part of the test suite.
+threads for the cores) or before it (the scheduler thread waits for it: Scheduler._step). Context switches and
+CPU time per step of every thread of the server come from /proc/PID/task/*/status and stat. A diagnostic: not part
+of the test suite.
 """
 from __future__ import annotations
 
@@ -54,9 +55,9 @@ def timed_wake(wake):
 scheduler._wake_loops = timed_wake
 
 set_all = scheduler._set_all
-def timed_set_all(events):
+def timed_set_all(*args):
     T["loop"].append(clock())
-    return set_all(events)
+    return set_all(*args)
 scheduler._set_all = timed_set_all
 
 send = sse.EventStream._send_with_timeout
@@ -86,17 +87,21 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-def ctx_switches(pid: int) -> dict[str, tuple[int, int]]:
-    """{thread name/tid: (voluntary, nonvoluntary)} of every thread of pid"""
+def ctx_switches(pid: int) -> dict[str, tuple[int, int, float]]:
+    """{thread name/tid: (voluntary, nonvoluntary context switches, CPU seconds)} of every thread of pid"""
     out = {}
+    tick = os.sysconf("SC_CLK_TCK")
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/status") as f:
                 st = dict(line.split(":", 1) for line in f if ":" in line)
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
         except FileNotFoundError:
             continue
         out[f"{st['Name'].strip()}/{tid}"] = (int(st["voluntary_ctxt_switches"]),
-                                            int(st["nonvoluntary_ctxt_switches"]))
+                                            int(st["nonvoluntary_ctxt_switches"]),
+                                            (int(fields[11]) + int(fields[12])) / tick)
     return out
 
 
@@ -172,9 +177,10 @@ def main() -> None:
             spans.append((t0, time.perf_counter()))
             c1 = ctx_switches(proc.pid)
             steps = a.tokens + 1
-            print(f"round {r}: {figs[-1]['tokens'] / figs[-1]['wall']:.1f} tokens/s; context switches per step "
-                  f"(voluntary, involuntary): " + ", ".join(
-                      f"{k} {(c1[k][0] - c0[k][0]) / steps:.1f},{(c1[k][1] - c0[k][1]) / steps:.1f}"
+            print(f"round {r}: {figs[-1]['tokens'] / figs[-1]['wall']:.1f} tokens/s; per step and thread, "
+                  f"context switches (voluntary, involuntary) and CPU ms: " + ", ".join(
+                      f"{k} {(c1[k][0] - c0[k][0]) / steps:.1f},{(c1[k][1] - c0[k][1]) / steps:.1f} "
+                      f"{1e3 * (c1[k][2] - c0[k][2]) / steps:.2f}"
                       for k in c1 if k in c0 and c1[k] != c0[k]))
     finally:
         proc.terminate()

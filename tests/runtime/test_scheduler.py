@@ -150,6 +150,42 @@ async def _collect(stream):
     return "".join([p async for p in stream])
 
 
+def test_next_step_waits_for_the_loop_to_send_the_tokens(tiny, monkeypatch):
+    """When the forward's threads take every core, a step's streams are served before the next forward
+    starts (the loop would otherwise take a core from the forward): at each step's start every piece pushed
+    so far has reached its stream on the loop. The texts are those of the streams alone."""
+    from oxillama.runtime import scheduler as scheduler_module
+    monkeypatch.setattr(scheduler_module, "logical_cpus", lambda: tiny.n_threads)
+    for name in ("LOOP_WAIT", "LOOP_START_WAIT"):                        # no give-up under a loaded machine
+        monkeypatch.setattr(scheduler_module, name, GATE_WAIT)
+    prompts = _prompts(tiny, [5, 8, 3], seed=17)
+    kw = dict(max_tokens=12, temperature=0.8, seed=5)
+    want = _solo(tiny, prompts, **kw)
+    received, late = {}, []
+
+    async def consume(sched, prompt):
+        handle = sched.submit(prompt, **kw)
+        received[handle] = 0
+        async for _ in handle.astream():
+            received[handle] += 1
+        return await handle.aresult()
+
+    async def main(sched):
+        return await asyncio.gather(*(consume(sched, p) for p in prompts))
+
+    with Scheduler(tiny, n_seq_max=4) as sched:
+        assert sched._wait_for_loops
+        step = sched.pool.step
+
+        def checked_step(items):
+            late.extend((h.id, n, len(h._pieces)) for h, n in list(received.items()) if n != len(h._pieces))
+            return step(items)
+        sched.pool.step = checked_step
+        got = asyncio.run(main(sched))
+    _same(got, want)
+    assert not late, f"steps started before the loop had sent their streams' pieces (id, sent, pushed): {late}"
+
+
 def test_cancel_frees_the_slot(tiny):
     prompt = _prompts(tiny, [10])[0]
     gate, entered = threading.Event(), threading.Event()
