@@ -133,6 +133,26 @@ def test_repacked_rows_give_the_file_rows_floats_bit_for_bit(qtype, tier):
                 assert np.isnan(Y[:, :r0]).all() and np.isnan(Y[:, r1:]).all()
 
 
+# the AVX2 tier's eight-row types, which sum in the AVX-512 VNNI tier's order (csrc/x86/avx2/quants_x8_avx2.c,
+# quants_x8b_avx2.c, quants_kx8_avx2.c)
+SAME_AS_VNNI = ([q for q in _core.repacked_layouts("avx2") if q in _core.repacked_layouts("avx512vnni")]
+                if {"avx2", "avx512vnni"} <= set(TIERS) else [])
+
+
+@pytest.mark.skipif(not SAME_AS_VNNI, reason="needs the AVX2 and AVX-512 VNNI tiers")
+@pytest.mark.parametrize("qtype", SAME_AS_VNNI)
+def test_the_avx2_tiers_eight_row_types_give_the_vnni_tiers_floats(qtype):
+    """A type the AVX2 tier runs eight rows a register gives the very floats of the VNNI tier's sixteen rows, so
+    a model's logits do not depend on which of the two tiers runs it (and the AVX-512 tier, which inherits them)."""
+    for ci, cols in enumerate(_cols_for(qtype)):
+        _, w, xq, expect = _case(qtype, cols, "avx2", seed=20 + ci)
+        wr = w.reshape(W_ROWS, -1)
+        for j in (0, 1, N_ACT_MAX - 1):
+            vnni = np.array([_core.vec_dot(qid(qtype), wr[r], xq[j], cols, "avx512vnni") for r in range(W_ROWS)],
+                            np.float32)
+            assert np.array_equal(expect[j], vnni), (qtype, cols, j)
+
+
 def test_repack_refuses_what_it_cannot_hold():
     """No layout: None; a byte count that does not match the shape: QuantError, nothing read."""
     from oxillama.errors import QuantError

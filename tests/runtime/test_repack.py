@@ -1,6 +1,6 @@
 """Repacked weights (ForwardPlan(repack=True), the default): a model whose matrices have a repacked layout on
-this CPU's tier (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and the K-quants on AVX-512 VNNI; Q4_0, Q8_0, the K-quants Q4_K, Q5_K, Q6_K
-and IQ4_XS on AVX2) reads a copy of them made at load, and must give
+this CPU's tier (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the K-quants, IQ4_NL and IQ4_XS on AVX-512 VNNI and on AVX2) reads a
+copy of them made at load, and must give
 exactly the logits of the file layout, in every call shape (test_invariance.py's checks). A llama model of n_embd
 256 with every matrix of the type, written at test time (test_invariance_quants.write_model)."""
 import os
@@ -15,7 +15,7 @@ from test_invariance_quants import N_TOKENS, write_model
 import oxillama
 from oxillama import InferenceEngine, _core
 
-TYPES = ["Q4_0", "Q8_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"]
+TYPES = ["Q4_0", "Q8_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS"]
 
 
 @pytest.fixture(scope="module", params=TYPES)
@@ -122,14 +122,16 @@ def test_repacked_experts_give_the_file_layouts_logits_bit_for_bit(tmp_path, qty
 
 
 def test_the_avx2_tiers_repacked_copies_give_the_file_layouts_logits(tmp_path):
-    """The AVX2 tier's eight-row layouts (csrc/x86/avx2/quants_x8_avx2.c, quants_kx8_avx2.c; the AVX-512 tier
-    inherits them) on a CPU whose active tier is higher: this module's bit-for-bit test in a child process with
-    that tier forced (test_invariance.py checks their kernels on every usable tier; this, the whole forward)."""
+    """The AVX2 tier's eight-row layouts, one for every type above (csrc/x86/avx2/quants_x8_avx2.c,
+    quants_x8b_avx2.c, quants_kx8_avx2.c; the AVX-512 tier inherits those whose vec_dot it does not replace) on a
+    CPU whose active tier is higher: this module's bit-for-bit test in a child process with that tier forced
+    (test_invariance.py checks their kernels on every usable tier; this, the whole forward)."""
     if "avx2" not in _core.usable_tiers() or _core.active_tier() == "avx2":
         pytest.skip("the avx2 tier is not a lower usable tier here (where it is the active one, the tests above run it)")
+    assert set(TYPES) <= set(_core.repacked_layouts("avx2"))
     env = dict(os.environ, OXILLAMA_DISABLE_CPU_FEATURES="avx512")
-    select = "test_repacked_copy_gives_the_file_layouts_logits_bit_for_bit and (Q4_0 or Q8_0 or Q4_K or Q5_K or Q6_K or IQ4_XS)"
+    select = "test_repacked_copy_gives_the_file_layouts_logits_bit_for_bit"
     res = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-k", select],
                          env=env, capture_output=True, text=True, cwd=tmp_path)   # a neutral folder: the installed package, not the source tree
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
-    assert "6 passed" in res.stdout, res.stdout[-2000:]
+    assert f"{len(TYPES)} passed" in res.stdout, res.stdout[-2000:]

@@ -163,11 +163,16 @@ static inline void kx8_ahead(const uint8_t *g, size_t bytes, int part, int parts
         __builtin_prefetch(g + KX8_AHEAD + 64 * l, 0, 3);
 }
 
+/* v as it stands here, in a register: without this GCC's reassociation gathers the terms of an int16 sum at its
+ * end, every maddubs product live at once (spilled to the stack: a third of the Q4_K pass's instructions) */
+#define KX8_KEEP(v) __asm__("" : "+x"(v))
+
 /* acc[j] (lane l: row l) over all nb super-blocks of one group against activation rows 0..C-1 */
 OXL_INLINE void kx8_group_k4(const int kind, const int C, int nb, const uint8_t *g0, const char *y, size_t y_row, const kx8_act *A,
                                int ahead, __m256 *acc) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
     const __m256i mpair = _mm256_set1_epi32(0x00FF00FF), ones = _mm256_set1_epi16(1), m10 = _mm256_set1_epi8(0x10);
+    const __m256i mbyte = _mm256_set1_epi32(0xFF);
     X8_UNROLL for (int j = 0; j < C; j++) acc[j] = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const uint8_t *g = g0 + (size_t)i * kx8_sb_bytes(kind);
@@ -182,6 +187,10 @@ OXL_INLINE void kx8_group_k4(const int kind, const int C, int nb, const uint8_t 
         const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(s2, m4), _mm256_and_si256(_mm256_srli_epi32(s0, 2), m30));
         const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(s2, 4), m4),
                                              _mm256_and_si256(_mm256_srli_epi32(s1, 2), m30));
+        /* d sc_s of every row, for the sub-blocks s = 0..7 */
+        __m256 ds[8];
+        for (int s = 0; s < 8; s++)
+            ds[s] = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(s < 4 ? sc_lo : sc_hi, 8 * (s % 4)), mbyte)));
         /* int16 words (m_0, m_2), (m_1, m_3), (m_4, m_6), (m_5, m_7) */
         const __m256i mp[4] = {_mm256_and_si256(m_lo, mpair), _mm256_and_si256(_mm256_srli_epi32(m_lo, 8), mpair),
                                _mm256_and_si256(m_hi, mpair), _mm256_and_si256(_mm256_srli_epi32(m_hi, 8), mpair)};
@@ -196,32 +205,33 @@ OXL_INLINE void kx8_group_k4(const int kind, const int C, int nb, const uint8_t 
         }
         const int8_t *yq[X8_VG];
         X8_UNROLL for (int j = 0; j < C; j++) yq[j] = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[i].qs;
-        for (int s = 0; s < 8; s++) {
-            if (ahead) kx8_ahead(g, kx8_sb_bytes(kind), s, 8);
-            const int c = s / 2, h = s % 2;
-            __m256i s16[X8_VG], s32[X8_VG];
-            X8_UNROLL for (int j = 0; j < C; j++) s16[j] = s32[j] = _mm256_setzero_si256();
-            for (int k = 0; k < 8; k++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(q + 32 * (8 * c + k)));
-                __m256i x = h ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
-                if (kind == KX8_Q5_K) {   /* the fifth bit of sub-block s's values: bit s of qh, to bit 4 */
-                    const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(g + KX8_Q5_K_QH + 32 * k));
-                    const __m256i b = s <= 4 ? _mm256_slli_epi16(qh, 4 - s) : _mm256_srli_epi16(qh, s - 4);
-                    x = _mm256_or_si256(x, _mm256_and_si256(b, m10));
-                }
-                X8_UNROLL for (int j = 0; j < C; j++)
-                    s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(x, x8_bcast4(yq[j] + 32 * s + 4 * k)));
-                if (kind == KX8_Q5_K && k == 3)   /* four 5-bit maddubs fill int16: to int32 */
-                    X8_UNROLL for (int j = 0; j < C; j++) {
-                        s32[j] = _mm256_madd_epi16(s16[j], ones);
-                        s16[j] = _mm256_setzero_si256();
+        /* sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles) of chunks 8c .. 8c + 7 */
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+            if (ahead) kx8_ahead(g, kx8_sb_bytes(kind), c, 4);
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                const int s = 2 * c + h;
+                __m256i s16[X8_VG], s32[X8_VG];
+                _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(q + 32 * (8 * c + k)));
+                    __m256i x = _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, m4);
+                    if (kind == KX8_Q5_K) {   /* the fifth bit of sub-block s's values: bit s of qh, to bit 4 */
+                        const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(g + KX8_Q5_K_QH + 32 * k));
+                        const __m256i b = s <= 4 ? _mm256_slli_epi16(qh, 4 - s) : _mm256_srli_epi16(qh, s - 4);
+                        x = _mm256_or_si256(x, _mm256_and_si256(b, m10));
                     }
-            }
-            const __m256 ds = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(kx8_byte(s < 4 ? sc_lo : sc_hi, s % 4)));
-            X8_UNROLL for (int j = 0; j < C; j++) {
-                __m256i is = _mm256_madd_epi16(s16[j], ones);
-                if (kind == KX8_Q5_K) is = _mm256_add_epi32(s32[j], is);
-                t[j] = _mm256_fmadd_ps(ds, _mm256_cvtepi32_ps(is), t[j]);
+                    X8_UNROLL for (int j = 0; j < C; j++) {
+                        const __m256i p = _mm256_maddubs_epi16(x, x8_bcast4(yq[j] + 32 * s + 4 * k));
+                        s16[j] = k % 4 == 0 && (kind == KX8_Q5_K || k == 0) ? p : _mm256_add_epi16(s16[j], p);
+                        KX8_KEEP(s16[j]);
+                    }
+                    if (kind == KX8_Q5_K && k == 3)   /* four 5-bit maddubs fill int16: to int32 */
+                        X8_UNROLL for (int j = 0; j < C; j++) s32[j] = _mm256_madd_epi16(s16[j], ones);
+                }
+                X8_UNROLL for (int j = 0; j < C; j++) {
+                    __m256i is = _mm256_madd_epi16(s16[j], ones);
+                    if (kind == KX8_Q5_K) is = _mm256_add_epi32(s32[j], is);
+                    t[j] = _mm256_fmadd_ps(ds[s], _mm256_cvtepi32_ps(is), t[j]);
+                }
             }
         }
         X8_UNROLL for (int j = 0; j < C; j++) acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(A[(size_t)j * nb + i].d), t[j], acc[j]);
@@ -235,6 +245,12 @@ OXL_INLINE void kx8_group_q6_K(const int C, int nb, const uint8_t *g0, const cha
     for (int i = 0; i < nb; i++) {
         const uint8_t *g = g0 + (size_t)i * kx8_sb_bytes(KX8_Q6_K);
         const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)g));
+        /* d sc_g of every row, for the sub-blocks g = 0..15 */
+        __m256 ds[16];
+        for (int k = 0; k < 4; k++) {
+            const __m256i sc = _mm256_loadu_si256((const __m256i *)(const void *)(g + KX8_Q6_K_SC + 32 * k));
+            for (int b = 0; b < 4; b++) ds[4 * k + b] = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(kx8_sbyte(sc, b)));
+        }
         const int8_t *yq[X8_VG];
         __m256 t[X8_VG];
         X8_UNROLL for (int j = 0; j < C; j++) {
@@ -243,9 +259,9 @@ OXL_INLINE void kx8_group_q6_K(const int C, int nb, const uint8_t *g0, const cha
         }
         /* values 128h + 32p + 0..31: sub-blocks 8h + 2p (chunks k = 0..3) and 8h + 2p + 1 (k = 4..7) */
         for (int h = 0; h < 2; h++)
-            for (int p = 0; p < 4; p++) {
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
                 if (ahead) kx8_ahead(g, kx8_sb_bytes(KX8_Q6_K), 4 * h + p, 8);
-                for (int e = 0; e < 2; e++) {
+                _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
                     const int sb = 8 * h + 2 * p + e;
                     __m256i x[4];
                     for (int k = 0; k < 4; k++) {
@@ -256,17 +272,17 @@ OXL_INLINE void kx8_group_q6_K(const int C, int nb, const uint8_t *g0, const cha
                         const __m256i hi = 2 * p >= 4 ? _mm256_srli_epi16(qh, 2 * p - 4) : _mm256_slli_epi16(qh, 4 - 2 * p);
                         x[k] = _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
                     }
-                    const __m256i sc = _mm256_loadu_si256((const __m256i *)(const void *)(g + KX8_Q6_K_SC + 32 * (sb / 4)));
-                    const __m256 ds = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(kx8_sbyte(sc, sb % 4)));
                     X8_UNROLL for (int j = 0; j < C; j++) {
                         const int8_t *yb = yq[j] + 16 * sb;
-                        const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(x[0], x8_bcast4(yb)),
-                                                             _mm256_maddubs_epi16(x[1], x8_bcast4(yb + 4)));
-                        const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(x[2], x8_bcast4(yb + 8)),
-                                                             _mm256_maddubs_epi16(x[3], x8_bcast4(yb + 12)));
+                        __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(x[0], x8_bcast4(yb)),
+                                                       _mm256_maddubs_epi16(x[1], x8_bcast4(yb + 4)));
+                        KX8_KEEP(p01);
+                        __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(x[2], x8_bcast4(yb + 8)),
+                                                       _mm256_maddubs_epi16(x[3], x8_bcast4(yb + 12)));
+                        KX8_KEEP(p23);
                         __m256i is = _mm256_add_epi32(_mm256_madd_epi16(p01, ones), _mm256_madd_epi16(p23, ones));
                         is = _mm256_add_epi32(is, _mm256_set1_epi32(A[(size_t)j * nb + i].v[sb]));
-                        t[j] = _mm256_fmadd_ps(ds, _mm256_cvtepi32_ps(is), t[j]);
+                        t[j] = _mm256_fmadd_ps(ds[sb], _mm256_cvtepi32_ps(is), t[j]);
                     }
                 }
             }

@@ -1,13 +1,14 @@
-/* What the eight-row kernels of the AVX2 tier share (quants_x8_avx2.c, quants_kx8_avx2.c).
+/* What the eight-row kernels of the AVX2 tier share (quants_x8_avx2.c, quants_x8b_avx2.c, quants_kx8_avx2.c).
  *
  * A ymm register holds one int32 (or float) lane per weight row, eight rows side by side, as the AVX-512 VNNI
  * tier's sixteen-row kernels hold sixteen (csrc/x86/avx512vnni/x16_common.h, whose scheme this follows; the
  * byte layouts are that tier's with 8 rows a chunk instead of 16). AVX2 has no vpdpbusd: four weight bytes of
  * a row against four broadcast activation bytes go through vpmaddubsw (unsigned weight x signed activation,
  * int16 pairs) and vpmaddwd by ones (int32 lanes), exact while a pair's sum fits int16 (each kernel says why
- * its values do). A product walks its weight rows a group of 8 at a time (x8_gemm): a repacked matrix's whole
- * groups are read where they stand, file rows are built into a per-thread tile first; then passes of up to
- * X8_VG activation rows over the group, each leaving one float register a row (x8_store).
+ * its values do). A product walks its weight rows a group of 8 at a time (x8_gemm, the walk of
+ * ../rows_common.h that the sixteen-row tiers' x16_gemm is too): a repacked matrix's whole groups are read
+ * where they stand, file rows are built into a per-thread tile first; then passes of up to X8_VG activation
+ * rows over the group, each leaving one float register a row (x8_store).
  *
  * Static inline: included by the tier's files only, compiled with the tier's flags. */
 #ifndef OXL_X86_AVX2_X8_COMMON_H
@@ -20,6 +21,7 @@
 
 #include "../../blocks.h"
 #include "../../kernels.h"
+#include "../rows_common.h"
 
 #define X8 8        /* weight rows per group: one int32 lane each */
 #define X8_VG 4     /* activation rows per pass over a group (X8_BY_C spells out 1..4) */
@@ -60,13 +62,15 @@ OXL_INLINE void x8_rows_dwords(const char *p, size_t w_row, int nrows, __m256i T
     T[3] = _mm256_unpackhi_epi64(t1, t3);
 }
 
-/* this thread's buffer for a product: the prepared activations (act_bytes, rounded up to 64), then a tile of
- * tile_bytes at *tile; NULL without memory */
-static inline uint8_t *x8_panel(size_t act_bytes, size_t tile_bytes, uint8_t **tile) {
-    const size_t abytes = (act_bytes + 63) & ~(size_t)63;
-    uint8_t *buf = (uint8_t *)oxl_panel_memory(abytes + tile_bytes);
-    *tile = buf + abytes;
-    return buf;
+/* A repacked matrix streams group after group: each step of a group's walk (a block: `step` bytes of the group
+ * in its order, its quants and scales counted in proportion) asks for its exact share of the lines X8_AHEAD
+ * bytes on, so that every line of the stream is asked for once. */
+#ifndef X8_AHEAD
+#define X8_AHEAD 2048
+#endif
+OXL_INLINE void x8_ahead(const uint8_t *g, size_t step, int i) {
+    for (size_t o = ((size_t)i * step + 63) & ~(size_t)63; o < (size_t)(i + 1) * step; o += 64)
+        __builtin_prefetch(g + X8_AHEAD + o, 0, 3);
 }
 
 /* PASS(c) with the run-time count C (1..X8_VG) of a pass's activation rows as the constant c */
@@ -78,47 +82,24 @@ static inline uint8_t *x8_panel(size_t act_bytes, size_t tile_bytes, uint8_t **t
     default: PASS(1); break;                                                                                   \
     }
 
-/* One eight-row kernel family, for x8_gemm (x16_common.h's x16_family with 8 rows a group):
- *   prepare: the nc activation rows' per-block data into A, act_row bytes a row
- *   build:   up to 8 file rows (w_row bytes apart; missing rows zero) into a group of the tile form
- *   pass:    S[j * lds + l] for the group's rows l < nrows and activation rows j < C (C <= X8_VG), A the
- *            first of those rows' prepared data; ahead > 0: the group is a repacked matrix's, prefetch that
- *            many bytes on */
-typedef struct {
-    int kind;
-    int nb;             /* blocks (of the family's size) per weight row */
-    size_t act_row;     /* bytes of prepared data per activation row */
-    size_t group_bytes; /* bytes of one group of 8 rows in the tile form */
-    int ahead;          /* prefetch distance in a repacked matrix, bytes */
-    void (*prepare)(int kind, int nb, const char *y, size_t y_row, int nc, void *A);
-    void (*build)(int kind, const char *w, size_t w_row, int nrows, int nb, uint8_t *dst);
-    void (*pass)(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A, int ahead,
-                 float *S, int64_t lds, int nrows);
-} x8_family;
+/* One eight-row kernel family (../rows_common.h's rows_family: prepare, build, pass; a group is 8 rows) */
+typedef rows_family x8_family;
 
 /* S[j * lds + r] for nr rows from w (file rows w_row bytes apart, or with `packed` a repacked matrix's rows from
- * a group start, whose last rows % 8 are file rows) and nc activation rows; -1 if no memory for this thread's
- * buffer. Always inlined, with f a constant where it is called. */
+ * a group start, whose last rows % 8 are file rows) and nc activation rows, passes of up to X8_VG of them; -1
+ * if no memory for this thread's buffer. Always inlined, with f a constant where it is called. */
 OXL_INLINE int x8_gemm(const x8_family *f, int packed, float *S, int64_t lds, const char *w, size_t w_row, int nr,
                        const char *y, size_t y_row, int nc) {
-    uint8_t *tile, *buf = x8_panel((size_t)nc * f->act_row, f->group_bytes, &tile);
-    if (!buf) return -1;
-    f->prepare(f->kind, f->nb, y, y_row, nc, buf);
-    const char *end = w + (size_t)nr * w_row;
-    for (int r = 0; r < nr; r += X8) {
-        const int nrows = OXL_MIN(X8, nr - r);
-        const char *g = w + (size_t)r * w_row;
-        int ahead = f->ahead;
-        if (!packed || nrows < X8) {   /* file rows, streamed in and built into the tile */
-            for (int l = 0; l < nrows; l++) oxl_stream_row(g + (size_t)l * w_row, w_row, end);
-            f->build(f->kind, g, w_row, nrows, f->nb, tile);
-            g = (const char *)tile, ahead = 0;
-        }
-        for (int j0 = 0; j0 < nc; j0 += X8_VG)
-            f->pass(f->kind, OXL_MIN(X8_VG, nc - j0), f->nb, (const uint8_t *)g, y + (size_t)j0 * y_row, y_row,
-                    buf + (size_t)j0 * f->act_row, ahead, S + j0 * lds + r, lds, nrows);
-    }
-    return 0;
+    return rows_gemm(f, X8, X8_VG, packed, S, lds, w, w_row, nr, y, y_row, nc);
+}
+
+/* a family's product of file rows, and its repack (8-row groups): rows_common.h's */
+OXL_INLINE void x8_gemm_file(rows_product_fn gemm, rows_vec_dot_fn vec_dot, int kind, int n, float *S, int64_t lds,
+                             const void *w, size_t w_row, int nr, const void *y, size_t y_row, int nc) {
+    rows_gemm_file(gemm, vec_dot, kind, n, S, lds, w, w_row, nr, y, y_row, nc);
+}
+OXL_INLINE void x8_repack(rows_build_fn build, int kind, int nb, size_t row, const void *w, void *dst, int64_t rows) {
+    rows_repack(build, X8, kind, nb, row, w, dst, rows);
 }
 
 #endif
