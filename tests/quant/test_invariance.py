@@ -21,8 +21,8 @@ TIERS = _core.usable_tiers()
 TYPES_WITH_VEC_DOT = [name for _, (name, *_rest, has_vec_dot) in sorted(_core.type_table().items())
                       if has_vec_dot and name in GGMLType.__members__]
 # activation row counts: decode, verify and batched-decode sizes, the kernels' group and chunk
-# boundaries (groups of 4, small batch <= 16, chunks of 64 activation rows), prefill-like sizes
-N_ACT = (1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64, 65, 130)
+# boundaries (passes of 4 or 8, small batch <= 16, chunks of 64 activation rows), prefill-like sizes
+N_ACT = (1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 64, 65, 130)
 N_ACT_MAX = max(N_ACT)
 W_ROWS = 37   # not a multiple of the 4-row tiles / 4-row chunks
 # row ranges as threads and forward_impl.h's matmul_share hand them out, and ones that start and end mid-tile

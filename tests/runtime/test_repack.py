@@ -135,3 +135,17 @@ def test_the_avx2_tiers_repacked_copies_give_the_file_layouts_logits(tmp_path):
                          env=env, capture_output=True, text=True, cwd=tmp_path)   # a neutral folder: the installed package, not the source tree
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     assert f"{len(TYPES)} passed" in res.stdout, res.stdout[-2000:]
+
+
+def test_the_avx512_tiers_repacked_copies_give_the_file_layouts_logits(tmp_path):
+    """The AVX-512 tier (no VNNI) builds the VNNI tier's sixteen-row layouts with vpdpbusd emulated
+    (csrc/x86/avx512/quants_*x16*_avx512.c): this module's bit-for-bit test in a child with that tier forced."""
+    if "avx512" not in _core.usable_tiers() or _core.active_tier() == "avx512":
+        pytest.skip("the avx512 tier is not a lower usable tier here (where it is the active one, the tests above run it)")
+    assert set(TYPES) <= set(_core.repacked_layouts("avx512"))
+    env = dict(os.environ, OXILLAMA_DISABLE_CPU_FEATURES="avx512vnni")
+    select = "test_repacked_copy_gives_the_file_layouts_logits_bit_for_bit"
+    res = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-k", select],
+                         env=env, capture_output=True, text=True, cwd=tmp_path)   # a neutral folder, as above
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    assert f"{len(TYPES)} passed" in res.stdout, res.stdout[-2000:]

@@ -35,7 +35,10 @@
  *            sub-block j)
  *   iq4_xs_x8: 0 d; 16 scales_h; 32 a chunk of scales_l; 64 qs chunk z (0..31) (sub-block z / 4, low nibbles
  *            values 4 (z % 4) .., high nibbles 16 + 4 (z % 4) ..)
- *   q6_K_x8: 0 d; 16: chunk k (0..3) of scales[4k .. +3]; 144: ql chunk z (0..31); 1168: qh chunk z (0..15)
+ *   q6_K_x8: 0 d; 16: chunk k (0..3) of scales[4k .. +3]; 144 + 96 g: sub-block g (0..15) in three chunks c = 0..2,
+ *            byte b of row l's dword: q(16g + 4c + b) | bits 2c, 2c + 1 of q(16g + 12 + b) at bits 6, 7 (q the 6-bit
+ *            value, the file's ql nibble | its qh bits << 4): the fourth chunk's values come from the top bits,
+ *            eleven operations a sub-block where ql / qh took seventeen, in the file's bytes
  * A repacked matrix is its whole groups of 8 rows in this form, then its last rows % 8 rows as in the file. */
 #include <stddef.h>
 #include <string.h>
@@ -45,9 +48,25 @@
 #include "x8_common.h"
 
 #define KX8_AHEAD 4096 /* prefetch distance in a repacked matrix, bytes */
+/* activation rows per pass of Q4_K and Q6_K (KX8_BY_C spells out 1..8): 8 against X8_VG's 4, 1 thread, 2048 x 2048,
+ * 64 rows: Q4_K 204 vs 196 GOPS, Q6_K 134 vs 126. Q5_K (its int32 halves: 16 accumulators) and IQ4_XS keep X8_VG. */
+#define KX8_VG 8
+
+/* PASS(c) with the run-time count C (1..KX8_VG) of a pass's activation rows as the constant c */
+#define KX8_BY_C(C, PASS)                                                                                      \
+    switch (C) {                                                                                               \
+    case 8: PASS(8); break;                                                                                    \
+    case 7: PASS(7); break;                                                                                    \
+    case 6: PASS(6); break;                                                                                    \
+    case 5: PASS(5); break;                                                                                    \
+    case 4: PASS(4); break;                                                                                    \
+    case 3: PASS(3); break;                                                                                    \
+    case 2: PASS(2); break;                                                                                    \
+    default: PASS(1); break;                                                                                   \
+    }
 
 enum { KX8_Q4_K, KX8_Q5_K, KX8_Q6_K, KX8_IQ4_XS };
-enum { KX8_Q4_K_QS = 128, KX8_Q5_K_QH = 128 + 1024, KX8_Q6_K_SC = 16, KX8_Q6_K_QL = 144, KX8_Q6_K_QH = 144 + 1024 };
+enum { KX8_Q4_K_QS = 128, KX8_Q5_K_QH = 128 + 1024, KX8_Q6_K_SC = 16, KX8_Q6_K_Q = 144 };
 
 static inline size_t kx8_file_bytes(int kind) {
     return kind == KX8_Q4_K ? sizeof(block_q4_K) : kind == KX8_Q5_K ? sizeof(block_q5_K)
@@ -62,6 +81,20 @@ static inline void kx8_halves(const char *b, size_t w_row, int nrows, size_t off
     uint16_t h[X8] = {0};
     for (int l = 0; l < nrows; l++) memcpy(&h[l], b + (size_t)l * w_row + off, 2);
     memcpy(dst, h, sizeof(h));
+}
+
+/* the 256 6-bit values of a Q6_K block, one a byte (ql's nibble | qh's two bits << 4) */
+static inline void kx8_q6_K_values(const block_q6_K *x, uint8_t *q) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    for (int h = 0; h < 2; h++) {   /* values 128h + 32p + 0..31 */
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(x->qh + 32 * h));
+        for (int p = 0; p < 4; p++) {
+            const __m256i ql = _mm256_loadu_si256((const __m256i *)(const void *)(x->ql + 64 * h + 32 * (p % 2)));
+            const __m256i lo = p / 2 ? _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4) : _mm256_and_si256(ql, m4);
+            const __m256i hi = 2 * p >= 4 ? _mm256_srli_epi16(qh, 2 * p - 4) : _mm256_slli_epi16(qh, 4 - 2 * p);
+            _mm256_storeu_si256((__m256i *)(void *)(q + 128 * h + 32 * p), _mm256_or_si256(lo, _mm256_and_si256(hi, m30)));
+        }
+    }
 }
 
 /* super-block i of up to 8 file rows (w_row bytes apart; missing rows zero) in the x8 form at g */
@@ -103,13 +136,13 @@ static void kx8_build_sb(int kind, const char *w, size_t w_row, int nrows, int i
         kx8_halves(b, w_row, nrows, offsetof(block_q6_K, d), g);
         x8_rows_dwords(b + offsetof(block_q6_K, scales), w_row, nrows, T);
         for (int c = 0; c < 4; c++) kx8_st(g + KX8_Q6_K_SC + 32 * c, T[c]);
-        for (int z = 0; z < 32; z += 4) {
-            x8_rows_dwords(b + offsetof(block_q6_K, ql) + 4 * z, w_row, nrows, T);
-            for (int c = 0; c < 4; c++) kx8_st(g + KX8_Q6_K_QL + 32 * (z + c), T[c]);
-        }
-        for (int z = 0; z < 16; z += 4) {
-            x8_rows_dwords(b + offsetof(block_q6_K, qh) + 4 * z, w_row, nrows, T);
-            for (int c = 0; c < 4; c++) kx8_st(g + KX8_Q6_K_QH + 32 * (z + c), T[c]);
+        uint8_t q[X8][QK_K];   /* each row's 6-bit values, one a byte */
+        for (int l = 0; l < nrows; l++) kx8_q6_K_values((const block_q6_K *)(const void *)(b + (size_t)l * w_row), q[l]);
+        for (int sb = 0; sb < 16; sb++) {
+            x8_rows_dwords((const char *)&q[0][16 * sb], QK_K, nrows, T);
+            for (int c = 0; c < 3; c++)
+                kx8_st(g + KX8_Q6_K_Q + 96 * sb + 32 * c,
+                       _mm256_or_si256(T[c], _mm256_and_si256(_mm256_slli_epi16(T[3], 6 - 2 * c), _mm256_set1_epi8((char)0xC0))));
         }
     }
 }
@@ -166,6 +199,7 @@ static inline void kx8_ahead(const uint8_t *g, size_t bytes, int part, int parts
 /* v as it stands here, in a register: without this GCC's reassociation gathers the terms of an int16 sum at its
  * end, every maddubs product live at once (spilled to the stack: a third of the Q4_K pass's instructions) */
 #define KX8_KEEP(v) __asm__("" : "+x"(v))
+#define KX8_ADD16(acc, p) __asm__("vpaddw %1, %0, %0" : "+x"(acc) : "x"(p))
 
 /* acc[j] (lane l: row l) over all nb super-blocks of one group against activation rows 0..C-1 */
 OXL_INLINE void kx8_group_k4(const int kind, const int C, int nb, const uint8_t *g0, const char *y, size_t y_row, const kx8_act *A,
@@ -194,7 +228,7 @@ OXL_INLINE void kx8_group_k4(const int kind, const int C, int nb, const uint8_t 
         /* int16 words (m_0, m_2), (m_1, m_3), (m_4, m_6), (m_5, m_7) */
         const __m256i mp[4] = {_mm256_and_si256(m_lo, mpair), _mm256_and_si256(_mm256_srli_epi32(m_lo, 8), mpair),
                                _mm256_and_si256(m_hi, mpair), _mm256_and_si256(_mm256_srli_epi32(m_hi, 8), mpair)};
-        __m256 t[X8_VG];
+        __m256 t[KX8_VG];
         X8_UNROLL for (int j = 0; j < C; j++) {
             const kx8_act *a = &A[(size_t)j * nb + i];
             __m256i ms = _mm256_madd_epi16(mp[0], _mm256_set1_epi32(a->v[0]));
@@ -203,14 +237,14 @@ OXL_INLINE void kx8_group_k4(const int kind, const int C, int nb, const uint8_t 
             ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mp[3], _mm256_set1_epi32(a->v[3])));
             t[j] = _mm256_mul_ps(mv, _mm256_cvtepi32_ps(ms));
         }
-        const int8_t *yq[X8_VG];
+        const int8_t *yq[KX8_VG];
         X8_UNROLL for (int j = 0; j < C; j++) yq[j] = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[i].qs;
         /* sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles) of chunks 8c .. 8c + 7 */
         _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
             if (ahead) kx8_ahead(g, kx8_sb_bytes(kind), c, 4);
             _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
                 const int s = 2 * c + h;
-                __m256i s16[X8_VG], s32[X8_VG];
+                __m256i s16[KX8_VG], s32[KX8_VG];
                 _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
                     const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(q + 32 * (8 * c + k)));
                     __m256i x = _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, m4);
@@ -221,8 +255,8 @@ OXL_INLINE void kx8_group_k4(const int kind, const int C, int nb, const uint8_t 
                     }
                     X8_UNROLL for (int j = 0; j < C; j++) {
                         const __m256i p = _mm256_maddubs_epi16(x, x8_bcast4(yq[j] + 32 * s + 4 * k));
-                        s16[j] = k % 4 == 0 && (kind == KX8_Q5_K || k == 0) ? p : _mm256_add_epi16(s16[j], p);
-                        KX8_KEEP(s16[j]);
+                        if (k % 4 == 0 && (kind == KX8_Q5_K || k == 0)) s16[j] = p;
+                        else KX8_ADD16(s16[j], p);
                     }
                     if (kind == KX8_Q5_K && k == 3)   /* four 5-bit maddubs fill int16: to int32 */
                         X8_UNROLL for (int j = 0; j < C; j++) s32[j] = _mm256_madd_epi16(s16[j], ones);
@@ -240,7 +274,7 @@ OXL_INLINE void kx8_group_k4(const int kind, const int C, int nb, const uint8_t 
 
 OXL_INLINE void kx8_group_q6_K(const int C, int nb, const uint8_t *g0, const char *y, size_t y_row, const kx8_act *A,
                                int ahead, __m256 *acc) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
+    const __m256i m3f = _mm256_set1_epi8(0x3F), ones = _mm256_set1_epi16(1);
     X8_UNROLL for (int j = 0; j < C; j++) acc[j] = _mm256_setzero_ps();
     for (int i = 0; i < nb; i++) {
         const uint8_t *g = g0 + (size_t)i * kx8_sb_bytes(KX8_Q6_K);
@@ -251,41 +285,36 @@ OXL_INLINE void kx8_group_q6_K(const int C, int nb, const uint8_t *g0, const cha
             const __m256i sc = _mm256_loadu_si256((const __m256i *)(const void *)(g + KX8_Q6_K_SC + 32 * k));
             for (int b = 0; b < 4; b++) ds[4 * k + b] = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(kx8_sbyte(sc, b)));
         }
-        const int8_t *yq[X8_VG];
-        __m256 t[X8_VG];
+        const int8_t *yq[KX8_VG];
+        __m256 t[KX8_VG];
         X8_UNROLL for (int j = 0; j < C; j++) {
             yq[j] = ((const block_q8_K *)(const void *)(y + (size_t)j * y_row))[i].qs;
             t[j] = _mm256_setzero_ps();
         }
-        /* values 128h + 32p + 0..31: sub-blocks 8h + 2p (chunks k = 0..3) and 8h + 2p + 1 (k = 4..7) */
-        for (int h = 0; h < 2; h++)
-            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-                if (ahead) kx8_ahead(g, kx8_sb_bytes(KX8_Q6_K), 4 * h + p, 8);
-                _Pragma("GCC unroll 2") for (int e = 0; e < 2; e++) {
-                    const int sb = 8 * h + 2 * p + e;
-                    __m256i x[4];
-                    for (int k = 0; k < 4; k++) {
-                        const int kk = 4 * e + k;
-                        const __m256i ql = _mm256_loadu_si256((const __m256i *)(const void *)(g + KX8_Q6_K_QL + 32 * (16 * h + 8 * (p % 2) + kk)));
-                        const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(g + KX8_Q6_K_QH + 32 * (8 * h + kk)));
-                        const __m256i lo = p / 2 ? _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4) : _mm256_and_si256(ql, m4);
-                        const __m256i hi = 2 * p >= 4 ? _mm256_srli_epi16(qh, 2 * p - 4) : _mm256_slli_epi16(qh, 4 - 2 * p);
-                        x[k] = _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
-                    }
-                    X8_UNROLL for (int j = 0; j < C; j++) {
-                        const int8_t *yb = yq[j] + 16 * sb;
-                        __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(x[0], x8_bcast4(yb)),
-                                                       _mm256_maddubs_epi16(x[1], x8_bcast4(yb + 4)));
-                        KX8_KEEP(p01);
-                        __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(x[2], x8_bcast4(yb + 8)),
-                                                       _mm256_maddubs_epi16(x[3], x8_bcast4(yb + 12)));
-                        KX8_KEEP(p23);
-                        __m256i is = _mm256_add_epi32(_mm256_madd_epi16(p01, ones), _mm256_madd_epi16(p23, ones));
-                        is = _mm256_add_epi32(is, _mm256_set1_epi32(A[(size_t)j * nb + i].v[sb]));
-                        t[j] = _mm256_fmadd_ps(ds[sb], _mm256_cvtepi32_ps(is), t[j]);
-                    }
-                }
+        _Pragma("GCC unroll 2") for (int sb = 0; sb < 16; sb++) {
+            if (ahead && sb % 2 == 0) kx8_ahead(g, kx8_sb_bytes(KX8_Q6_K), sb / 2, 8);
+            /* x[k]: values 16 sb + 4k .. + 3 of every row; the fourth from the three chunks' top bits */
+            const uint8_t *qc = g + KX8_Q6_K_Q + 96 * sb;
+            __m256i x[4], top[3];
+            for (int c = 0; c < 3; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(qc + 32 * c));
+                x[c] = _mm256_and_si256(v, m3f);
+                top[c] = _mm256_srli_epi16(_mm256_andnot_si256(m3f, v), 6 - 2 * c);
             }
+            x[3] = _mm256_or_si256(_mm256_or_si256(top[0], top[1]), top[2]);
+            X8_UNROLL for (int j = 0; j < C; j++) {
+                const int8_t *yb = yq[j] + 16 * sb;
+                __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(x[0], x8_bcast4(yb)),
+                                               _mm256_maddubs_epi16(x[1], x8_bcast4(yb + 4)));
+                KX8_KEEP(p01);
+                __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(x[2], x8_bcast4(yb + 8)),
+                                               _mm256_maddubs_epi16(x[3], x8_bcast4(yb + 12)));
+                KX8_KEEP(p23);
+                __m256i is = _mm256_add_epi32(_mm256_madd_epi16(p01, ones), _mm256_madd_epi16(p23, ones));
+                is = _mm256_add_epi32(is, _mm256_set1_epi32(A[(size_t)j * nb + i].v[sb]));
+                t[j] = _mm256_fmadd_ps(ds[sb], _mm256_cvtepi32_ps(is), t[j]);
+            }
+        }
         X8_UNROLL for (int j = 0; j < C; j++) acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(A[(size_t)j * nb + i].d), t[j], acc[j]);
     }
 }
@@ -333,40 +362,25 @@ OXL_INLINE void kx8_group_iq4_xs(const int C, int nb, const uint8_t *g0, const c
 
 OXL_INLINE void kx8_pass(int kind, const int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
                          int ahead, float *S, int64_t lds, int nrows) {
-    __m256 acc[X8_VG];
+    __m256 acc[KX8_VG];
     if (kind == KX8_IQ4_XS) kx8_group_iq4_xs(C, nb, g, y, y_row, (const kx8_act *)A, ahead, acc);
     else if (kind == KX8_Q6_K) kx8_group_q6_K(C, nb, g, y, y_row, (const kx8_act *)A, ahead, acc);
     else kx8_group_k4(kind, C, nb, g, y, y_row, (const kx8_act *)A, ahead, acc);
     x8_store(C, acc, S, lds, nrows);
 }
-static void kx8_pass_q4_K(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
-                          int ahead, float *S, int64_t lds, int nrows) {
-    (void)kind;
-#define KX8_PASS(C_) kx8_pass(KX8_Q4_K, C_, nb, g, y, y_row, A, ahead, S, lds, nrows)
-    X8_BY_C(C, KX8_PASS)
-#undef KX8_PASS
-}
-static void kx8_pass_q5_K(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
-                          int ahead, float *S, int64_t lds, int nrows) {
-    (void)kind;
-#define KX8_PASS(C_) kx8_pass(KX8_Q5_K, C_, nb, g, y, y_row, A, ahead, S, lds, nrows)
-    X8_BY_C(C, KX8_PASS)
-#undef KX8_PASS
-}
-static void kx8_pass_iq4_xs(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
-                            int ahead, float *S, int64_t lds, int nrows) {
-    (void)kind;
-#define KX8_PASS(C_) kx8_pass(KX8_IQ4_XS, C_, nb, g, y, y_row, A, ahead, S, lds, nrows)
-    X8_BY_C(C, KX8_PASS)
-#undef KX8_PASS
-}
-static void kx8_pass_q6_K(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
-                          int ahead, float *S, int64_t lds, int nrows) {
-    (void)kind;
-#define KX8_PASS(C_) kx8_pass(KX8_Q6_K, C_, nb, g, y, y_row, A, ahead, S, lds, nrows)
-    X8_BY_C(C, KX8_PASS)
-#undef KX8_PASS
-}
+/* a type's pass with the run-time count C of activation rows a constant (BY_C: X8_BY_C or KX8_BY_C) */
+#define KX8_PASS_OF(C_) kx8_pass(KIND_, C_, nb, g, y, y_row, A, ahead, S, lds, nrows)
+#define KX8_PASS_FN(name, KIND, BY_C)                                                                          \
+    static void kx8_pass_##name(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row,       \
+                                const void *A, int ahead, float *S, int64_t lds, int nrows) {                 \
+        enum { KIND_ = KIND };                                                                                 \
+        (void)kind;                                                                                            \
+        BY_C(C, KX8_PASS_OF)                                                                                   \
+    }
+KX8_PASS_FN(q4_K, KX8_Q4_K, KX8_BY_C)
+KX8_PASS_FN(q5_K, KX8_Q5_K, X8_BY_C)
+KX8_PASS_FN(q6_K, KX8_Q6_K, KX8_BY_C)
+KX8_PASS_FN(iq4_xs, KX8_IQ4_XS, X8_BY_C)
 
 OXL_INLINE int kx8_gemm(int kind, int packed, int n, float *S, int64_t lds, const char *w, size_t w_row, int nr,
                         const char *y, size_t y_row, int nc) {
@@ -375,7 +389,8 @@ OXL_INLINE int kx8_gemm(int kind, int packed, int n, float *S, int64_t lds, cons
                          kx8_prepare, kx8_build,
                          kind == KX8_Q4_K ? kx8_pass_q4_K : kind == KX8_Q5_K ? kx8_pass_q5_K
                          : kind == KX8_Q6_K ? kx8_pass_q6_K : kx8_pass_iq4_xs};
-    return x8_gemm(&f, packed, S, lds, w, w_row, nr, y, y_row, nc);
+    const int vg = kind == KX8_Q4_K || kind == KX8_Q6_K ? KX8_VG : X8_VG;
+    return rows_gemm(&f, X8, vg, packed, S, lds, w, w_row, nr, y, y_row, nc);
 }
 
 /* the 8 lanes' sums of v[0..7] (exact int32), as floats in order */
@@ -495,85 +510,31 @@ static void kx8_vec_dot(int kind, int n, float *s, const void *x, const void *y)
     else vec_dot_k4(kind, n, s, x, y);
 }
 
-/* the file-layout products; without memory for the per-thread buffer, one output at a time (the same floats).
- * One activation row of Q5_K / Q6_K file rows goes through vec_dot (gemm_one_row 0): building their groups per
- * call costs more than it saves (1 thread CPU time, 2048 x 2048 in cache: Q5_K 26 vs 31 GOPS, Q6_K 24.5 vs 30) */
-OXL_INLINE void kx8_gemm_file(int kind, int n, float *S, int64_t lds, const void *w, size_t w_row, int nr, const void *y,
-                              size_t y_row, int nc) {
-    if (!kx8_gemm(kind, 0, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc)) return;
-    for (int r = 0; r < nr; r++)
-        for (int j = 0; j < nc; j++)
-            kx8_vec_dot(kind, n, &S[j * lds + r], (const char *)w + (size_t)r * w_row, (const char *)y + (size_t)j * y_row);
-}
-static void gemm_q4_K_file_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
-                              int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    kx8_gemm_file(KX8_Q4_K, n, S, lds, w, w_row, nr, y, y_row, nc);
-}
-static void gemm_q5_K_file_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
-                              int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    kx8_gemm_file(KX8_Q5_K, n, S, lds, w, w_row, nr, y, y_row, nc);
-}
-static void gemm_q6_K_file_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
-                              int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    kx8_gemm_file(KX8_Q6_K, n, S, lds, w, w_row, nr, y, y_row, nc);
-}
-static void gemm_iq4_xs_file_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row,
-                                int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    kx8_gemm_file(KX8_IQ4_XS, n, S, lds, w, w_row, nr, y, y_row, nc);
-}
-/* the repacked products (rows from a group start); -1: no memory, the caller reads the file rows */
-static int gemm_iq4_xs_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
-                          const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    return kx8_gemm(KX8_IQ4_XS, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
-}
-static int gemm_q4_K_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
-                        const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    return kx8_gemm(KX8_Q4_K, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
-}
-static int gemm_q5_K_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
-                        const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    return kx8_gemm(KX8_Q5_K, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
-}
-static int gemm_q6_K_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w, size_t w_row, int nr,
-                        const void *OXL_RESTRICT y, size_t y_row, int nc) {
-    return kx8_gemm(KX8_Q6_K, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);
-}
-
-/* the repacked layouts have the file's bytes per row */
-static int64_t q4_K_x8_row_size(int64_t cols) {
-    return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)sizeof(block_q4_K) : -1;
-}
-static int64_t q5_K_x8_row_size(int64_t cols) {
-    return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)sizeof(block_q5_K) : -1;
-}
-static int64_t iq4_xs_x8_row_size(int64_t cols) {
-    return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)sizeof(block_iq4_xs) : -1;
-}
-static int64_t q6_K_x8_row_size(int64_t cols) {
-    return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)sizeof(block_q6_K) : -1;
-}
-
-/* whole groups of 8 rows repacked, the last rows % 8 copied; run once at load, per thread over a row range
- * that starts at a group boundary (matmul.c's oxl_repack splits in multiples of OXL_REPACK_ROW_ALIGN) */
-static void kx8_repack(int kind, const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    const int nb = (int)(cols / QK_K);
-    const size_t row = (size_t)nb * kx8_file_bytes(kind);
-    int64_t r = 0;
-    for (; r + X8 <= rows; r += X8) kx8_build(kind, (const char *)w + r * row, row, X8, nb, (uint8_t *)dst + r * row);
-    memcpy((char *)dst + r * row, (const char *)w + r * row, (size_t)(rows - r) * row);
-}
-static void repack_q4_K_x8(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    kx8_repack(KX8_Q4_K, w, dst, rows, cols);
-}
-static void repack_q5_K_x8(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    kx8_repack(KX8_Q5_K, w, dst, rows, cols);
-}
-static void repack_iq4_xs_x8(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    kx8_repack(KX8_IQ4_XS, w, dst, rows, cols);
-}
-static void repack_q6_K_x8(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows, int64_t cols) {
-    kx8_repack(KX8_Q6_K, w, dst, rows, cols);
-}
+/* per type: the file-layout product (without memory for the per-thread buffer, one output at a time by the
+ * vec_dot: the same floats), the repacked product (rows from a group start; -1: no memory, the caller reads the
+ * file rows), the repacked row size (the file's) and the repack (whole groups of 8 rows built, the last rows % 8
+ * copied; x8_common.h's) */
+#define KX8_ENTRY_POINTS(name, KIND)                                                                          \
+    static void gemm_##name##_file_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w,  \
+                                      size_t w_row, int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) { \
+        x8_gemm_file(kx8_gemm, kx8_vec_dot, KIND, n, S, lds, w, w_row, nr, y, y_row, nc);                      \
+    }                                                                                                          \
+    static int gemm_##name##_x8(int n, float *OXL_RESTRICT S, int64_t lds, const void *OXL_RESTRICT w,        \
+                                size_t w_row, int nr, const void *OXL_RESTRICT y, size_t y_row, int nc) {     \
+        return kx8_gemm(KIND, 1, n, S, lds, (const char *)w, w_row, nr, (const char *)y, y_row, nc);          \
+    }                                                                                                          \
+    static int64_t name##_x8_row_size(int64_t cols) {                                                          \
+        return cols > 0 && cols % QK_K == 0 ? cols / QK_K * (int64_t)kx8_file_bytes(KIND) : -1;               \
+    }                                                                                                          \
+    static void repack_##name##_x8(const void *OXL_RESTRICT w, void *OXL_RESTRICT dst, int64_t rows,         \
+                                   int64_t cols) {                                                             \
+        x8_repack(kx8_build, KIND, (int)(cols / QK_K), (size_t)(cols / QK_K) * kx8_file_bytes(KIND), w, dst,  \
+                  rows);                                                                                       \
+    }
+KX8_ENTRY_POINTS(q4_K, KX8_Q4_K)
+KX8_ENTRY_POINTS(q5_K, KX8_Q5_K)
+KX8_ENTRY_POINTS(q6_K, KX8_Q6_K)
+KX8_ENTRY_POINTS(iq4_xs, KX8_IQ4_XS)
 
 /* Q4_K, Q5_K and Q6_K of this tier: vec_dot, the file-layout products and the repacked layouts, in the orders above */
 void oxl_register_avx2_kx8(oxl_kernel_table *t) {
@@ -583,7 +544,8 @@ void oxl_register_avx2_kx8(oxl_kernel_table *t) {
     t->type[OXL_TYPE_Q4_K].repacked = (oxl_repacked_layout){"q4_K_x8", q4_K_x8_row_size, repack_q4_K_x8, gemm_q4_K_x8};
     t->type[OXL_TYPE_Q5_K].vec_dot = vec_dot_q5_K_x8;
     t->type[OXL_TYPE_Q5_K].gemm = gemm_q5_K_file_x8;
-    t->type[OXL_TYPE_Q5_K].gemm_one_row = 0;
+    t->type[OXL_TYPE_Q5_K].gemm_one_row = 0;   /* one file row of Q5_K / Q6_K: vec_dot (building their groups per
+                                                  call cost more: 2048 x 2048 in cache, Q5_K 26 vs 31 GOPS, Q6_K 24.5 vs 30) */
     t->type[OXL_TYPE_Q5_K].repacked = (oxl_repacked_layout){"q5_K_x8", q5_K_x8_row_size, repack_q5_K_x8, gemm_q5_K_x8};
     t->type[OXL_TYPE_IQ4_XS].vec_dot = vec_dot_iq4_xs_x8;
     t->type[OXL_TYPE_IQ4_XS].gemm = gemm_iq4_xs_file_x8;

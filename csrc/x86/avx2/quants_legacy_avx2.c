@@ -1,9 +1,13 @@
-/* AVX2+FMA+F16C kernels for the 32-value block types and F32/F16/BF16 (layouts in blocks.h).
+/* AVX2+FMA+F16C kernels for 32-value block types in the older per-row order, F32/F16/BF16 (layouts in blocks.h)
+ * and the activation quantizers. Of the block types this tier runs Q8_1 and MXFP4 here; the Q4_1 and Q5_0
+ * multi-row kernels serve the AVX-512 tier, whose vec_dots sum in this order (this tier's own Q4_0, Q4_1,
+ * Q5_0, Q5_1, Q8_0 and IQ4_NL are eight rows a register in the VNNI tier's order: quants_x8_avx2.c,
+ * quants_x8b_avx2.c).
  *
  * Every weight block is decoded to 32 int8 lanes in the same order as the activation block's qs
  * (lanes 0..15 = low nibbles / first half, 16..31 = high nibbles / second half), then multiplied
- * with vpmaddubsw. Signed weights (Q4_0, Q5_0, Q8_0, IQ4_NL) use the sign trick
- * |x| * (y * sign(x)); unsigned ones (Q4_1, Q5_1) go straight in and add m * s per block.
+ * with vpmaddubsw. Signed weights (Q5_0, Q8_1, MXFP4) use the sign trick |x| * (y * sign(x)) (Q5_0 in the
+ * multi-row kernel as q + 16, see tile_decode); unsigned ones (Q4_1) go straight in and add m * s per block.
  *
  * gemm_rows_* is the multi-row product (matmul): several weight rows x up to 64 activation rows, each
  * output summed in the same order as vec_dot (the canonical order below). */
@@ -89,11 +93,7 @@ OXL_INLINE void vec_dot_generic(int kind, int n, float *s, const void *vx, const
         vec_dot_generic(kind, n, s, x, y); \
     }
 
-VEC_DOT(vec_dot_q4_1_q8_1_avx2, K_Q4_1)
-VEC_DOT(vec_dot_q5_0_q8_0_avx2, K_Q5_0)
-VEC_DOT(vec_dot_q5_1_q8_1_avx2, K_Q5_1)
 VEC_DOT(vec_dot_q8_1_q8_1_avx2, K_Q8_1)
-VEC_DOT(vec_dot_iq4_nl_q8_0_avx2, K_IQ4_NL)
 VEC_DOT(vec_dot_mxfp4_q8_0_avx2, K_MXFP4)
 
 /* ---- multi-row product: nr weight rows x nc (<= 64) activation rows ----------------------
@@ -336,11 +336,7 @@ OXL_INLINE void gemm_rows_generic(int kind, int n, float *S, int64_t lds, const 
         gemm_rows_generic(kind, n, S, lds, w, w_row, nr, y, y_row, nc); \
     }
 
-GEMM_ROWS(gemm_rows_q4_1_avx2, K_Q4_1)
-GEMM_ROWS(gemm_rows_q5_0_avx2, K_Q5_0)
-GEMM_ROWS(gemm_rows_q5_1_avx2, K_Q5_1)
 GEMM_ROWS(gemm_rows_q8_1_avx2, K_Q8_1)
-GEMM_ROWS(gemm_rows_iq4_nl_avx2, K_IQ4_NL)
 GEMM_ROWS(gemm_rows_mxfp4_avx2, K_MXFP4)
 
 /* ---- activation quantizers, bit-identical to the scalar reference ------------------------ */
@@ -446,18 +442,11 @@ VEC_DOT_HALF(vec_dot_bf16_f32_avx2, oxl_bf16, load_bf16_8, oxl_bf16_to_fp32)
 
 /* ---- registration ------------------------------------------------------------------------- */
 
-/* (Q4_0 and Q8_0 of this tier are eight rows a register: quants_x8_avx2.c) */
+/* (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL of this tier are eight rows a register: quants_x8_avx2.c,
+ * quants_x8b_avx2.c) */
 void oxl_register_avx2_legacy(oxl_kernel_table *t) {
-    t->type[OXL_TYPE_Q4_1].vec_dot = vec_dot_q4_1_q8_1_avx2;
-    t->type[OXL_TYPE_Q5_0].vec_dot = vec_dot_q5_0_q8_0_avx2;
-    t->type[OXL_TYPE_Q5_1].vec_dot = vec_dot_q5_1_q8_1_avx2;
     t->type[OXL_TYPE_Q8_1].vec_dot = vec_dot_q8_1_q8_1_avx2;
-    t->type[OXL_TYPE_IQ4_NL].vec_dot = vec_dot_iq4_nl_q8_0_avx2;
-    t->type[OXL_TYPE_Q4_1].gemm = gemm_rows_q4_1_avx2;
-    t->type[OXL_TYPE_Q5_0].gemm = gemm_rows_q5_0_avx2;
-    t->type[OXL_TYPE_Q5_1].gemm = gemm_rows_q5_1_avx2;
     t->type[OXL_TYPE_Q8_1].gemm = gemm_rows_q8_1_avx2;
-    t->type[OXL_TYPE_IQ4_NL].gemm = gemm_rows_iq4_nl_avx2;
     t->type[OXL_TYPE_MXFP4].vec_dot = vec_dot_mxfp4_q8_0_avx2;
     t->type[OXL_TYPE_MXFP4].gemm = gemm_rows_mxfp4_avx2;
     t->type[OXL_TYPE_Q8_0].from_float = quantize_row_q8_0_avx2;
@@ -467,16 +456,14 @@ void oxl_register_avx2_legacy(oxl_kernel_table *t) {
     t->type[OXL_TYPE_BF16].vec_dot = vec_dot_bf16_f32_avx2;
 }
 
-/* The AVX-512 tier's vec_dots of Q4_1 and Q5_0 (quants_legacy_avx512.c) sum in the canonical order above,
- * so these multi-row kernels are exact for them too; dispatch.c registers them for that tier after its own
- * register function (which brings those vec_dots but no gemm). Its Q4_0 and Q8_0 are this tier's eight-row
- * kernels (quants_x8_avx2.c), inherited whole.
+/* The AVX-512 tier's vec_dot of MXFP4 (quants_legacy_avx512.c) sums in the canonical order above, so this
+ * multi-row kernel is exact for it too; dispatch.c registers it for that tier after its own register function
+ * (which brings that vec_dot but no gemm). Its Q4_0, Q8_0, Q4_1, Q5_0 and Q5_1 are the VNNI tier's sixteen-row
+ * kernels built for it (csrc/x86/avx512/quants_x16*_avx512.c).
  * tests/quant/test_invariance.py checks every usable tier's pairs bit for bit. */
 void oxl_register_avx512_gemm_lowbit(oxl_kernel_table *t);  /* quants_lowbit_avx2.c */
 
 void oxl_register_avx512_gemm(oxl_kernel_table *t) {
     oxl_register_avx512_gemm_lowbit(t);
-    t->type[OXL_TYPE_Q4_1].gemm = gemm_rows_q4_1_avx2;
-    t->type[OXL_TYPE_Q5_0].gemm = gemm_rows_q5_0_avx2;
     t->type[OXL_TYPE_MXFP4].gemm = gemm_rows_mxfp4_avx2;
 }

@@ -63,14 +63,24 @@ OXL_INLINE void x8_rows_dwords(const char *p, size_t w_row, int nrows, __m256i T
 }
 
 /* A repacked matrix streams group after group: each step of a group's walk (a block: `step` bytes of the group
- * in its order, its quants and scales counted in proportion) asks for its exact share of the lines X8_AHEAD
- * bytes on, so that every line of the stream is asked for once. */
-#ifndef X8_AHEAD
-#define X8_AHEAD 2048
+ * in its order, its quants and scales counted in proportion) asks for its exact share of the lines
+ * X8_AHEAD_L2 bytes on into L2 (T1) and X8_AHEAD_L1 bytes on into L1 (T0), so that every line of the stream
+ * is asked for once at each level (x16_common.h's x16_ahead, whose figures chose the distances). The 1.7B
+ * files' matrices repacked and cycled from DRAM, one activation row, 1 thread, share of a plain read in the
+ * same interleaved rounds (bench/stream_kinds.py, AVX2 tier, Xeon, CPU time, load ~7, 2026-11-26), T0 2048
+ * bytes on alone -> these two levels: Q4_0 79%, 78% -> 86%, 90%; Q5_0 77%, 78% -> 84%, 85%. In cache
+ * (kernel_builds.py, Q4_0 2048 x 2048) the same GOPS: 1 row 106.2 -> 106.5, 64 rows 145.5 -> 147.4. */
+#ifndef X8_AHEAD_L2
+#define X8_AHEAD_L2 4096
+#endif
+#ifndef X8_AHEAD_L1
+#define X8_AHEAD_L1 2048
 #endif
 OXL_INLINE void x8_ahead(const uint8_t *g, size_t step, int i) {
-    for (size_t o = ((size_t)i * step + 63) & ~(size_t)63; o < (size_t)(i + 1) * step; o += 64)
-        __builtin_prefetch(g + X8_AHEAD + o, 0, 3);
+    for (size_t o = ((size_t)i * step + 63) & ~(size_t)63; o < (size_t)(i + 1) * step; o += 64) {
+        if (X8_AHEAD_L2) __builtin_prefetch(g + X8_AHEAD_L2 + o, 0, 2);
+        if (X8_AHEAD_L1) __builtin_prefetch(g + X8_AHEAD_L1 + o, 0, 3);
+    }
 }
 
 /* PASS(c) with the run-time count C (1..X8_VG) of a pass's activation rows as the constant c */

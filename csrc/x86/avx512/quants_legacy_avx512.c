@@ -1,4 +1,5 @@
-/* AVX-512 (F/BW/VL/DQ) kernels for 32-value block types (Q4_1, Q5_0, MXFP4) and F16.
+/* AVX-512 (F/BW/VL/DQ) kernels for 32-value block types (MXFP4; Q4_1, Q5_0 and Q5_1 are the sixteen-row
+ * kernels of quants_x16b_avx512.c) and F16.
  * Same scheme as the AVX2 tier (csrc/x86/avx2/quants_legacy_avx2.c): two blocks per 512-bit register,
  * the lower 256 bits block i and the upper block i + 1, each decoded by the shared AVX2 decoder.
  * AVX-512 has no vpsignb, so the sign trick is |x| * (y negated where x < 0) with a mask. An odd last
@@ -62,8 +63,6 @@ OXL_INLINE void vec_dot_512(int kind, int n, float *s, const void *vx, const voi
         vec_dot_512(kind, n, s, x, y); \
     }
 
-VEC_DOT(vec_dot_q4_1_q8_1_avx512, K_Q4_1)
-VEC_DOT(vec_dot_q5_0_q8_0_avx512, K_Q5_0)
 VEC_DOT(vec_dot_mxfp4_q8_0_avx512, K_MXFP4)
 
 static void vec_dot_f16_f32_avx512(int n, float *OXL_RESTRICT s, const void *OXL_RESTRICT vx, const void *OXL_RESTRICT vy) {
@@ -81,13 +80,9 @@ static void vec_dot_f16_f32_avx512(int n, float *OXL_RESTRICT s, const void *OXL
     *s = sum;
 }
 
-/* Q4_0 and Q8_0 are the AVX2 tier's eight-row kernels, inherited with their order and repacked layouts
- * (csrc/x86/avx2/quants_x8_avx2.c): against this file's vec_dots with the old AVX2 multi-row kernels (Xeon,
- * 1 thread CPU time, 2048 x 2048 in cache, 2026-11-26) Q4_0 64 activation rows 57 -> 133 GOPS, 1 row 40 -> 95,
- * Q8_0 64 -> 114, 41 -> 51 (repacked). */
+/* Q4_0, Q8_0, Q4_1, Q5_0 and Q5_1 are the VNNI tier's sixteen-row kernels built for this tier
+ * (quants_x16_avx512.c, quants_x16b_avx512.c), registered after these */
 void oxl_register_avx512_legacy(oxl_kernel_table *t) {
-    t->type[OXL_TYPE_Q4_1].vec_dot = vec_dot_q4_1_q8_1_avx512;
-    t->type[OXL_TYPE_Q5_0].vec_dot = vec_dot_q5_0_q8_0_avx512;
     t->type[OXL_TYPE_MXFP4].vec_dot = vec_dot_mxfp4_q8_0_avx512;
     t->type[OXL_TYPE_F16].vec_dot = vec_dot_f16_f32_avx512;
 }

@@ -259,7 +259,7 @@ OXL_INLINE void kx_sub(const int C, __m512 *t, __m512 ds, const __m512i *x, cons
         KX_UNROLL_N(8)
         for (int k = 0; k < n; k++)
             KX_UNROLL_N(4)
-            for (int r = 0; r < nr; r++) s[r] = _mm512_dpbusd_epi32(s[r], x[k], bcast4(a[j0 + r].qs + off + 4 * k));
+            for (int r = 0; r < nr; r++) s[r] = x16_dpbusd_u7(s[r], x[k], bcast4(a[j0 + r].qs + off + 4 * k));
         KX_UNROLL_N(4)
         for (int r = 0; r < nr; r++) t[j0 + r] = _mm512_fmadd_ps(ds, _mm512_cvtepi32_ps(s[r]), t[j0 + r]);
     }
@@ -297,10 +297,10 @@ OXL_INLINE void kx_group_k4(const int kind, const int file, const int C, int nb,
                                _mm512_and_si512(m_hi, mpair), _mm512_and_si512(_mm512_srli_epi32(m_hi, 8), mpair)};
         __m512 t[KX_VG];
         KX_UNROLL for (int j = 0; j < C; j++) {
-            __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp[0], bcast4(&a[j].v[0]));
-            ms = _mm512_dpwssd_epi32(ms, mp[1], bcast4(&a[j].v[1]));
-            ms = _mm512_dpwssd_epi32(ms, mp[2], bcast4(&a[j].v[2]));
-            ms = _mm512_dpwssd_epi32(ms, mp[3], bcast4(&a[j].v[3]));
+            __m512i ms = x16_dpwssd(_mm512_setzero_si512(), mp[0], bcast4(&a[j].v[0]));
+            ms = x16_dpwssd(ms, mp[1], bcast4(&a[j].v[1]));
+            ms = x16_dpwssd(ms, mp[2], bcast4(&a[j].v[2]));
+            ms = x16_dpwssd(ms, mp[3], bcast4(&a[j].v[3]));
             t[j] = _mm512_mul_ps(mv, _mm512_cvtepi32_ps(ms));
         }
         KX_UNROLL_N(8)
@@ -484,8 +484,8 @@ OXL_INLINE void vec_dot_k4(int kind, int n, float *s, const void *vx, const void
                 lo = _mm256_or_si256(lo, _mm256_and_si256(c <= 2 ? _mm256_slli_epi16(qh, 4 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 4), m10));
                 hi = _mm256_or_si256(hi, _mm256_and_si256(c <= 1 ? _mm256_slli_epi16(qh, 3 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 3), m10));
             }
-            v[2 * c] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c)));
-            v[2 * c + 1] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), hi,
+            v[2 * c] = x16_dpbusd256(_mm256_setzero_si256(), lo, _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c)));
+            v[2 * c + 1] = x16_dpbusd256(_mm256_setzero_si256(), hi,
                                                _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32)));
         }
         float isum[8], ds[8];
@@ -525,7 +525,7 @@ static void vec_dot_q6_K_x16(int n, float *OXL_RESTRICT s, const void *OXL_RESTR
                 const __m256i ql = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32 * (p % 2)));
                 const __m256i lo = p / 2 ? _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4) : _mm256_and_si256(ql, m4);
                 const __m256i hi = 2 * p >= 4 ? _mm256_srli_epi16(qh, 2 * p - 4) : _mm256_slli_epi16(qh, 4 - 2 * p);
-                v[p] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_or_si256(lo, _mm256_and_si256(hi, m30)),
+                v[p] = x16_dpbusd256(_mm256_setzero_si256(), _mm256_or_si256(lo, _mm256_and_si256(hi, m30)),
                                            _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * p)));
             }
             __m256i r = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));

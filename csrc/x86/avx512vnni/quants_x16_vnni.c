@@ -33,6 +33,13 @@
 static inline int x16_chunks(int kind) { return kind == K_Q4_0 ? 4 : 8; }
 static inline size_t x16_qbytes(int kind) { return kind == K_Q4_0 ? 256 : 512; }
 static inline int x16_off(int kind) { return kind == K_Q4_0 ? 8 : 128; }
+/* the offset a product's int32 sums start from (x16_act's base): the layout's, except for Q8_0 on the
+ * AVX-512 tier, whose pass reads the signed values back and sums them by the sign trick (x16_dot32_q8) */
+#ifdef X16_AVX512BW
+static inline int x16_base_off(int kind) { return kind == K_Q4_0 ? 8 : 0; }
+#else
+static inline int x16_base_off(int kind) { return x16_off(kind); }
+#endif
 /* the bytes of one group of 16 rows (the file's bytes of those rows) */
 static inline size_t x16_group_bytes(int kind, int nb) { return (size_t)nb * (x16_qbytes(kind) + 2 * X16); }
 
@@ -62,6 +69,20 @@ static void x16_build(int kind, const char *w, size_t w_row, int nrows, int nb, 
     }
 }
 
+#ifdef X16_AVX512BW
+/* Q8_0's exact block dot on the AVX-512 tier (x: the layout's chunks, value + 128): per chunk |x| and x's
+ * signs once, then per activation row |x| against y with x's sign (|x| <= 128, |y| <= 127: a pair |.| <= 32512) */
+OXL_INLINE __m512i x16_dot32_q8(const __m512i ax[8], const __mmask64 neg[8], const int8_t *yq) {
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    for (int c = 0; c < 8; c += 2) {
+        const __m512i y0 = x16_bcast4(yq + 4 * c), y1 = x16_bcast4(yq + 4 * c + 4);
+        s0 = x16_dpbusd_u7(s0, ax[c], _mm512_mask_sub_epi8(y0, neg[c], _mm512_setzero_si512(), y0));
+        s1 = x16_dpbusd_u7(s1, ax[c + 1], _mm512_mask_sub_epi8(y1, neg[c + 1], _mm512_setzero_si512(), y1));
+    }
+    return _mm512_add_epi32(s0, s1);
+}
+#endif
+
 /* acc[j] (lane l: row l) over all nb blocks of one group against activation rows 0..C-1 */
 OXL_INLINE void x16_group(int kind, const int C, int nb, const uint8_t *g, const char *y, size_t y_row,
                           const x16_act *A, int ahead, __m512 *acc) {
@@ -82,6 +103,21 @@ OXL_INLINE void x16_group(int kind, const int C, int nb, const uint8_t *g, const
             for (int c = 0; c < 8; c++) x[c] = _mm512_loadu_si512((const void *)(q + 64 * c));
         }
         const __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32 * b)));
+#ifdef X16_AVX512BW
+        if (kind == K_Q8_0) {
+            __mmask64 neg[8];
+            for (int c = 0; c < 8; c++) {
+                const __m512i v = _mm512_xor_si512(x[c], _mm512_set1_epi8((char)0x80));   /* the file's value */
+                neg[c] = _mm512_movepi8_mask(v);
+                x[c] = _mm512_abs_epi8(v);
+            }
+            X16_UNROLL for (int j = 0; j < C; j++) {
+                const int8_t *yq = ((const block_q8_0 *)(const void *)(y + (size_t)j * y_row))[b].qs;
+                acc[j] = x16_step(acc[j], dx, A[(size_t)j * nb + b].d, x16_dot32_q8(x, neg, yq));
+            }
+            continue;
+        }
+#endif
         X16_UNROLL for (int j = 0; j < C; j++) {
             const int8_t *yq = ((const block_q8_0 *)(const void *)(y + (size_t)j * y_row))[b].qs;
             const x16_act a = A[(size_t)j * nb + b];
@@ -100,7 +136,7 @@ OXL_INLINE void x16_pass(int kind, const int C, int nb, const uint8_t *g, const 
 
 /* the family's functions, the kind a constant in each */
 static void x16_prepare(int kind, int nb, const char *y, size_t y_row, int nc, void *A) {
-    x16_prepare_q8_0(x16_off(kind), nb, y, y_row, nc, (x16_act *)A);
+    x16_prepare_q8_0(x16_base_off(kind), nb, y, y_row, nc, (x16_act *)A);
 }
 static void x16_pass_q4_0(int kind, int C, int nb, const uint8_t *g, const char *y, size_t y_row, const void *A,
                           int ahead, float *S, int64_t lds, int nrows) {
@@ -139,7 +175,7 @@ OXL_INLINE void x16_vec_dot(int kind, int n, float *s, const void *vx, const voi
         __m256i u;
         if (kind == K_Q4_0) u = nibbles_32((const uint8_t *)blk + 2);
         else u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), _mm256_set1_epi8((char)0x80));
-        const int32_t isum = hsum_i32_8(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, yq)) - x16_off(kind) * x16_sum_i8_32(y[b].qs);
+        const int32_t isum = hsum_i32_8(x16_dpbusd256(_mm256_setzero_si256(), u, yq)) - x16_off(kind) * x16_sum_i8_32(y[b].qs);
         oxl_half dx;
         memcpy(&dx, blk, 2);
         const float d = fp16(dx) * fp16(y[b].d);

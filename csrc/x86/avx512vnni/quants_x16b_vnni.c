@@ -192,7 +192,7 @@ OXL_INLINE void x16b_vec_dot(int kind, int n, float *s, const void *vx, const vo
         float dx, mx = 0.0f, dy, sy;
         const __m256i u = tile_decode(kind, x + (size_t)b * bx, &dx, &mx);   /* the unsigned weight values */
         const __m256i yq = act_block(kind, y, b, &dy, &sy);
-        const int32_t isum = hsum_i32_8(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, yq)) -
+        const int32_t isum = hsum_i32_8(x16_dpbusd256(_mm256_setzero_si256(), u, yq)) -
                              x16b_off(kind) * x16_sum_i8_32(x16b_act_qs(kind, y, b));
         acc = fmaf(dx * dy, (float)isum, acc);
         if (x16b_has_min(kind)) macc = fmaf(mx, sy, macc);

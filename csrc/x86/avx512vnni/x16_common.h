@@ -33,10 +33,42 @@ typedef struct {
     int32_t base;   /* -offset * sum(y) */
 } x16_act;
 
+/* vpdpbusd: acc + the four u8 x s8 products of each int32 lane. On this tier the instruction. The AVX-512 tier
+ * (no VNNI) builds these files too, with X16_AVX512BW defined (csrc/x86/avx512/quants_*x16*_avx512.c): there
+ * vpmaddubsw (pairs of products into int16, saturating) + vpmaddwd by ones + vpaddd, split so that every
+ * int16 is exact, and the integer sums, so the floats, are this tier's:
+ *   x16_dpbusd / x16_dpbusd256: any u8 weight: its low seven bits and its top bit apart (a pair of the
+ *       first |.| <= 2 * 127 * 128, of the second 128 (s0 + s1) in [-32768, 32512]), three uops more
+ *   x16_dpbusd_u7: weights u <= 127 (a pair |.| <= 2 * 127 * 128 = 32512), one vpmaddubsw */
+#ifdef X16_AVX512BW
+OXL_INLINE __m512i x16_madd_ones(__m512i p16) { return _mm512_madd_epi16(p16, _mm512_set1_epi16(1)); }
+OXL_INLINE __m512i x16_dpbusd_u7(__m512i acc, __m512i u, __m512i s) {
+    return _mm512_add_epi32(acc, x16_madd_ones(_mm512_maddubs_epi16(u, s)));
+}
+OXL_INLINE __m512i x16_dpbusd(__m512i acc, __m512i u, __m512i s) {
+    const __m512i lo = _mm512_and_si512(u, _mm512_set1_epi8(0x7F)), hi = _mm512_and_si512(u, _mm512_set1_epi8((char)0x80));
+    return _mm512_add_epi32(_mm512_add_epi32(acc, x16_madd_ones(_mm512_maddubs_epi16(lo, s))),
+                            x16_madd_ones(_mm512_maddubs_epi16(hi, s)));
+}
+OXL_INLINE __m256i x16_dpbusd256(__m256i acc, __m256i u, __m256i s) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i lo = _mm256_and_si256(u, _mm256_set1_epi8(0x7F)), hi = _mm256_and_si256(u, _mm256_set1_epi8((char)0x80));
+    return _mm256_add_epi32(_mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, s), ones)),
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(hi, s), ones));
+}
+/* vpdpwssd: acc + the two int16 x int16 products of each lane (vpmaddwd's sum wraps as vpdpwssd's does) */
+OXL_INLINE __m512i x16_dpwssd(__m512i acc, __m512i a, __m512i b) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
+#else
+#define x16_dpwssd _mm512_dpwssd_epi32
+#define x16_dpbusd_u7 _mm512_dpbusd_epi32
+#define x16_dpbusd _mm512_dpbusd_epi32
+#define x16_dpbusd256 _mm256_dpbusd_epi32
+#endif
+
 /* the exact sum of 32 int8 values */
 static inline int32_t x16_sum_i8_32(const int8_t *qs) {
-    const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
-                                          _mm256_loadu_si256((const __m256i *)(const void *)qs));
+    const __m256i s = x16_dpbusd256(_mm256_setzero_si256(), _mm256_set1_epi8(1),
+                                    _mm256_loadu_si256((const __m256i *)(const void *)qs));
     __m128i r = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
     r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
@@ -60,8 +92,17 @@ OXL_INLINE __m512i x16_bcast4(const int8_t *p) {
 }
 
 /* the exact int32 dot of one 32-value block of 16 rows (x[c]: values 4c..4c+3 of every row) with activation
- * bytes yq, from `start` */
+ * bytes yq, from `start`; on the AVX-512 tier for weights u <= 31 only (the 4- and 5-bit types): there the
+ * products of four chunks summed in int16 (|.| <= 4 * 2 * 31 * 128 = 31744), one vpmaddwd per four chunks */
 OXL_INLINE __m512i x16_dot32(const __m512i x[8], const int8_t *yq, int32_t start) {
+#ifdef X16_AVX512BW
+    __m512i h0 = _mm512_maddubs_epi16(x[0], x16_bcast4(yq)), h1 = _mm512_maddubs_epi16(x[4], x16_bcast4(yq + 16));
+    for (int c = 1; c < 4; c++) {
+        h0 = _mm512_add_epi16(h0, _mm512_maddubs_epi16(x[c], x16_bcast4(yq + 4 * c)));
+        h1 = _mm512_add_epi16(h1, _mm512_maddubs_epi16(x[c + 4], x16_bcast4(yq + 16 + 4 * c)));
+    }
+    return _mm512_add_epi32(_mm512_add_epi32(x16_madd_ones(h0), x16_madd_ones(h1)), _mm512_set1_epi32(start));
+#else
     /* two chains for latency; integer sums, so their split changes nothing */
     __m512i s0 = _mm512_set1_epi32(start), s1 = _mm512_setzero_si512();
     for (int c = 0; c < 8; c += 2) {
@@ -69,6 +110,7 @@ OXL_INLINE __m512i x16_dot32(const __m512i x[8], const int8_t *yq, int32_t start
         s1 = _mm512_dpbusd_epi32(s1, x[c + 1], x16_bcast4(yq + 4 * c + 4));
     }
     return _mm512_add_epi32(s0, s1);
+#endif
 }
 
 /* one block's float step for 16 rows: acc = fma(dx * dy, (float)isum, acc), dx * dy rounded once */
