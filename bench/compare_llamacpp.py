@@ -16,13 +16,21 @@ and, per library, the median over rounds of decode@1k / decode (how much a long 
 With --bandwidth the memory read bandwidth is measured in C (bench/membw.py) before each round, and
 decode is also given as a share of the limit file bytes / bandwidth (every weight is read once per token;
 the KV cache read after a long prompt is not counted, so long-context shares run lower).
-With --beside N the short-prompt decode runs in N slices inside each child, the read bandwidth probed in C
-(membw.ReadProbe, 1 GiB, 2 threads) before each slice and after the last, and decode is also given as the
+With --beside N the short-prompt decode runs in N slices inside each child, and decode is also given as the
 share of its weight bytes per second (every tensor, but the embedding table of a model with its own output
-matrix) over the bandwidth read on either side of the slice: median over the slices, then over the rounds.
-This VM's bandwidth swings 19-27 GB/s within minutes, so a reading once a round does not say what a decode
-got; one beside each slice does. (Shares by the clock, and by CPU time: decode's process CPU time per
-thread against each probe thread's own CPU time, which load from other processes disturbs far less.)
+matrix) over the read bandwidth probed in C on either side of the slice (membw.ReadProbe, 1 GiB, 2 threads):
+median over the slices, then over the rounds. This VM's bandwidth swings 19-27 GB/s within minutes, so a reading
+once a round does not say what a decode got; one beside each slice does. The probe runs in THIS (the parent)
+process while the child waits on its pipe: before each slice and after the last the child asks for a reading and
+blocks; the parent waits --settle ms (50) so that the child's threads have gone idle (libgomp's default wait
+policy spins for a while after each parallel region; llama.cpp's OpenMP team too), reads its buffer with
+pthreads started and joined for the read (no OpenMP team of its own to linger beside the next slice), and
+answers. So every probe reads the same buffer in the same process under the same conditions,
+whichever library the child runs, and the parent also probes the same way with no model process at all after
+each child exits: the three medians are printed side by side ("probe beside oxillama / llama.cpp / alone"),
+and the method is sound when they agree within the noise. (Shares by the clock, and by CPU time: decode's
+process CPU time per thread against each probe thread's own CPU time, which load from other processes
+disturbs far less.)
 For real-size models, bench/real_size_models.py writes SmolLM2-1.7B's shapes with random weights:
 
     python bench/real_size_models.py && python bench/compare_llamacpp.py --bandwidth --long 2048 \
@@ -87,7 +95,33 @@ def _decode_cases(n_long: int) -> list[tuple[str, int]]:
     return [("decode", 16)] + ([(_long_key(n_long), n_long)] if n_long else [])
 
 
-PROBE_MB = 1024   # the bandwidth probe's buffer beside a decode: 4x the L3 of the Xeon, ~50 ms a read
+PROBE_MB = 1024   # the bandwidth probe's buffer beside a decode: 2-4x the L3 of the Xeon, ~50 ms a read
+SETTLE = 0.05     # seconds the parent waits before each probe: the child's threads go idle
+_probe = None     # the parent's ReadProbe, made at the first child that decodes in slices
+PROBE_TAG = "@probe"
+
+
+def parent_probe(threads: int, settle: float = SETTLE) -> tuple[float, float]:
+    """A read of the parent's probe buffer (GB/s by the clock, by CPU time) after `settle` seconds idle."""
+    global _probe
+    from membw import ReadProbe
+
+    if _probe is None or _probe.n_threads != threads:
+        if _probe is not None:
+            _probe.close()
+        _probe = ReadProbe(threads, PROBE_MB)
+    time.sleep(settle)
+    return _probe.read()
+
+
+def child_probe() -> tuple[float, float]:
+    """In a worker child: ask the parent for a probe reading and wait for it (this process stays idle)."""
+    sys.stdout.write(PROBE_TAG + "\n")
+    sys.stdout.flush()
+    line = sys.stdin.readline().split()
+    if len(line) != 2:
+        raise RuntimeError("the parent did not answer the probe request")
+    return float(line[0]), float(line[1])
 
 
 def weight_bytes(model: str) -> int:
@@ -100,9 +134,10 @@ def weight_bytes(model: str) -> int:
     return sum(t.nbytes for name, t in f.tensors.items() if not (untied and name == "token_embd.weight"))
 
 
-def timed_decode(step, n_decode: int, threads: int, model: str, slices: int = 0) -> dict:
+def timed_decode(step, n_decode: int, threads: int, model: str, slices: int = 0, probe=child_probe) -> dict:
     """step() decodes one token; n_decode of them. {"tok/s"} by the clock; with slices > 0 the tokens run in that
-    many slices with a read of the bandwidth probe before each and after the last, and the dict also holds the
+    many slices with a reading of probe() (GB/s by the clock, by CPU time; by default the parent's, asked over
+    the pipe) before each and after the last, and the dict also holds the
     decode's share of the bandwidth beside it: per slice, the weight bytes per second over the mean of the two
     reads around it, the median of the slices ("share"; by CPU time "share_cpu": decode's process CPU time over
     threads against the probe's per-thread CPU rate), and the probe's median GB/s ("bw", "bw_cpu")."""
@@ -111,25 +146,22 @@ def timed_decode(step, n_decode: int, threads: int, model: str, slices: int = 0)
         for _ in range(n_decode):
             step()
         return {"tok/s": n_decode / (time.perf_counter() - t)}
-    from membw import ReadProbe
-
     wbytes = weight_bytes(model)
     cuts = [n_decode * i // slices for i in range(slices + 1)]
     wall = 0.0
     share, share_cpu = [], []
-    with ReadProbe(threads, PROBE_MB) as probe:
-        bw = [probe.read()]
-        for i in range(slices):
-            n = cuts[i + 1] - cuts[i]
-            t, c = time.perf_counter(), time.process_time()
-            for _ in range(n):
-                step()
-            dt, dc = time.perf_counter() - t, time.process_time() - c
-            bw.append(probe.read())
-            wall += dt
-            if n:
-                share.append(n * wbytes / dt / 1e9 / ((bw[-2][0] + bw[-1][0]) / 2))
-                share_cpu.append(n * wbytes / (dc / threads) / 1e9 / ((bw[-2][1] + bw[-1][1]) / 2))
+    bw = [probe()]
+    for i in range(slices):
+        n = cuts[i + 1] - cuts[i]
+        t, c = time.perf_counter(), time.process_time()
+        for _ in range(n):
+            step()
+        dt, dc = time.perf_counter() - t, time.process_time() - c
+        bw.append(probe())
+        wall += dt
+        if n:
+            share.append(n * wbytes / dt / 1e9 / ((bw[-2][0] + bw[-1][0]) / 2))
+            share_cpu.append(n * wbytes / (dc / threads) / 1e9 / ((bw[-2][1] + bw[-1][1]) / 2))
     return {"tok/s": n_decode / wall, "share": statistics.median(share), "share_cpu": statistics.median(share_cpu),
             "bw": statistics.median(b[0] for b in bw), "bw_cpu": statistics.median(b[1] for b in bw)}
 
@@ -247,13 +279,33 @@ def main_interleaved(models: list[str], threads: int) -> int:
 
 
 def run_child(lib: str, model: str, threads: int, n_long: int = N_LONG, n_decode: int = N_DECODE,
-              slices: int = 0) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--worker", lib, "-m", model, "-t", str(threads),
-                          "--long", str(n_long), "--decode-tokens", str(n_decode), "--beside", str(slices)],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"{lib} worker failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+              slices: int = 0, settle: float = SETTLE, alone: list | None = None) -> dict:
+    """The figures of one child process running lib on model. With slices > 0 this process answers the child's
+    probe requests (parent_probe, `settle` seconds idle before each reading), and after the child
+    exits it appends one reading with no model process at all to `alone` (if given)."""
+    import tempfile
+
+    cmd = [sys.executable, __file__, "--worker", lib, "-m", model, "-t", str(threads), "--long", str(n_long),
+           "--decode-tokens", str(n_decode), "--beside", str(slices)]
+    with tempfile.TemporaryFile("w+") as err:
+        child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+                                 bufsize=1)
+        last = ""
+        for line in child.stdout:
+            if line.strip() == PROBE_TAG:
+                gbs, gbs_cpu = parent_probe(threads, settle)
+                child.stdin.write(f"{gbs!r} {gbs_cpu!r}\n")
+                child.stdin.flush()   # the reading's threads are joined: the child goes on beside none
+            elif line.strip():
+                last = line
+        child.stdin.close()
+        rc = child.wait()
+        if rc != 0:
+            err.seek(0)
+            raise RuntimeError(f"{lib} worker failed:\n{err.read()[-3000:]}")
+    if slices and alone is not None:
+        alone.append(parent_probe(threads, settle))
+    return json.loads(last)
 
 
 def _stats(values: list[float]) -> str:
@@ -275,6 +327,8 @@ def main(argv=None) -> int:
                                                              "round and give decode as a share of its limit")
     ap.add_argument("--beside", type=int, default=0, metavar="N",
                     help="decode in N slices with the read bandwidth probed around each, and its share of it")
+    ap.add_argument("--settle", type=float, default=SETTLE * 1e3, metavar="MS",
+                    help="--beside: milliseconds idle before each probe reading")
     ap.add_argument("--file-layout", action="store_true", help="also run oxillama with repack=False (the "
                                                                "weights in the file's layout only) in the rounds")
     ap.add_argument("--worker", choices=["oxillama", "llamacpp", "oxillama-file"], help=argparse.SUPPRESS)
@@ -283,6 +337,8 @@ def main(argv=None) -> int:
         ap.error("--long must be 0 (no long-context decode) or at least 16, --decode-tokens at least 1")
     if not 0 <= args.beside <= args.decode_tokens:
         ap.error("--beside must be between 0 and --decode-tokens")
+    if args.settle < 0:
+        ap.error("--settle must be >= 0")
 
     if args.worker:
         if args.worker == "llamacpp":
@@ -315,13 +371,15 @@ def main(argv=None) -> int:
     for model in models:
         libs = ["oxillama", "llamacpp"] + (["oxillama-file"] if args.file_layout else [])
         runs = {lib: [] for lib in libs}
+        alone = []
         for r in range(args.rounds):
             if args.bandwidth:
                 from membw import read_bandwidth
                 bandwidth.append(read_bandwidth(threads))
             order = libs[r % len(libs):] + libs[:r % len(libs)]   # each library first in turn
             for lib in order:
-                runs[lib].append(run_child(lib, model, threads, args.long, args.decode_tokens, args.beside))
+                runs[lib].append(run_child(lib, model, threads, args.long, args.decode_tokens, args.beside,
+                                           args.settle / 1e3, alone))
         results[os.path.basename(model)] = runs
         file_gb = os.path.getsize(model) / 1e9
         print(f"\n{os.path.basename(model)}  ({file_gb:.2f} GB)")
@@ -351,6 +409,7 @@ def main(argv=None) -> int:
                 shares = ", ".join(f"{lib} {statistics.median(x['decode_' + k] for x in runs[lib]):.0%}" for lib in runs)
                 bw = statistics.median(x["decode_bw" + k[5:]] for lib in runs for x in runs[lib])
                 print(f"decode's share of the read bandwidth beside it ({what}, median probe {bw:.1f} GB/s): {shares}")
+            print(probe_line(runs, alone))
         ox = runs["oxillama"][-1]
         packed = ox.get("repacked_mb", 0.0)
         extra = ox["rss_mb"] - ox["file_mb"] - ox["kv_mb"] - packed
@@ -361,6 +420,17 @@ def main(argv=None) -> int:
             json.dump({"cpu": cpu, "threads": threads, "bandwidth_gbs": bandwidth, "results": results}, f,
                       indent=1)
     return 0
+
+
+def probe_line(runs: dict, alone: list) -> str:
+    """The probe's median GB/s beside each library's decode and with no model process (by the clock / CPU time):
+    the method is sound when they agree within the noise."""
+    cells = [f"{lib} {statistics.median(x['decode_bw'] for x in r):.1f} / "
+             f"{statistics.median(x['decode_bw_cpu'] for x in r):.1f}" for lib, r in runs.items()]
+    if alone:
+        cells.append(f"alone {statistics.median(a[0] for a in alone):.1f} / "
+                     f"{statistics.median(a[1] for a in alone):.1f}")
+    return "probe GB/s (by the clock / by CPU time) beside " + ", ".join(cells)
 
 
 def _cpu_name() -> str:

@@ -4,7 +4,9 @@
 
 prints GB/s (1e9 bytes per second), the best of the passes, for a buffer far larger than the caches.
 ReadProbe keeps such a buffer for short reads beside another measurement (bench/compare_llamacpp.py reads
-it around each slice of a decode: this VM's bandwidth swings 19-27 GB/s within minutes).
+it around each slice of a decode, from the parent process while the decoding child waits: this VM's
+bandwidth swings 19-27 GB/s within minutes). The reads run on pthreads started per read, not an OpenMP team,
+so that no runtime's spinning threads outlive a read or meet a model's (bench/membw.c).
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ def _load():
     if _lib is None:
         cc = os.environ.get("CC") or sysconfig.get_config_var("CC").split()[0] or "cc"
         out = Path(tempfile.gettempdir()) / f"oxl_membw_{os.getpid()}.so"
-        subprocess.run([cc, "-O2", "-fopenmp", "-shared", "-fPIC", str(_SRC), "-o", str(out)], check=True)
+        subprocess.run([cc, "-O2", "-pthread", "-shared", "-fPIC", str(_SRC), "-o", str(out)], check=True)
         _lib = ctypes.CDLL(str(out))
         _lib.oxl_bench_read_bw.restype = ctypes.c_double
         _lib.oxl_bench_read_bw.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
@@ -70,6 +72,8 @@ class ReadProbe:
         cpu = ctypes.c_double()
         secs = _load().oxl_bench_read_pass(self._buf, self.bytes, self.n_threads, ctypes.byref(self._sink),
                                            ctypes.byref(cpu))
+        if secs <= 0:
+            raise RuntimeError(f"the bandwidth probe could not start {self.n_threads} threads")
         return self.bytes / secs / 1e9, cpu.value / 1e9
 
     def close(self) -> None:

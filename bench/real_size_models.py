@@ -16,10 +16,16 @@ runs the full network, which is all a speed figure needs.
 process per library and figure set, libraries alternating which goes first round by round) and prints the README
 table: prefill of 512 tokens, decode after a 16-token prompt and decode after --long (2,048) tokens, oxillama vs
 llama.cpp with the ratio of the medians, and decode's share of the read bandwidth measured beside it: each child
-decodes in --beside slices with a read of a 1 GiB buffer in C (bench/membw.py's ReadProbe, 2 threads) before each
-slice and after the last, and the share is the decode's weight bytes per second over the mean of the two reads
-around its slice (median of the slices, then of the rounds). The VM's bandwidth swings 19-27 GB/s within
-minutes, so a reading at the start of a round (still given under the table) does not say what a decode got.
+decodes in --beside slices, and before each slice and after the last it asks this (the parent) process for a
+read of a 1 GiB buffer in C (bench/membw.py's ReadProbe, 2 pthreads) and waits on its pipe; the parent waits
+--settle ms (50) for the child's OpenMP threads to stop spinning, reads, and answers. The share is the slice's
+weight bytes per second over the mean of the two reads around it (median of the slices, then of the rounds).
+Every probe is the same read in the same process whichever library decodes, and after every child the parent
+probes once more with no model process at all: the note under the table gives the probe's median beside each
+library and alone, which should agree within the noise (before, each child probed itself, and the reads beside
+oxillama's decode came out 13.5-18.6 GB/s against 20.7-22.8 beside llama.cpp's: that inflated oxillama's share).
+The VM's bandwidth swings 19-27 GB/s within minutes, so a reading at the start of a round (still given under the
+table) does not say what a decode got.
 --clock cpu takes both sides by CPU time instead (decode's process CPU time per thread, each probe thread's own
 CPU time): for a machine that other jobs load. A round of the four default files takes ~10-15 minutes on the
 2-core Xeon; the table is only as steady as the machine is quiet.
@@ -163,12 +169,15 @@ def ensure(directory: str | os.PathLike, types=DEFAULT_TYPES, threads: int = 2) 
     return {qtype: ensure_file(model_path(directory, qtype), f16, write_f16, qtype, threads) for qtype in types}
 
 
-def measure(paths: dict[str, Path], threads: int, rounds: int, n_long: int, n_decode: int, beside: int = 4) -> dict:
-    """Per type, per library, the figure sets of every round; and the bandwidth of every round (GB/s)."""
+def measure(paths: dict[str, Path], threads: int, rounds: int, n_long: int, n_decode: int, beside: int = 4,
+            settle: float = 0.05) -> dict:
+    """Per type, per library, the figure sets of every round; the bandwidth of every round (GB/s); per type the
+    probe readings with no model process ("alone": (GB/s by the clock, by CPU time) after each child)."""
     import compare_llamacpp as cl
     from membw import read_bandwidth
 
     runs = {q: {"oxillama": [], "llamacpp": []} for q in paths}
+    alone = {q: [] for q in paths}
     bandwidth = []
     for r in range(rounds):
         bandwidth.append(read_bandwidth(threads))
@@ -176,10 +185,11 @@ def measure(paths: dict[str, Path], threads: int, rounds: int, n_long: int, n_de
         for qtype, path in paths.items():
             for lib in (("oxillama", "llamacpp") if (r + list(paths).index(qtype)) % 2 == 0
                         else ("llamacpp", "oxillama")):
-                runs[qtype][lib].append(cl.run_child(lib, str(path), threads, n_long, n_decode, beside))
+                runs[qtype][lib].append(cl.run_child(lib, str(path), threads, n_long, n_decode, beside, settle,
+                                                     alone[qtype]))
                 print(f"  {qtype:7s} {lib:9s} " + ", ".join(f"{k} {v:.1f}" for k, v in runs[qtype][lib][-1].items()
                                                           if not k.endswith("_mb")), file=sys.stderr)
-    return {"runs": runs, "bandwidth": bandwidth}
+    return {"runs": runs, "bandwidth": bandwidth, "alone": alone}
 
 
 def table(paths: dict[str, Path], figures: dict, threads: int, n_long: int, clock: str = "wall") -> str:
@@ -195,12 +205,14 @@ def table(paths: dict[str, Path], figures: dict, threads: int, n_long: int, cloc
     head = (f"| 1.7B file | prefill 512 (oxillama vs llama.cpp) | decode | {long_key} | decode's share of the read "
             f"bandwidth measured beside it{' (CPU time)' if clock == 'cpu' else ''} |")
     lines = [head, "| --- | --- | --- | --- | --- |"]
-    probes = []
+    probes, probe_notes = [], []
     for qtype, path in paths.items():
         runs = figures["runs"][qtype]
         med = {lib: {k: statistics.median(x[k] for x in runs[lib]) for k in ("prefill", "decode", long_key, share_key)}
                for lib in runs}
         probes += [x["decode_bw" + ("_cpu" if clock == "cpu" else "")] for lib in runs for x in runs[lib]]
+        probe_notes.append(f"{qtype}: " + cl.probe_line(runs, figures.get("alone", {}).get(qtype, [])).replace(
+            "probe GB/s (by the clock / by CPU time) beside ", ""))
         gb = path.stat().st_size / 1e9
         cells = [f"{qtype} ({gb:.2f} GB)"]
         for k in ("prefill", "decode", long_key):
@@ -212,10 +224,12 @@ def table(paths: dict[str, Path], figures: dict, threads: int, n_long: int, cloc
     cpu = cl._cpu_name()
     lines.append("")
     lines.append(f"{cpu}, {threads} threads, medians of {rounds} alternating rounds. Share: each child decodes in "
-                 f"slices with the read bandwidth measured in C ({threads} threads, a 1 GiB buffer) before each slice "
-                 f"and after the last; a slice's weight bytes per second over the mean of the two reads around it"
+                 f"slices with the read bandwidth measured in C ({threads} threads, a 1 GiB buffer) by the parent "
+                 f"process before each slice and after the last, while the child waits idle; a slice's weight bytes "
+                 f"per second over the mean of the two reads around it"
                  f"{', both by CPU time' if clock == 'cpu' else ''}, median of the slices, then of the rounds (each "
-                 f"child's median probe {min(probes):.1f}-{max(probes):.1f} GB/s). "
+                 f"child's median probe {min(probes):.1f}-{max(probes):.1f} GB/s; the probe's median GB/s by the "
+                 f"clock / by CPU time beside each library and with no model process: {'; '.join(probe_notes)}). "
                  f"Bandwidth at the start of each round (C, best of 5 reads of 2 GiB): "
                  f"{', '.join(f'{b:.1f}' for b in figures['bandwidth'])} GB/s, median {bw:.1f}.")
     return "\n".join(lines)
@@ -234,6 +248,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="--table: also write the raw figures here")
     ap.add_argument("--beside", type=int, default=4, help="--table: slices of each decode, the bandwidth read "
                                                           "around each (the share column)")
+    ap.add_argument("--settle", type=float, default=50.0, metavar="MS",
+                    help="--table: milliseconds the parent waits idle before each probe reading")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="--table: the share's clock (cpu: "
                                                                              "on a machine other jobs load)")
     args = ap.parse_args(argv)
@@ -248,13 +264,15 @@ def main(argv=None) -> int:
         return 0
     if args.rounds < 1 or args.long < 16 or args.decode_tokens < 1 or not 1 <= args.beside <= args.decode_tokens:
         ap.error("--rounds and --decode-tokens must be >= 1, --long >= 16, 1 <= --beside <= --decode-tokens")
+    if args.settle < 0:
+        ap.error("--settle must be >= 0")
     try:
         import llama_cpp  # noqa: F401
     except ImportError:
         print("llama-cpp-python is not installed: the table compares with it", file=sys.stderr)
         return 2
     sys.path.insert(0, str(Path(__file__).resolve().parent))          # compare_llamacpp, membw
-    figures = measure(paths, args.threads, args.rounds, args.long, args.decode_tokens, args.beside)
+    figures = measure(paths, args.threads, args.rounds, args.long, args.decode_tokens, args.beside, args.settle / 1e3)
     if args.json:
         import json
         Path(args.json).write_text(json.dumps({"threads": args.threads, **figures,
